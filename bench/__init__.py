@@ -1,0 +1,1 @@
+"""Thin runnable entry points for a checkout: `python -m bench.<suite>`."""

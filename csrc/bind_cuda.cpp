@@ -1,0 +1,62 @@
+// Binding of the CUDA part. Built with GAPBENCH_WITH_CUDA when the toolkit was found; the
+// submodule exists either way, so Python can always ask it why CUDA is (un)available.
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+
+#ifdef GAPBENCH_WITH_CUDA
+#include "device.h"
+#include "launch.h"
+#endif
+
+namespace py = pybind11;
+
+namespace gb {
+
+void register_cuda(py::module_& m) {
+  auto c = m.def_submodule("cuda", "CUDA part: hand-written kernels, cudart linked statically");
+#ifdef GAPBENCH_WITH_CUDA
+  c.attr("built") = true;
+  c.def("status", [](int device) {
+        auto s = gb::cuda::device_status(device);
+        py::dict d;
+        d["available"] = s.available;
+        d["reason"] = s.reason;
+        d["device_count"] = s.device_count;
+        d["name"] = s.name;
+        d["compute_capability"] = std::to_string(s.cc_major) + "." + std::to_string(s.cc_minor);
+        d["driver_version"] = s.driver_version;
+        d["runtime_version"] = s.runtime_version;
+        d["sm_count"] = s.sm_count;
+        d["clock_khz"] = s.clock_khz;
+        d["total_memory"] = s.total_memory;
+        d["pci_bus_id"] = s.pci_bus_id;
+        return d;
+      }, py::arg("device") = 0);
+  c.def("context_create_seconds", &gb::cuda::context_create_seconds, py::arg("device") = 0,
+        py::call_guard<py::gil_scoped_release>());
+  using gb::cuda::launch::Probe;
+  using rel = py::call_guard<py::gil_scoped_release>;
+  py::class_<Probe>(c, "LaunchProbe")
+      .def(py::init<int, int, int>(), py::arg("variant"), py::arg("n") = 1, py::arg("device") = 0, rel())
+      .def_property_readonly("variant", &Probe::variant)
+      .def("timed_launch_sync", &Probe::timed_launch_sync, rel())
+      .def("submit", &Probe::submit, py::arg("samples"), py::arg("inner"), py::arg("warmup"), rel())
+      .def("roundtrip", &Probe::roundtrip, py::arg("samples"), py::arg("warmup"), rel())
+      .def("stream_b2b", &Probe::stream_b2b, py::arg("samples"), py::arg("inner"), py::arg("warmup"), rel())
+      .def("device_kernel", &Probe::device_kernel, py::arg("samples"), py::arg("inner"), py::arg("warmup"), rel())
+      .def("graph_replay", &Probe::graph_replay, py::arg("samples"), py::arg("inner"), py::arg("warmup"), rel())
+      .def("count_launches", &Probe::count_launches, py::arg("k"), rel())
+      .def("run_add", &Probe::run_add, py::arg("a"), py::arg("b"), rel());
+#else
+  c.attr("built") = false;
+  c.def("status", [](int) {
+        py::dict d;
+        d["available"] = false;
+        d["reason"] = "CUDA part not built: no CUDA toolkit (nvcc) was found when gapbench was installed";
+        return d;
+      }, py::arg("device") = 0);
+#endif
+}
+
+}  // namespace gb

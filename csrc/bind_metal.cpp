@@ -1,0 +1,61 @@
+// Binding of the Metal part (macOS on Apple Silicon). Elsewhere the submodule exists with
+// built=False and says why, so every platform can list the backend as a row with a reason.
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+
+#ifdef GAPBENCH_WITH_METAL
+#include "launch.h"
+#include "metal_context.h"
+#endif
+
+namespace py = pybind11;
+
+namespace gb {
+
+void register_metal(py::module_& m) {
+  auto c = m.def_submodule("metal", "Metal part: metal-cpp host code, kernels compiled at run time");
+#ifdef GAPBENCH_WITH_METAL
+  c.attr("built") = true;
+  c.def("status", []() {
+    auto s = gb::metal::device_status();
+    py::dict d;
+    d["available"] = s.available;
+    d["reason"] = s.reason;
+    d["name"] = s.name;
+    d["unified_memory"] = s.unified_memory;
+    d["recommended_working_set"] = s.recommended_working_set;
+    d["max_buffer_length"] = s.max_buffer_length;
+    return d;
+  });
+  c.def("context_create_seconds", &gb::metal::launch::context_create_seconds,
+        py::call_guard<py::gil_scoped_release>());
+  using gb::metal::launch::Probe;
+  using rel = py::call_guard<py::gil_scoped_release>;
+  py::class_<Probe>(c, "LaunchProbe")
+      .def(py::init<int, int, const std::string&>(), py::arg("variant"), py::arg("n"), py::arg("source"), rel())
+      .def_property_readonly("library_compile_seconds", &Probe::library_compile_seconds)
+      .def_property_readonly("pipeline_create_seconds", &Probe::pipeline_create_seconds)
+      .def("timed_launch_sync", &Probe::timed_launch_sync, rel())
+      .def("submit", &Probe::submit, py::arg("samples"), py::arg("inner"), py::arg("warmup"), rel())
+      .def("roundtrip", &Probe::roundtrip, py::arg("samples"), py::arg("warmup"), rel())
+      .def("stream_b2b", &Probe::stream_b2b, py::arg("samples"), py::arg("inner"), py::arg("warmup"), rel())
+      .def("device_kernel", &Probe::device_kernel, py::arg("samples"), py::arg("inner"), py::arg("warmup"), rel())
+      .def("count_launches", &Probe::count_launches, py::arg("k"), rel())
+      .def("run_add", &Probe::run_add, py::arg("a"), py::arg("b"), rel());
+#else
+  c.attr("built") = false;
+  c.def("status", []() {
+    py::dict d;
+    d["available"] = false;
+#ifdef __APPLE__
+    d["reason"] = "Metal part not built: metal-cpp headers not found at install (pip install mlx-metal, then reinstall)";
+#else
+    d["reason"] = "Metal needs macOS on Apple Silicon (this build is not for macOS)";
+#endif
+    return d;
+  });
+#endif
+}
+
+}  // namespace gb

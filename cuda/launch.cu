@@ -1,0 +1,238 @@
+// launch.cu: kernel-launch latency on CUDA, the hardware/driver floor under every framework.
+//
+// Measures, for the null kernel (variant 1) and a 1-element add (variant 2):
+//   cold launch (first launch in a fresh process; lazy module loading makes it also load
+//   the kernel's module), host submit cost, launch+wait round trip, back-to-back device
+//   time as issued and with the queue preloaded, and CUDA-graph replay per node.
+// Run:  python -m bench.launch --backends native-cuda
+// Check against a plain loop: build/*/gapbench_launch_plain (cuda/plain/launch.cu).
+#include "launch.h"
+#include "cuda_check.h"
+#include "launch_kernels.cuh"
+
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace gb::cuda::launch {
+using namespace gb::launch;
+
+using clock_type = std::chrono::steady_clock;
+
+static double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+struct Probe::Impl {
+  int variant = kNull;
+  int n = 1;
+  int flag = 0;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  unsigned int* counter = nullptr;
+  float *a = nullptr, *b = nullptr, *out = nullptr;
+  long long spin_cycles_per_us = 1000;
+
+  // The one dispatcher every timing loop goes through: simplest variant first.
+  void launch() {
+    switch (variant) {
+      case kNull:
+        null_kernel<<<1, 1, 0, stream>>>(counter, flag);
+        break;
+      case kAdd1:
+        add1_kernel<<<add_grid(n), kAddBlock, 0, stream>>>(a, b, out, n);
+        break;
+    }
+  }
+  void sync() { GB_CUDA_CHECK(cudaStreamSynchronize(stream)); }
+  double elapsed() {
+    float ms = 0.f;
+    GB_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    return static_cast<double>(ms) * 1e-3;
+  }
+};
+
+Probe::Probe(int variant, int n, int device) : impl_(new Impl) {
+  if (variant != kNull && variant != kAdd1)
+    throw std::invalid_argument("launch variant must be 1 (null) or 2 (add1), got " +
+                                std::to_string(variant));
+  if (n < 1) throw std::invalid_argument("n must be >= 1");
+  auto& s = *impl_;
+  s.variant = variant;
+  s.n = n;
+  GB_CUDA_CHECK(cudaSetDevice(device));
+  // A non-blocking stream: graph capture needs one, and it never serialises with the legacy
+  // default stream that other libraries in the process may use.
+  GB_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+  GB_CUDA_CHECK(cudaEventCreate(&s.start));
+  GB_CUDA_CHECK(cudaEventCreate(&s.stop));
+  GB_CUDA_CHECK(cudaMalloc(&s.counter, sizeof(unsigned int)));
+  GB_CUDA_CHECK(cudaMemset(s.counter, 0, sizeof(unsigned int)));
+  size_t bytes = sizeof(float) * static_cast<size_t>(n);
+  GB_CUDA_CHECK(cudaMalloc(&s.a, bytes));
+  GB_CUDA_CHECK(cudaMalloc(&s.b, bytes));
+  GB_CUDA_CHECK(cudaMalloc(&s.out, bytes));
+  // Inputs are non-zero so no timed add runs on zeros (values are checked in run_add).
+  std::vector<float> init(n);
+  for (int i = 0; i < n; ++i) init[i] = 1.0f + 0.25f * static_cast<float>(i % 7);
+  GB_CUDA_CHECK(cudaMemcpy(s.a, init.data(), bytes, cudaMemcpyHostToDevice));
+  GB_CUDA_CHECK(cudaMemcpy(s.b, init.data(), bytes, cudaMemcpyHostToDevice));
+  int khz = 0;
+  GB_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device));
+  s.spin_cycles_per_us = khz > 0 ? khz / 1000 : 1000;
+  GB_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+Probe::~Probe() {
+  if (!impl_) return;
+  auto& s = *impl_;
+  // Destructors never throw: errors here are ignored on purpose.
+  if (s.stream) cudaStreamSynchronize(s.stream);
+  cudaFree(s.counter);
+  cudaFree(s.a);
+  cudaFree(s.b);
+  cudaFree(s.out);
+  if (s.start) cudaEventDestroy(s.start);
+  if (s.stop) cudaEventDestroy(s.stop);
+  if (s.stream) cudaStreamDestroy(s.stream);
+}
+
+int Probe::variant() const { return impl_->variant; }
+
+double Probe::timed_launch_sync() {
+  auto& s = *impl_;
+  auto t0 = clock_type::now();
+  s.launch();
+  s.sync();
+  double dt = seconds_since(t0);
+  GB_CUDA_CHECK_LAUNCH();
+  return dt;
+}
+
+std::vector<double> Probe::submit(int samples, int inner, int warmup) {
+  auto& s = *impl_;
+  std::vector<double> out;
+  out.reserve(samples);
+  for (int i = 0; i < warmup + samples; ++i) {
+    s.sync();  // start each sample with an empty queue: no back-pressure from earlier work
+    auto t0 = clock_type::now();
+    for (int k = 0; k < inner; ++k) s.launch();
+    double dt = seconds_since(t0);
+    GB_CUDA_CHECK_LAUNCH();
+    if (i >= warmup) out.push_back(dt);
+  }
+  s.sync();
+  return out;
+}
+
+std::vector<double> Probe::roundtrip(int samples, int warmup) {
+  auto& s = *impl_;
+  std::vector<double> out;
+  out.reserve(samples);
+  for (int i = 0; i < warmup + samples; ++i) {
+    auto t0 = clock_type::now();
+    s.launch();
+    s.sync();
+    double dt = seconds_since(t0);
+    if (i >= warmup) out.push_back(dt);
+  }
+  GB_CUDA_CHECK_LAUNCH();
+  return out;
+}
+
+std::vector<double> Probe::stream_b2b(int samples, int inner, int warmup) {
+  auto& s = *impl_;
+  std::vector<double> out;
+  out.reserve(samples);
+  for (int i = 0; i < warmup + samples; ++i) {
+    GB_CUDA_CHECK(cudaEventRecord(s.start, s.stream));
+    for (int k = 0; k < inner; ++k) s.launch();
+    GB_CUDA_CHECK(cudaEventRecord(s.stop, s.stream));
+    GB_CUDA_CHECK(cudaEventSynchronize(s.stop));
+    GB_CUDA_CHECK_LAUNCH();
+    if (i >= warmup) out.push_back(s.elapsed());
+  }
+  return out;
+}
+
+std::vector<double> Probe::device_kernel(int samples, int inner, int warmup) {
+  auto& s = *impl_;
+  // Hold the device long enough for the host to queue every launch (a few us each), so the
+  // events see kernels running back to back, not the host's issue rate.
+  long long hold = s.spin_cycles_per_us * (200 + 20LL * inner);
+  std::vector<double> out;
+  out.reserve(samples);
+  for (int i = 0; i < warmup + samples; ++i) {
+    spin_kernel<<<1, 1, 0, s.stream>>>(hold);
+    GB_CUDA_CHECK(cudaEventRecord(s.start, s.stream));
+    for (int k = 0; k < inner; ++k) s.launch();
+    GB_CUDA_CHECK(cudaEventRecord(s.stop, s.stream));
+    GB_CUDA_CHECK(cudaEventSynchronize(s.stop));
+    GB_CUDA_CHECK_LAUNCH();
+    if (i >= warmup) out.push_back(s.elapsed());
+  }
+  return out;
+}
+
+std::vector<double> Probe::graph_replay(int samples, int inner, int warmup) {
+  auto& s = *impl_;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  GB_CUDA_CHECK(cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal));
+  for (int k = 0; k < inner; ++k) s.launch();
+  GB_CUDA_CHECK(cudaStreamEndCapture(s.stream, &graph));
+  std::vector<double> out;
+  try {
+    GB_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    out.reserve(samples);
+    for (int i = 0; i < warmup + samples; ++i) {
+      GB_CUDA_CHECK(cudaEventRecord(s.start, s.stream));
+      GB_CUDA_CHECK(cudaGraphLaunch(exec, s.stream));
+      GB_CUDA_CHECK(cudaEventRecord(s.stop, s.stream));
+      GB_CUDA_CHECK(cudaEventSynchronize(s.stop));
+      if (i >= warmup) out.push_back(s.elapsed());
+    }
+  } catch (...) {
+    if (exec) cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    throw;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return out;
+}
+
+unsigned Probe::count_launches(int k) {
+  auto& s = *impl_;
+  if (s.variant != kNull) throw std::logic_error("count_launches is the check of variant 1");
+  GB_CUDA_CHECK(cudaMemsetAsync(s.counter, 0, sizeof(unsigned), s.stream));
+  s.flag = 1;
+  for (int i = 0; i < k; ++i) s.launch();
+  s.flag = 0;
+  GB_CUDA_CHECK_LAUNCH();
+  unsigned host = 0;
+  GB_CUDA_CHECK(cudaMemcpyAsync(&host, s.counter, sizeof host, cudaMemcpyDeviceToHost, s.stream));
+  s.sync();
+  return host;
+}
+
+std::vector<float> Probe::run_add(const std::vector<float>& a, const std::vector<float>& b) {
+  auto& s = *impl_;
+  if (s.variant != kAdd1) throw std::logic_error("run_add is the check of variant 2");
+  if (static_cast<int>(a.size()) != s.n || static_cast<int>(b.size()) != s.n)
+    throw std::invalid_argument("run_add: inputs must have n = " + std::to_string(s.n) + " elements");
+  size_t bytes = sizeof(float) * s.n;
+  GB_CUDA_CHECK(cudaMemcpyAsync(s.a, a.data(), bytes, cudaMemcpyHostToDevice, s.stream));
+  GB_CUDA_CHECK(cudaMemcpyAsync(s.b, b.data(), bytes, cudaMemcpyHostToDevice, s.stream));
+  // Poison the output (all-ones bytes are a NaN) so an element the kernel skips is caught.
+  GB_CUDA_CHECK(cudaMemsetAsync(s.out, 0xFF, bytes, s.stream));
+  s.launch();
+  GB_CUDA_CHECK_LAUNCH();
+  std::vector<float> host(s.n);
+  GB_CUDA_CHECK(cudaMemcpyAsync(host.data(), s.out, bytes, cudaMemcpyDeviceToHost, s.stream));
+  s.sync();
+  return host;
+}
+
+}  // namespace gb::cuda::launch

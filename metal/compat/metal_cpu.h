@@ -1,0 +1,56 @@
+// metal_cpu.h: compile gapbench's .metal kernels as ordinary C++ and run them on the CPU,
+// so Linux CI checks the kernels' arithmetic and indexing against numpy without a Mac.
+//
+// Use: c++ -std=c++17 -Wno-attributes -Wno-unknown-attributes -I metal/compat \
+//          -include metal_cpu.h -x c++ kernel.metal driver.cpp
+// The driver calls a kernel function once per thread position (see gapbench.metal_cpu).
+//
+// Supported subset of the Metal Shading Language (kernels must stay inside it):
+//   - address-space qualifiers device / constant / thread (erased; threadgroup is not supported)
+//   - [[buffer(i)]], [[thread_position_in_grid]] attributes (ignored; the driver passes args)
+//   - scalar types uint, ushort, half (as _Float16 where the compiler has it), float
+//   - atomic_uint / atomic_int with atomic_{load,store,fetch_add}_explicit, memory_order_relaxed
+//   - no threadgroup memory, barriers, simdgroup functions or textures: a kernel using them
+//     fails to compile here, which is the signal to extend this header first.
+#pragma once
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+
+#define kernel
+#define device
+#define constant
+#define thread
+
+namespace metal {
+using uint = std::uint32_t;
+using ushort = std::uint16_t;
+#if defined(__FLT16_MAX__)
+using half = _Float16;
+#endif
+using atomic_uint = std::atomic<std::uint32_t>;
+using atomic_int = std::atomic<std::int32_t>;
+using memory_order = std::memory_order;
+constexpr std::memory_order memory_order_relaxed = std::memory_order_relaxed;
+
+template <class T, class U>
+inline T atomic_fetch_add_explicit(std::atomic<T>* obj, U v, memory_order o) {
+  return obj->fetch_add(static_cast<T>(v), o);
+}
+template <class T>
+inline T atomic_load_explicit(const std::atomic<T>* obj, memory_order o) {
+  return obj->load(o);
+}
+template <class T, class U>
+inline void atomic_store_explicit(std::atomic<T>* obj, U v, memory_order o) {
+  obj->store(static_cast<T>(v), o);
+}
+using std::fma;
+using std::max;
+using std::min;
+}  // namespace metal
+
+// MSL has `uint` in the global namespace too.
+using metal::uint;
+using metal::ushort;

@@ -1,0 +1,51 @@
+"""Conventions shared by every gapbench command: output paths, progress, backend listing."""
+from __future__ import annotations
+
+import contextlib
+from datetime import datetime
+from pathlib import Path
+
+
+def default_out(probe: str) -> Path:
+    return Path("results") / f"{probe}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+
+
+class _Progress:
+    def __init__(self, progress, task):
+        self._p, self._t = progress, task
+
+    def advance(self, n: int = 1) -> None:
+        if self._p is not None:
+            self._p.advance(self._t, n)
+
+    def describe(self, text: str) -> None:
+        if self._p is not None:
+            self._p.update(self._t, description=text)
+
+
+@contextlib.contextmanager
+def progress_bar(console, total: int, disable: bool = False):
+    """A rich progress bar on a terminal; silent when disabled or not a terminal."""
+    if disable or not console.is_terminal:
+        yield _Progress(None, None)
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as p:
+        yield _Progress(p, p.add_task("starting", total=max(total, 1)))
+
+
+def list_backends(console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from .registry import all_backends
+
+    t = Table(title="gapbench backends on this machine")
+    for c in ("backend", "kind", "device class", "available", "device / reason"):
+        t.add_column(c)
+    for b in all_backends():
+        t.add_row(b.name, b.kind, b.device_class, "yes" if b.available else "no",
+                  escape(str(b.device.get("name", "")) if b.available else b.reason))
+    console.print(t)

@@ -1,0 +1,220 @@
+"""Framework adapters: how to create the context, synchronise, and time on the device for each
+framework backend. Every timing boundary goes through `sync` (torch.cuda.synchronize,
+torch.mps.synchronize, mx.synchronize, cupy stream sync): a timing that only measured enqueue
+would be a bug. Probes build their ops on top of these."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+perf_ns = time.perf_counter_ns
+
+
+class Adapter:
+    backend = ""
+    #: clock of `time_device`: "device_events" where the framework has device timers
+    device_clock = "host_wall"
+    #: why there is no graph replay, when `graph` returns None
+    graph_reason = "this framework has no graph capture"
+
+    def setup_context(self) -> None:  # create the device context / allocator state
+        raise NotImplementedError(type(self).__name__ + " must implement setup_context")
+
+    def sync(self) -> None:
+        raise NotImplementedError(type(self).__name__ + " must implement sync")
+
+    def from_numpy(self, a: np.ndarray) -> Any:
+        raise NotImplementedError(type(self).__name__ + " must implement from_numpy")
+
+    def to_numpy(self, x: Any) -> np.ndarray:
+        raise NotImplementedError(type(self).__name__ + " must implement to_numpy")
+
+    def time_device(self, fn: Callable[[], None], inner: int) -> float:
+        """Seconds for `inner` calls of fn, by device timers when the framework has them,
+        otherwise by the host clock around the calls and a final sync."""
+        self.sync()
+        t0 = perf_ns()
+        for _ in range(inner):
+            fn()
+        self.sync()
+        return (perf_ns() - t0) * 1e-9
+
+    def graph(self, fn: Callable[[], None], inner: int) -> Callable[[], float] | None:
+        """A callable returning the device seconds of one replay of `inner` captured calls."""
+        return None
+
+
+class TorchAdapter(Adapter):
+    def __init__(self, device: str):
+        import torch
+
+        self.torch = torch
+        self.device = device
+        self.backend = f"torch-{device}"
+        if device == "cuda":
+            self.device_clock = "device_events"
+            self.graph_reason = ""
+        elif device == "mps":
+            self.device_clock = "device_events" if hasattr(torch.mps, "event") else "host_wall"
+            self.graph_reason = "torch has no graph capture on MPS"
+        else:
+            self.graph_reason = "CPU ops run synchronously; no graph capture"
+
+    def setup_context(self) -> None:
+        t = self.torch
+        if self.device == "cuda":
+            t.cuda.init()
+        t.empty(1, device=self.device)
+        self.sync()
+
+    def sync(self) -> None:
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+        elif self.device == "mps":
+            self.torch.mps.synchronize()
+
+    def from_numpy(self, a):
+        return self.torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
+
+    def to_numpy(self, x):
+        self.sync()
+        return x.detach().to("cpu").numpy()
+
+    def _event_pair(self):
+        t = self.torch
+        if self.device == "cuda":
+            return t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+        return t.mps.event.Event(enable_timing=True), t.mps.event.Event(enable_timing=True)
+
+    def time_device(self, fn, inner):
+        if self.device_clock != "device_events":
+            return super().time_device(fn, inner)
+        start, stop = self._event_pair()
+        start.record()
+        for _ in range(inner):
+            fn()
+        stop.record()
+        stop.synchronize()
+        return start.elapsed_time(stop) * 1e-3
+
+    def graph(self, fn, inner):
+        if self.device != "cuda":
+            return None
+        t = self.torch
+        side = t.cuda.Stream()
+        side.wait_stream(t.cuda.current_stream())
+        with t.cuda.stream(side):  # warm up on a side stream, as capture requires
+            for _ in range(3):
+                fn()
+        t.cuda.current_stream().wait_stream(side)
+        g = t.cuda.CUDAGraph()
+        with t.cuda.graph(g):
+            for _ in range(inner):
+                fn()
+        start, stop = self._event_pair()
+
+        def replay() -> float:
+            start.record()
+            g.replay()
+            stop.record()
+            stop.synchronize()
+            return start.elapsed_time(stop) * 1e-3
+
+        return replay
+
+
+class MLXAdapter(Adapter):
+    graph_reason = "MLX has no user-visible graph replay (mx.compile fuses, it does not replay launches)"
+
+    def __init__(self, device: str):
+        import mlx.core as mx
+
+        self.mx = mx
+        self.device = device
+        self.backend = f"mlx-{device}"
+
+    def setup_context(self) -> None:
+        mx = self.mx
+        mx.set_default_device(mx.cpu if self.device == "cpu" else mx.gpu)
+        mx.eval(mx.array([1.0], dtype=mx.float32))
+        mx.synchronize()
+
+    def sync(self) -> None:
+        self.mx.synchronize()
+
+    def from_numpy(self, a):
+        x = self.mx.array(a)
+        self.mx.eval(x)
+        return x
+
+    def to_numpy(self, x):
+        self.mx.eval(x)
+        return np.array(x)
+
+
+class CupyAdapter(Adapter):
+    backend = "cupy"
+    device_clock = "device_events"
+    graph_reason = ""
+
+    def __init__(self):
+        import cupy
+
+        self.cp = cupy
+
+    def setup_context(self) -> None:
+        self.cp.cuda.Device(0).use()
+        self.cp.empty(1, dtype=self.cp.float32)
+        self.sync()
+
+    def sync(self) -> None:
+        self.cp.cuda.get_current_stream().synchronize()
+
+    def from_numpy(self, a):
+        return self.cp.asarray(a)
+
+    def to_numpy(self, x):
+        return self.cp.asnumpy(x)
+
+    def time_device(self, fn, inner):
+        cp = self.cp
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        for _ in range(inner):
+            fn()
+        stop.record()
+        stop.synchronize()
+        return cp.cuda.get_elapsed_time(start, stop) * 1e-3
+
+    def graph(self, fn, inner):
+        cp = self.cp
+        stream = cp.cuda.Stream(non_blocking=True)
+        with stream:
+            fn()  # warm up on the capture stream
+            stream.synchronize()
+            stream.begin_capture()
+            for _ in range(inner):
+                fn()
+            g = stream.end_capture()
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+
+        def replay() -> float:
+            start.record(stream)
+            g.launch(stream)
+            stop.record(stream)
+            stop.synchronize()
+            return cp.cuda.get_elapsed_time(start, stop) * 1e-3
+
+        return replay
+
+
+def make_adapter(backend: str) -> Adapter:
+    if backend.startswith("torch-"):
+        return TorchAdapter(backend.split("-", 1)[1])
+    if backend.startswith("mlx-"):
+        return MLXAdapter(backend.split("-", 1)[1])
+    if backend == "cupy":
+        return CupyAdapter()
+    raise ValueError(f"{backend!r} is not a framework backend")
