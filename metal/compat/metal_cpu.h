@@ -1,8 +1,8 @@
 // metal_cpu.h: compile gapbench's .metal kernels as ordinary C++ and run them on the CPU,
 // so Linux CI checks the kernels' arithmetic and indexing against numpy without a Mac.
 //
-// Use: c++ -std=c++17 -Wno-attributes -Wno-unknown-attributes -I metal/compat \
-//          -include metal_cpu.h -x c++ kernel.metal driver.cpp
+// Use: c++ -std=c++17 -Wno-attributes -I metal/compat -include metal_cpu.h driver.cpp
+//      where driver.cpp #includes the .metal file and calls its kernels.
 // The driver calls a kernel function once per thread position (see gapbench.metal_cpu).
 //
 // Supported subset of the Metal Shading Language (kernels must stay inside it):
@@ -29,22 +29,30 @@ using ushort = std::uint16_t;
 #if defined(__FLT16_MAX__)
 using half = _Float16;
 #endif
-using atomic_uint = std::atomic<std::uint32_t>;
-using atomic_int = std::atomic<std::int32_t>;
+// A distinct type, not std::atomic itself: otherwise argument-dependent lookup also finds
+// std::atomic_fetch_add_explicit and the MSL-style calls become ambiguous.
+template <class T>
+struct atomic {
+  std::atomic<T> v;
+  atomic(T x = T()) : v(x) {}
+  T load() const { return v.load(); }
+};
+using atomic_uint = atomic<std::uint32_t>;
+using atomic_int = atomic<std::int32_t>;
 using memory_order = std::memory_order;
 constexpr std::memory_order memory_order_relaxed = std::memory_order_relaxed;
 
 template <class T, class U>
-inline T atomic_fetch_add_explicit(std::atomic<T>* obj, U v, memory_order o) {
-  return obj->fetch_add(static_cast<T>(v), o);
+inline T atomic_fetch_add_explicit(atomic<T>* obj, U v, memory_order o) {
+  return obj->v.fetch_add(static_cast<T>(v), o);
 }
 template <class T>
-inline T atomic_load_explicit(const std::atomic<T>* obj, memory_order o) {
-  return obj->load(o);
+inline T atomic_load_explicit(const atomic<T>* obj, memory_order o) {
+  return obj->v.load(o);
 }
 template <class T, class U>
-inline void atomic_store_explicit(std::atomic<T>* obj, U v, memory_order o) {
-  obj->store(static_cast<T>(v), o);
+inline void atomic_store_explicit(atomic<T>* obj, U v, memory_order o) {
+  obj->v.store(static_cast<T>(v), o);
 }
 using std::fma;
 using std::max;

@@ -1,0 +1,53 @@
+"""Run gapbench's .metal kernels on the CPU: compile them as C++ through the project's
+compatibility header (metal/compat/metal_cpu.h) together with a small C++ driver, and load the
+result with ctypes. This is how Linux CI checks the Metal kernels against numpy; it checks
+arithmetic and indexing, not Metal's compiler, scheduling or performance."""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+
+def metal_dir() -> Path:
+    """The shipped kernel sources (gapbench/metal/ in the installed package)."""
+    return Path(str(resources.files("gapbench").joinpath("metal")))
+
+
+def compiler() -> str:
+    for c in (os.environ.get("CXX"), "c++", "g++", "clang++"):
+        if c and shutil.which(c):
+            return c
+    raise RuntimeError("no C++ compiler found (set CXX)")
+
+
+def build(metal_file: str | os.PathLike, driver_source: str, cache_dir: str | os.PathLike | None = None) -> ctypes.CDLL:
+    """Compile `metal_file` + `driver_source` (C++ that #includes the kernel file by the macro
+    GB_METAL_FILE and exports extern "C" entry points) into a shared library and load it."""
+    metal_file = Path(metal_file).resolve()
+    # The header beside the kernel (a checkout) wins over the installed copy.
+    compat = metal_file.parent / "compat"
+    if not (compat / "metal_cpu.h").is_file():
+        compat = metal_dir() / "compat"
+    key = hashlib.sha256((metal_file.read_text() + driver_source + (compat / "metal_cpu.h").read_text()).encode()).hexdigest()[:16]
+    out_dir = Path(cache_dir) if cache_dir else Path(tempfile.gettempdir()) / "gapbench-metal-cpu"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lib = out_dir / f"{metal_file.stem}-{key}.so"
+    if not lib.exists():
+        src = out_dir / f"{metal_file.stem}-{key}.cpp"
+        src.write_text(f'#define GB_METAL_FILE "{metal_file}"\n' + driver_source)
+        cxx = compiler()
+        is_clang = "clang" in subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
+        cmd = [cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-Wall", "-Werror", "-Wno-attributes",
+               *(["-Wno-unknown-attributes"] if is_clang else []), f"-I{compat}",
+               "-include", str(compat / "metal_cpu.h"), str(src), "-o", str(lib) + ".tmp"]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"compiling {metal_file.name} as C++ failed:\n{p.stderr}")
+        os.replace(str(lib) + ".tmp", lib)
+    return ctypes.CDLL(str(lib))

@@ -1,0 +1,105 @@
+"""The measurement core: statistics, the record, atomic run files, CSV, schema checks."""
+import json
+
+import numpy as np
+import pytest
+
+from gapbench import stats
+from gapbench.result import (ERROR, OK, SCHEMA_VERSION, Record, RunWriter, SchemaError, atomic_write_text,
+                             load_run, records_to_csv)
+
+
+def test_summarize_matches_numpy():
+    rng = np.random.default_rng(1)
+    v = rng.lognormal(-12, 0.2, 1001)
+    s = stats.summarize(v)
+    assert s.n == 1001
+    assert s.median == pytest.approx(np.median(v))
+    assert s.p10 == pytest.approx(np.percentile(v, 10))
+    assert s.iqr == pytest.approx(np.percentile(v, 75) - np.percentile(v, 25))
+    assert s.min == v.min() and s.max == v.max()
+    assert s.noise == pytest.approx(s.iqr / s.median)
+
+
+def test_noise_flag():
+    steady = stats.summarize([1.0, 1.01, 0.99, 1.0, 1.0])
+    noisy = stats.summarize([1.0, 2.0, 0.5, 1.5, 3.0])
+    assert not steady.noisy and noisy.noisy
+
+
+@pytest.mark.parametrize("bad", [[], [1.0, float("nan")], [float("inf")]])
+def test_summarize_refuses_bad_samples(bad):
+    with pytest.raises(ValueError):
+        stats.summarize(bad)
+
+
+def test_rates_derived_from_declared_work():
+    r = Record(probe="p", backend="b", metric="m", clock="host_wall", samples_s=[2e-3, 2e-3, 2e-3], inner=2,
+               work={"flops": 1e6, "bytes": 4e3})
+    # per op: 1e-3 s -> 1e9 FLOP/s and 4e6 B/s
+    assert r.rates()["flops_per_s"] == pytest.approx(1e9)
+    assert r.rates()["bytes_per_s"] == pytest.approx(4e6)
+    assert r.summary().median == pytest.approx(1e-3)
+
+
+def test_record_validation():
+    with pytest.raises(ValueError, match="needs samples"):
+        Record(probe="p", backend="b", metric="m", status=OK)
+    with pytest.raises(ValueError, match="status"):
+        Record(probe="p", backend="b", metric="m", status="fine", samples_s=[1.0])
+    with pytest.raises(ValueError, match="clock"):
+        Record(probe="p", backend="b", metric="m", clock="sundial", samples_s=[1.0])
+    # an error row needs no samples and has no summary
+    e = Record(probe="p", backend="b", metric="m", status=ERROR, reason="boom")
+    assert e.summary() is None and e.rates() == {}
+
+
+def test_run_file_roundtrip_and_atomic_rewrites(tmp_path):
+    path = tmp_path / "run.json"
+    w = RunWriter(path, env={"os": "test"}, run={"probe": "p"}, csv_path=tmp_path / "run.csv")
+    assert load_run(path).records == []  # valid from the start
+    for i in range(3):
+        w.add(Record(probe="p", backend=f"b{i}", metric="m", clock="host_wall", samples_s=[1e-6 * (i + 1)] * 5))
+        run = load_run(path)  # after every record the file is complete and readable
+        assert [r.backend for r in run.records] == [f"b{k}" for k in range(i + 1)]
+    w.finish()
+    doc = json.loads(path.read_text())
+    assert doc["schema_version"] == SCHEMA_VERSION and "finished" in doc["run"]
+    assert doc["records"][2]["derived"]["summary"]["median"] == pytest.approx(3e-6)
+    csv_lines = (tmp_path / "run.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("probe,backend") and len(csv_lines) == 4
+    assert not list(tmp_path.glob(".*.tmp"))  # no temp files left behind
+
+
+def test_atomic_write_failure_leaves_old_file(tmp_path, monkeypatch):
+    p = tmp_path / "f.json"
+    atomic_write_text(p, "old")
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("os.replace", boom)
+    with pytest.raises(OSError):
+        atomic_write_text(p, "new")
+    assert p.read_text() == "old"
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_schema_errors_name_the_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(SchemaError, match="bad.json"):
+        load_run(bad)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"schema": "something-else"}))
+    with pytest.raises(SchemaError, match="not a gapbench run"):
+        load_run(other)
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps({"schema": "gapbench.run", "schema_version": SCHEMA_VERSION + 1, "records": []}))
+    with pytest.raises(SchemaError, match="schema version"):
+        load_run(newer)
+
+
+def test_csv_of_failed_rows_has_reason():
+    text = records_to_csv([Record(probe="p", backend="b", metric="m", status=ERROR, reason="it broke")])
+    assert "it broke" in text and "error" in text
