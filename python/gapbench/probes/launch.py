@@ -556,6 +556,25 @@ def build_table(records: list[Record], title: str = "Launch latency (us): median
     return t
 
 
+def markdown_table(records: list[Record]) -> str:
+    """The terminal table as Markdown (for READMEs and issues), generated from result records."""
+    head = ["backend", "variant", "context", "cold [min-max]", "1st warm", "submit/op", "launch+sync", "b2b/op",
+            "kernel/op", "graph/node", "xfloor sync", "xfloor b2b"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    by_key = {(r.backend, r.variant, r.metric): r for r in records}
+    for backend, variant in dict.fromkeys((r.backend, r.variant) for r in records):
+        got = {m: by_key.get((backend, variant, m)) for m in PHASES + WARM_METRICS}
+        if all(v is None or v.status == ERROR for v in got.values()):
+            continue
+        ctx = _cell(got["context"]) if got["context"] else ("import " + _cell(got["import"]) if got["import"] else "")
+        cells = [backend, variant, ctx, _cell(got["cold"], True), _cell(got["first_warm"]), _cell(got["submit"]),
+                 _cell(got["roundtrip"]), _cell(got["stream_b2b"]), _cell(got["device_kernel"]),
+                 _cell(got["graph_node"]), overhead(records, backend, "roundtrip", got["roundtrip"]),
+                 overhead(records, backend, "stream_b2b", got["stream_b2b"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def unavailable_table(records: list[Record]):
     from rich.markup import escape
     from rich.table import Table
