@@ -141,11 +141,15 @@ std::vector<double> Probe::roundtrip(int samples, int warmup) {
   return out;
 }
 
-std::vector<double> Probe::stream_b2b(int samples, int inner, int warmup) {
-  auto& s = *impl_;
+// Device events around `inner` launches. With hold_cycles > 0 a spin kernel first keeps the
+// device busy long enough for the host to queue every launch (a few us each), so the events
+// see kernels running back to back rather than the host's issue rate.
+static std::vector<double> events_around_launches(Probe::Impl& s, int samples, int inner, int warmup,
+                                                  long long hold_cycles) {
   std::vector<double> out;
   out.reserve(samples);
   for (int i = 0; i < warmup + samples; ++i) {
+    if (hold_cycles > 0) spin_kernel<<<1, 1, 0, s.stream>>>(hold_cycles);
     GB_CUDA_CHECK(cudaEventRecord(s.start, s.stream));
     for (int k = 0; k < inner; ++k) s.launch();
     GB_CUDA_CHECK(cudaEventRecord(s.stop, s.stream));
@@ -156,23 +160,13 @@ std::vector<double> Probe::stream_b2b(int samples, int inner, int warmup) {
   return out;
 }
 
+std::vector<double> Probe::stream_b2b(int samples, int inner, int warmup) {
+  return events_around_launches(*impl_, samples, inner, warmup, 0);
+}
+
 std::vector<double> Probe::device_kernel(int samples, int inner, int warmup) {
-  auto& s = *impl_;
-  // Hold the device long enough for the host to queue every launch (a few us each), so the
-  // events see kernels running back to back, not the host's issue rate.
-  long long hold = s.spin_cycles_per_us * (200 + 20LL * inner);
-  std::vector<double> out;
-  out.reserve(samples);
-  for (int i = 0; i < warmup + samples; ++i) {
-    spin_kernel<<<1, 1, 0, s.stream>>>(hold);
-    GB_CUDA_CHECK(cudaEventRecord(s.start, s.stream));
-    for (int k = 0; k < inner; ++k) s.launch();
-    GB_CUDA_CHECK(cudaEventRecord(s.stop, s.stream));
-    GB_CUDA_CHECK(cudaEventSynchronize(s.stop));
-    GB_CUDA_CHECK_LAUNCH();
-    if (i >= warmup) out.push_back(s.elapsed());
-  }
-  return out;
+  long long hold = impl_->spin_cycles_per_us * (200 + 20LL * inner);
+  return events_around_launches(*impl_, samples, inner, warmup, hold);
 }
 
 std::vector<double> Probe::graph_replay(int samples, int inner, int warmup) {

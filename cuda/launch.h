@@ -37,8 +37,10 @@ class Probe {
   unsigned count_launches(int k);  // null: k launches with counting on; returns the count
   std::vector<float> run_add(const std::vector<float>& a, const std::vector<float>& b);
 
+ public:
+  struct Impl;  // defined in launch.cu only
+
  private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
