@@ -33,6 +33,8 @@ def _get(run, backend, variant, metric):
 
 @pytest.mark.parametrize("backend,variant", [("native-cpu", "noop"), ("torch-cpu", "add"), ("mlx-cpu", "add")])
 def test_cpu_backends_measured(cpu_run, backend, variant):
+    if not registry.info(backend).available:
+        pytest.skip(f"{backend} not available here: {registry.info(backend).reason}")
     _, run, _ = cpu_run
     cold = _get(run, backend, variant, "cold")
     assert cold.status == OK and len(cold.samples_s) == 2  # one per fresh process
@@ -47,6 +49,8 @@ def test_cpu_backends_measured(cpu_run, backend, variant):
 def test_framework_ops_verified_against_float64(cpu_run):
     _, run, _ = cpu_run
     for backend in ("torch-cpu", "mlx-cpu"):
+        if not registry.info(backend).available:
+            continue
         rt = _get(run, backend, "add", "roundtrip")
         assert rt.verified is True, rt.verify_detail
         assert "vs float64" in rt.verify_detail
@@ -145,6 +149,20 @@ def test_worker_failure_is_an_error_row_and_others_go_on(monkeypatch):
 def test_real_worker_exception_comes_back_as_its_reason():
     with pytest.raises(launch.WorkerError, match="macOS"):
         launch.spawn_worker("native-metal", launch.Config(samples=1, inner=1, warmup=0, cold_samples=1), True)
+
+
+def test_plain_runs_before_and_after_are_pooled():
+    from gapbench.result import Record
+
+    def rec(vals):
+        return Record(probe="launch", backend="plain-cuda", variant="null", metric="roundtrip", clock="host_wall",
+                      samples_s=vals)
+
+    merged = launch.merge_plain([rec([1.0, 2.0])], [rec([3.0])])
+    assert len(merged) == 1 and merged[0].samples_s == [1.0, 2.0, 3.0]
+    failed = Record(probe="launch", backend="plain-cuda", variant="null", metric="roundtrip", status=ERROR,
+                    reason="no GPU")
+    assert launch.merge_plain([failed], [rec([1.0])]) == [failed]
 
 
 def test_killed_run_keeps_completed_rows(tmp_path):

@@ -415,6 +415,21 @@ def run_plain(cfg: Config) -> list[Record]:
     return recs
 
 
+def merge_plain(before: list[Record], after: list[Record]) -> list[Record]:
+    """Pool the plain loop's runs from before and after the harness, so slow drift of clocks or
+    host load between them does not land on the harness/plain ratio."""
+    if any(r.status != OK for r in before + after):
+        return [r for r in before + after if r.status != OK][:1]
+    after_by_metric = {r.metric: r for r in after}
+    merged = []
+    for r in before:
+        o = after_by_metric[r.metric]
+        r.samples_s = r.samples_s + o.samples_s
+        r.params = dict(r.params, runs="before and after the harness, samples pooled")
+        merged.append(r)
+    return merged
+
+
 def _phase_records(backend: str, info: bk.BackendInfo, per_process: list[dict], ops: dict,
                    verify: dict) -> list[Record]:
     recs = []
@@ -658,14 +673,19 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.launch") ->
                        run={"probe": PROBE, "command": " ".join([prog] + (argv if argv is not None else sys.argv[1:])),
                             "config": asdict(cfg), "backends": names})
     available = [n for n in names if bk.info(n).available]
-    steps = cfg.cold_samples * len(available) + (1 if "native-cuda" in available and not args.no_plain else 0)
+    steps = cfg.cold_samples * len(available) + (2 if "native-cuda" in available and not args.no_plain else 0)
     with progress_bar(console, steps, disable=args.no_progress) as prog_bar:
         for name in names:
+            plain = name == "native-cuda" and bk.info(name).available and not args.no_plain
+            if plain:
+                prog_bar.describe("launch: plain C++ loop (before)")
+                plain_before = run_plain(cfg)
+                prog_bar.advance()
             prog_bar.describe(f"launch: {name}")
             writer.extend(measure_backend(name, cfg, on_step=prog_bar.advance))
-            if name == "native-cuda" and bk.info(name).available and not args.no_plain:
-                prog_bar.describe("launch: plain C++ loop")
-                writer.extend(run_plain(cfg))
+            if plain:
+                prog_bar.describe("launch: plain C++ loop (after)")
+                writer.extend(merge_plain(plain_before, run_plain(cfg)))
                 prog_bar.advance()
     writer.finish()
     console.print(build_table(writer.records))
