@@ -14,7 +14,8 @@ from gapbench import registry
 from gapbench.probes import launch
 from gapbench.result import ERROR, NOT_APPLICABLE, OK, UNAVAILABLE, load_run
 
-SMALL = ["--samples", "8", "--inner", "5", "--warmup", "2", "--cold-samples", "2", "--no-progress"]
+SMALL = ["--samples", "8", "--inner", "5", "--warmup", "2", "--cold-samples", "2", "--warm-processes", "1",
+         "--no-progress"]
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +135,7 @@ def test_worker_failure_is_an_error_row_and_others_go_on(monkeypatch):
                 "verify": {}}
 
     monkeypatch.setattr(launch, "spawn_worker", flaky)
-    cfg = launch.Config(samples=3, inner=2, warmup=0, cold_samples=3)
+    cfg = launch.Config(samples=3, inner=2, warmup=0, cold_samples=3, warm_processes=1)
     recs = launch.measure_backend("native-cpu", cfg)
     assert calls == [True, False, False]
     lost = [r for r in recs if r.metric == "warm"]
@@ -151,18 +152,39 @@ def test_real_worker_exception_comes_back_as_its_reason():
         launch.spawn_worker("native-metal", launch.Config(samples=1, inner=1, warmup=0, cold_samples=1), True)
 
 
-def test_plain_runs_before_and_after_are_pooled():
+def _rec(vals, status=OK, metric="roundtrip"):
     from gapbench.result import Record
 
-    def rec(vals):
-        return Record(probe="launch", backend="plain-cuda", variant="null", metric="roundtrip", clock="host_wall",
-                      samples_s=vals)
+    return Record(probe="launch", backend="plain-cuda", variant="null", metric=metric, status=status,
+                  clock="host_wall" if status == OK else None, samples_s=vals if status == OK else [],
+                  reason="" if status == OK else "broke")
 
-    merged = launch.merge_plain([rec([1.0, 2.0])], [rec([3.0])])
-    assert len(merged) == 1 and merged[0].samples_s == [1.0, 2.0, 3.0]
-    failed = Record(probe="launch", backend="plain-cuda", variant="null", metric="roundtrip", status=ERROR,
-                    reason="no GPU")
-    assert launch.merge_plain([failed], [rec([1.0])]) == [failed]
+
+def test_pool_joins_samples_and_never_hides_a_failure():
+    merged = launch.pool([[_rec([1.0, 2.0]), _rec([5.0], metric="submit")], [_rec([3.0])]])
+    by_metric = {r.metric: r for r in merged}
+    assert by_metric["roundtrip"].samples_s == [1.0, 2.0, 3.0] and by_metric["roundtrip"].params["processes"] == 2
+    assert by_metric["submit"].samples_s == [5.0] and by_metric["submit"].params["processes"] == 1
+    failed = launch.pool([[_rec([1.0])], [_rec(None, status=ERROR)], [_rec([2.0])]])
+    assert len(failed) == 1 and failed[0].status == ERROR
+
+
+def test_warm_samples_pooled_over_processes_with_plain_interleaved(monkeypatch):
+    order = []
+
+    def worker(backend, cfg, warm):
+        order.append("H" if warm else "c")
+        recs = [launch.asdict(_rec([float(len(order))]))] if warm else []
+        return {"phases": {"null": {"cold": 1e-4}}, "records": recs, "ops": {}, "verify": {}}
+
+    monkeypatch.setattr(launch, "spawn_worker", worker)
+    cfg = launch.Config(samples=1, inner=1, warmup=0, cold_samples=4, warm_processes=3)
+    recs = launch.measure_backend("native-cpu", cfg, before_warm=lambda k: order.append("P"))
+    assert "".join(order) == "PHPHPHc"  # plain before each warm process; 4 processes in all
+    rt = [r for r in recs if r.metric == "roundtrip"][0]
+    assert sorted(rt.samples_s) == [2.0, 4.0, 6.0] and rt.params["processes"] == 3
+    cold = [r for r in recs if r.metric == "cold"][0]
+    assert len(cold.samples_s) == 4
 
 
 def test_killed_run_keeps_completed_rows(tmp_path):

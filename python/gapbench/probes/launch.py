@@ -47,16 +47,17 @@ class Config:
     inner: int = 100
     warmup: int = 20
     cold_samples: int = 5
+    warm_processes: int = 3  # fresh processes whose warm samples are pooled
     n: int = 1  # elements of the add op
     seed: int | None = None
     timeout: float = 600.0
 
     @classmethod
     def quick(cls) -> "Config":
-        return cls(samples=30, inner=20, warmup=5, cold_samples=2)
+        return cls(samples=30, inner=20, warmup=5, cold_samples=2, warm_processes=1)
 
     def validate(self) -> None:
-        for name in ("samples", "inner", "cold_samples", "n"):
+        for name in ("samples", "inner", "cold_samples", "warm_processes", "n"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         if self.warmup < 0:
@@ -415,19 +416,27 @@ def run_plain(cfg: Config) -> list[Record]:
     return recs
 
 
-def merge_plain(before: list[Record], after: list[Record]) -> list[Record]:
-    """Pool the plain loop's runs from before and after the harness, so slow drift of clocks or
-    host load between them does not land on the harness/plain ratio."""
-    if any(r.status != OK for r in before + after):
-        return [r for r in before + after if r.status != OK][:1]
-    after_by_metric = {r.metric: r for r in after}
-    merged = []
-    for r in before:
-        o = after_by_metric[r.metric]
-        r.samples_s = r.samples_s + o.samples_s
-        r.params = dict(r.params, runs="before and after the harness, samples pooled")
-        merged.append(r)
-    return merged
+def pool(runs: list[list[Record]]) -> list[Record]:
+    """Pool the records of several fresh processes (or plain-loop runs) into one per key: the
+    samples of every successful run together, so a one-off process (its placement, its clocks)
+    weighs no more than its share. A failure in any run wins: it is never hidden by the others."""
+    out: dict[tuple, Record] = {}
+    counts: dict[tuple, int] = {}
+    for recs in runs:
+        for r in recs:
+            k = (r.backend, r.variant, r.metric)
+            if k not in out:
+                out[k] = Record.from_dict(asdict(r))
+                counts[k] = 1
+            elif out[k].status == OK and r.status == OK:
+                out[k].samples_s = out[k].samples_s + list(r.samples_s)
+                counts[k] += 1
+            elif out[k].status == OK and r.status in (FAILED, ERROR):
+                out[k] = Record.from_dict(asdict(r))
+    for k, r in out.items():
+        if r.status == OK and len(runs) > 1:
+            r.params = dict(r.params, processes=counts[k])
+    return list(out.values())
 
 
 def _phase_records(backend: str, info: bk.BackendInfo, per_process: list[dict], ops: dict,
@@ -446,46 +455,51 @@ def _phase_records(backend: str, info: bk.BackendInfo, per_process: list[dict], 
     return recs
 
 
-def measure_backend(backend: str, cfg: Config, on_step=None) -> list[Record]:
-    """Every record of one backend. Never raises: failures become error rows."""
+def measure_backend(backend: str, cfg: Config, on_step=None, before_warm=None) -> list[Record]:
+    """Every record of one backend. Never raises: failures become error rows.
+    `before_warm(k)` runs before the k-th warm process (used to interleave the plain loop)."""
     info = bk.info(backend)
     if not info.available:
         return [Record(probe=PROBE, backend=backend, metric="all", status=UNAVAILABLE, reason=info.reason,
                        device=info.device)]
     per_process: list[dict] = []
-    warm_records: list[Record] = []
+    warm_runs: list[list[Record]] = []
     ops: dict = {}
     verify: dict = {}
     errors: list[str] = []
-    for k in range(cfg.cold_samples):
-        warm = k == 0
+    n_proc = max(cfg.cold_samples, cfg.warm_processes)
+    for k in range(n_proc):
+        warm = k < cfg.warm_processes
+        if warm and before_warm is not None:
+            before_warm(k)
         try:
             doc = spawn_worker(backend, cfg, warm)
         except (WorkerError, json.JSONDecodeError) as e:
             errors.append(f"process {k + 1}: {e}")
             if on_step:
                 on_step()
-            if warm:  # the warm measurements were lost with this process: say so, go on cold
-                warm_records.append(Record(probe=PROBE, backend=backend, metric="warm", status=ERROR,
-                                           reason=str(e), device=info.device))
+            if warm:  # the warm measurements were lost with this process: say so, go on
+                warm_runs.append([Record(probe=PROBE, backend=backend, metric="warm", status=ERROR,
+                                         reason=str(e), device=info.device)])
             continue
         per_process.append(doc["phases"])
         ops.update(doc.get("ops", {}))
         verify.update({k2: tuple(v) for k2, v in doc.get("verify", {}).items()})
         if warm:
-            for r in doc["records"]:
-                rec = Record.from_dict(r)
+            run = [Record.from_dict(r) for r in doc["records"]]
+            for rec in run:
                 rec.device = info.device
-                warm_records.append(rec)
+            warm_runs.append(run)
         if on_step:
             on_step()
+    warm_records = pool(warm_runs)
     recs = _phase_records(backend, info, per_process, ops, verify) + warm_records
     if errors and not per_process:
         recs.append(Record(probe=PROBE, backend=backend, metric="cold", status=ERROR, reason="; ".join(errors),
                            device=info.device))
     elif errors:
         recs.append(Record(probe=PROBE, backend=backend, metric="cold", variant="(errors)", status=ERROR,
-                           reason=f"{len(errors)} of {cfg.cold_samples} fresh processes failed: " + "; ".join(errors),
+                           reason=f"{len(errors)} of {n_proc} fresh processes failed: " + "; ".join(errors),
                            device=info.device))
     return recs
 
@@ -629,6 +643,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--warmup", type=int, default=None, help="untimed warm-up samples (default 20; quick 5)")
     ap.add_argument("--cold-samples", type=int, default=None,
                     help="fresh processes per backend for cold launch (default 5; quick 2)")
+    ap.add_argument("--warm-processes", type=int, default=None,
+                    help="fresh processes whose warm samples are pooled (default 3; quick 1)")
     ap.add_argument("--n", type=int, default=1, help="elements of the add op (default 1)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per fresh process")
     ap.add_argument("--no-plain", action="store_true", help="skip the plain C++ loop check (native-cuda)")
@@ -638,7 +654,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def config_from_args(args) -> Config:
     cfg = Config.quick() if args.quick else Config()
-    for name in ("samples", "inner", "warmup", "cold_samples"):
+    for name in ("samples", "inner", "warmup", "cold_samples", "warm_processes"):
         v = getattr(args, name)
         if v is not None:
             setattr(cfg, name, v)
@@ -673,20 +689,27 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.launch") ->
                        run={"probe": PROBE, "command": " ".join([prog] + (argv if argv is not None else sys.argv[1:])),
                             "config": asdict(cfg), "backends": names})
     available = [n for n in names if bk.info(n).available]
-    steps = cfg.cold_samples * len(available) + (2 if "native-cuda" in available and not args.no_plain else 0)
+    n_proc = max(cfg.cold_samples, cfg.warm_processes)
+    with_plain = "native-cuda" in available and not args.no_plain
+    steps = n_proc * len(available) + (cfg.warm_processes + 1 if with_plain else 0)
     with progress_bar(console, steps, disable=args.no_progress) as prog_bar:
+        plain_runs: list[list[Record]] = []
+
+        def plain_run(_k=None):
+            # The plain loop runs before each harness process and once after the last: drift
+            # in clocks or host load then falls on both sides alike.
+            prog_bar.describe("launch: plain C++ loop")
+            plain_runs.append(run_plain(cfg))
+            prog_bar.advance()
+
         for name in names:
-            plain = name == "native-cuda" and bk.info(name).available and not args.no_plain
-            if plain:
-                prog_bar.describe("launch: plain C++ loop (before)")
-                plain_before = run_plain(cfg)
-                prog_bar.advance()
+            interleave = name == "native-cuda" and with_plain
             prog_bar.describe(f"launch: {name}")
-            writer.extend(measure_backend(name, cfg, on_step=prog_bar.advance))
-            if plain:
-                prog_bar.describe("launch: plain C++ loop (after)")
-                writer.extend(merge_plain(plain_before, run_plain(cfg)))
-                prog_bar.advance()
+            writer.extend(measure_backend(name, cfg, on_step=prog_bar.advance,
+                                          before_warm=plain_run if interleave else None))
+            if interleave:
+                plain_run()
+                writer.extend(pool(plain_runs))
     writer.finish()
     console.print(build_table(writer.records))
     missing = unavailable_table(writer.records)
