@@ -5,6 +5,7 @@ would be a bug. Probes build their ops on top of these."""
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from typing import Any, Callable
 
 import numpy as np
@@ -12,24 +13,28 @@ import numpy as np
 perf_ns = time.perf_counter_ns
 
 
-class Adapter:
+class Adapter(ABC):
     backend = ""
     #: clock of `time_device`: "device_events" where the framework has device timers
     device_clock = "host_wall"
     #: why there is no graph replay, when `graph` returns None
     graph_reason = "this framework has no graph capture"
 
-    def setup_context(self) -> None:  # create the device context / allocator state
-        raise NotImplementedError(type(self).__name__ + " must implement setup_context")
+    @abstractmethod
+    def setup_context(self) -> None:
+        """Create the device context / allocator state (timed as the context phase)."""
 
+    @abstractmethod
     def sync(self) -> None:
-        raise NotImplementedError(type(self).__name__ + " must implement sync")
+        """Wait until every op issued so far has finished on the device."""
 
+    @abstractmethod
     def from_numpy(self, a: np.ndarray) -> Any:
-        raise NotImplementedError(type(self).__name__ + " must implement from_numpy")
+        """A device array holding a copy of `a`."""
 
+    @abstractmethod
     def to_numpy(self, x: Any) -> np.ndarray:
-        raise NotImplementedError(type(self).__name__ + " must implement to_numpy")
+        """The values of `x`, after any pending work on it has finished."""
 
     def time_device(self, fn: Callable[[], None], inner: int) -> float:
         """Seconds for `inner` calls of fn, by device timers when the framework has them,
