@@ -6,6 +6,7 @@ import sys
 
 SUITES = {
     "launch": "gapbench.probes.launch",
+    "blas": "gapbench.probes.blas",
 }
 
 
@@ -14,6 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: gapbench {" + ",".join(SUITES) + ",backends,csv} [options]\n"
               "  launch    kernel-launch latency, raw probe vs frameworks (paper Table 6)\n"
+              "  blas      GEMM/GEMV/VJP/copy throughput vs the measured roofline (Figures 5-7)\n"
               "  backends  what this machine has, and why not\n"
               "  csv FILE  export a result JSON to CSV on stdout")
         return 0 if argv else 2

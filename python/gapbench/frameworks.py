@@ -36,6 +36,14 @@ class Adapter(ABC):
     def to_numpy(self, x: Any) -> np.ndarray:
         """The values of `x`, after any pending work on it has finished."""
 
+    def supports(self, dtype: str) -> tuple[bool, str]:
+        """Whether the framework has this element type here, and why not."""
+        return True, ""
+
+    def evaluated(self, fn: Callable[[], Any]) -> Callable[[], Any]:
+        """fn wrapped so calling it completes the op's issue (lazy frameworks evaluate here)."""
+        return fn
+
     def time_device(self, fn: Callable[[], None], inner: int) -> float:
         """Seconds for `inner` calls of fn, by device timers when the framework has them,
         otherwise by the host clock around the calls and a final sync."""
@@ -86,6 +94,17 @@ class TorchAdapter(Adapter):
     def to_numpy(self, x):
         self.sync()
         return x.detach().to("cpu").numpy()
+
+    def dtype_of(self, dtype: str):
+        t = self.torch
+        return {"fp32": t.float32, "fp16": t.float16, "bf16": t.bfloat16}[dtype]
+
+    def array(self, a: np.ndarray, dtype: str):
+        return self.from_numpy(np.asarray(a, dtype=np.float32)).to(self.dtype_of(dtype))
+
+    def numpy64(self, x) -> np.ndarray:
+        self.sync()
+        return x.detach().float().cpu().numpy().astype(np.float64)
 
     def _event_pair(self):
         t = self.torch
@@ -158,6 +177,23 @@ class MLXAdapter(Adapter):
         self.mx.eval(x)
         return np.array(x)
 
+    def dtype_of(self, dtype: str):
+        mx = self.mx
+        return {"fp32": mx.float32, "fp16": mx.float16, "bf16": mx.bfloat16}[dtype]
+
+    def array(self, a: np.ndarray, dtype: str):
+        x = self.mx.array(np.asarray(a, dtype=np.float32)).astype(self.dtype_of(dtype))
+        self.mx.eval(x)
+        return x
+
+    def numpy64(self, x) -> np.ndarray:
+        return np.array(x.astype(self.mx.float32)).astype(np.float64)
+
+    def evaluated(self, fn):
+        """MLX is lazy: an op is done only when evaluated."""
+        mx = self.mx
+        return lambda: mx.eval(fn())
+
 
 class CupyAdapter(Adapter):
     backend = "cupy"
@@ -182,6 +218,15 @@ class CupyAdapter(Adapter):
 
     def to_numpy(self, x):
         return self.cp.asnumpy(x)
+
+    def supports(self, dtype: str) -> tuple[bool, str]:
+        return (dtype != "bf16", "cupy has no bfloat16 dtype")
+
+    def array(self, a: np.ndarray, dtype: str):
+        return self.cp.asarray(np.asarray(a, dtype=np.float32)).astype({"fp32": "float32", "fp16": "float16"}[dtype])
+
+    def numpy64(self, x) -> np.ndarray:
+        return self.cp.asnumpy(x).astype(np.float64)
 
     def time_device(self, fn, inner):
         cp = self.cp

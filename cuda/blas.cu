@@ -1,0 +1,241 @@
+// Case: see blas.h. Holds the buffers and dispatches op x variant.
+#include "blas.h"
+#include "blas_kernels.h"
+#include "cublas_loader.h"
+#include "cuda_check.h"
+#include "dtype.cuh"
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+namespace gb::cuda::blas {
+
+using gb::blas::dtype_size;
+
+static cudaDataType cuda_type(int dt) {
+  switch (dt) {
+    case gb::blas::kF32: return CUDA_R_32F;
+    case gb::blas::kF16: return CUDA_R_16F;
+    default: return CUDA_R_16BF;
+  }
+}
+
+static void check_cublas(int status, const char* what) {
+  if (status != 0) throw std::runtime_error(std::string(what) + " failed with cublasStatus " + std::to_string(status));
+}
+
+struct Set {
+  std::vector<void*> in;
+  void* out = nullptr;
+};
+
+struct Case::Impl {
+  int op, dt, device, sms = 1;
+  long long batch, m, n, k;
+  std::vector<std::size_t> in_bytes;
+  std::size_t out_bytes = 0;
+  std::vector<Set> sets;
+  float* work = nullptr;  // vjp_dx partial sums
+  void* scrub = nullptr;  // cold-cache: written over before each run to evict L2
+  std::size_t scrub_bytes = 0;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  cublas::Handle handle = nullptr;
+
+  void run(int variant, const Set& s) {
+    const void* a = s.in.size() > 0 ? s.in[0] : nullptr;
+    const void* b = s.in.size() > 1 ? s.in[1] : nullptr;
+    bool ok = false;
+    if (variant == 0 || variant == 100) {
+      ok = run_vendor(variant, a, b, s.out);
+    } else {
+      switch (op) {
+        case kCopy: ok = gb::blas::launch_copy(variant, dt, a, s.out, n, stream); break;
+        case kGemv: ok = gb::blas::launch_gemv(variant, dt, a, b, s.out, m, k, stream); break;
+        case kVjpDx: ok = gb::blas::launch_vjp_dx(variant, dt, a, b, s.out, work, m, k, sms, stream); break;
+        case kVjpDw: ok = gb::blas::launch_vjp_dw(variant, dt, a, b, s.out, m, k, stream); break;
+        case kGemm: ok = gb::blas::launch_gemm(variant, dt, a, b, s.out, batch, m, n, k, stream); break;
+      }
+    }
+    if (!ok) throw std::invalid_argument("no variant " + std::to_string(variant) + " for this op/dtype");
+    GB_CUDA_CHECK_LAUNCH();
+  }
+
+  bool run_vendor(int variant, const void* a, const void* b, void* out) {
+    if (op == kCopy) {
+      if (variant != 0) return false;
+      GB_CUDA_CHECK(cudaMemcpyAsync(out, a, out_bytes, cudaMemcpyDeviceToDevice, stream));
+      return true;
+    }
+    const auto& api = cublas::api();
+    if (!handle) {
+      check_cublas(api.create(&handle), "cublasCreate");
+      check_cublas(api.set_stream(handle, stream), "cublasSetStream");
+    }
+    if (variant == 100 && !(op == kGemm && dt == gb::blas::kF32)) return false;
+    int compute = variant == 100 ? cublas::kCompute32FFastTF32 : cublas::kCompute32F;
+    const float one = 1.f, zero = 0.f;
+    cudaDataType t = cuda_type(dt);
+    int M = (int)m, N = (int)n, K = (int)k;
+    // cuBLAS is column-major: a row-major R x C matrix is its column-major C x R transpose.
+    switch (op) {
+      case kGemv:  // y = A x: column-major A^T (k x m), op T
+        if (dt == gb::blas::kF32)
+          check_cublas(api.sgemv(handle, cublas::kOpT, K, M, &one, (const float*)a, K, (const float*)b, 1, &zero,
+                                 (float*)out, 1), "cublasSgemv");
+        else
+          check_cublas(api.gemm_ex(handle, cublas::kOpT, cublas::kOpN, M, 1, K, &one, a, t, K, b, t, K, &zero, out,
+                                   t, M, compute, cublas::kGemmDefault), "cublasGemmEx(gemv)");
+        return true;
+      case kVjpDx:  // dx = W^T v: column-major W^T (k x m) times v, op N
+        if (dt == gb::blas::kF32)
+          check_cublas(api.sgemv(handle, cublas::kOpN, K, M, &one, (const float*)a, K, (const float*)b, 1, &zero,
+                                 (float*)out, 1), "cublasSgemv");
+        else
+          check_cublas(api.gemm_ex(handle, cublas::kOpN, cublas::kOpN, K, 1, M, &one, a, t, K, b, t, M, &zero, out,
+                                   t, K, compute, cublas::kGemmDefault), "cublasGemmEx(vjp_dx)");
+        return true;
+      case kVjpDw:  // dW (row-major m x k) = column-major (k x m) = x (k x 1) * v^T (1 x m)
+        check_cublas(api.gemm_ex(handle, cublas::kOpN, cublas::kOpT, K, M, 1, &one, b, t, K, a, t, M, &zero, out, t,
+                                 K, compute, cublas::kGemmDefault), "cublasGemmEx(vjp_dw)");
+        return true;
+      case kGemm:  // C = A B row-major  <=>  C^T = B^T A^T column-major
+        check_cublas(api.gemm_strided_batched_ex(handle, cublas::kOpN, cublas::kOpN, N, M, K, &one, b, t, N,
+                                                 (long long)K * N, a, t, K, (long long)M * K, &zero, out, t, N,
+                                                 (long long)M * N, (int)batch, compute, cublas::kGemmDefault),
+                     "cublasGemmStridedBatchedEx");
+        return true;
+    }
+    return false;
+  }
+};
+
+Case::Case(int op, int dtype, long long batch, long long m, long long n, long long k, int device) : impl_(new Impl) {
+  auto& s = *impl_;
+  if (op < kCopy || op > kGemm) throw std::invalid_argument("unknown op " + std::to_string(op));
+  if (dtype < gb::blas::kF32 || dtype > gb::blas::kBF16) throw std::invalid_argument("unknown dtype");
+  s.op = op;
+  s.dt = dtype;
+  s.device = device;
+  s.batch = batch;
+  s.m = m;
+  s.n = n;
+  s.k = k;
+  std::size_t es = dtype_size(dtype);
+  switch (op) {
+    case kCopy: s.in_bytes = {es * n}; s.out_bytes = es * n; break;
+    case kGemv: s.in_bytes = {es * m * k, es * k}; s.out_bytes = es * m; break;
+    case kVjpDx: s.in_bytes = {es * m * k, es * m}; s.out_bytes = es * k; break;
+    case kVjpDw: s.in_bytes = {es * m, es * k}; s.out_bytes = es * m * k; break;
+    case kGemm: s.in_bytes = {es * batch * m * k, es * batch * k * n}; s.out_bytes = es * batch * m * n; break;
+  }
+  GB_CUDA_CHECK(cudaSetDevice(device));
+  GB_CUDA_CHECK(cudaDeviceGetAttribute(&s.sms, cudaDevAttrMultiProcessorCount, device));
+  int l2 = 0;
+  GB_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  GB_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+  GB_CUDA_CHECK(cudaEventCreate(&s.e0));
+  GB_CUDA_CHECK(cudaEventCreate(&s.e1));
+  std::size_t set_bytes = s.out_bytes;
+  for (auto b : s.in_bytes) set_bytes += b;
+  // Enough sets that one pass over all of them is 3x the L2: a rotated input was evicted.
+  long long want = (3LL * l2 + (long long)set_bytes - 1) / (long long)set_bytes;
+  int nsets = (int)(want < 1 ? 1 : (want > 16 ? 16 : want));
+  for (int i = 0; i < nsets; ++i) {
+    Set st;
+    for (auto b : s.in_bytes) {
+      void* p = nullptr;
+      GB_CUDA_CHECK(cudaMalloc(&p, b));
+      st.in.push_back(p);
+    }
+    GB_CUDA_CHECK(cudaMalloc(&st.out, s.out_bytes));
+    s.sets.push_back(st);
+  }
+  if (op == kVjpDx) GB_CUDA_CHECK(cudaMalloc(&s.work, sizeof(float) * gb::blas::vjp_dx_work_floats(m, k, s.sms)));
+  s.scrub_bytes = 2 * (std::size_t)l2;
+  GB_CUDA_CHECK(cudaMalloc(&s.scrub, s.scrub_bytes));
+}
+
+Case::~Case() {
+  if (!impl_) return;
+  auto& s = *impl_;
+  if (s.stream) cudaStreamSynchronize(s.stream);
+  if (s.handle && cublas::loaded()) cublas::api().destroy(s.handle);
+  for (auto& st : s.sets) {
+    for (auto p : st.in) cudaFree(p);
+    cudaFree(st.out);
+  }
+  cudaFree(s.work);
+  cudaFree(s.scrub);
+  if (s.e0) cudaEventDestroy(s.e0);
+  if (s.e1) cudaEventDestroy(s.e1);
+  if (s.stream) cudaStreamDestroy(s.stream);
+}
+
+int Case::n_inputs() const { return (int)impl_->in_bytes.size(); }
+std::size_t Case::input_bytes(int i) const { return impl_->in_bytes.at(i); }
+std::size_t Case::output_bytes() const { return impl_->out_bytes; }
+int Case::rotations() const { return (int)impl_->sets.size(); }
+
+void Case::set_input(int i, const void* data, std::size_t bytes) {
+  auto& s = *impl_;
+  if (i < 0 || i >= n_inputs()) throw std::out_of_range("input index");
+  if (bytes != s.in_bytes[i])
+    throw std::invalid_argument("input " + std::to_string(i) + ": expected " + std::to_string(s.in_bytes[i]) +
+                                " bytes, got " + std::to_string(bytes));
+  for (auto& st : s.sets) GB_CUDA_CHECK(cudaMemcpy(st.in[i], data, bytes, cudaMemcpyHostToDevice));
+}
+
+std::vector<std::uint8_t> Case::run_once(int variant) {
+  auto& s = *impl_;
+  Set& st = s.sets[0];
+  GB_CUDA_CHECK(cudaMemsetAsync(st.out, 0xFF, s.out_bytes, s.stream));
+  s.run(variant, st);
+  std::vector<std::uint8_t> host(s.out_bytes);
+  GB_CUDA_CHECK(cudaMemcpyAsync(host.data(), st.out, s.out_bytes, cudaMemcpyDeviceToHost, s.stream));
+  GB_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  return host;
+}
+
+std::vector<double> Case::time(int variant, int samples, int warmup, bool cold_cache) {
+  auto& s = *impl_;
+  std::vector<double> out;
+  out.reserve(samples);
+  for (int i = 0; i < warmup + samples; ++i) {
+    const Set& st = s.sets[cold_cache ? 0 : i % s.sets.size()];
+    if (cold_cache) GB_CUDA_CHECK(cudaMemsetAsync(s.scrub, i & 0xFF, s.scrub_bytes, s.stream));
+    GB_CUDA_CHECK(cudaEventRecord(s.e0, s.stream));
+    s.run(variant, st);
+    GB_CUDA_CHECK(cudaEventRecord(s.e1, s.stream));
+    GB_CUDA_CHECK(cudaEventSynchronize(s.e1));
+    float ms = 0.f;
+    GB_CUDA_CHECK(cudaEventElapsedTime(&ms, s.e0, s.e1));
+    if (i >= warmup) out.push_back(ms * 1e-3);
+  }
+  return out;
+}
+
+std::vector<double> Case::time_host(int variant, int samples, int inner, int warmup) {
+  auto& s = *impl_;
+  std::vector<double> out;
+  out.reserve(samples);
+  for (int i = 0; i < warmup + samples; ++i) {
+    GB_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < inner; ++r) s.run(variant, s.sets[(i * inner + r) % s.sets.size()]);
+    GB_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (i >= warmup) out.push_back(dt);
+  }
+  return out;
+}
+
+std::string cublas_load(const std::vector<std::string>& candidates) {
+  std::string why;
+  return cublas::load(candidates, &why);
+}
+
+std::string cublas_error() { return cublas::load_error(); }
+
+}  // namespace gb::cuda::blas

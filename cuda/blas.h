@@ -1,0 +1,47 @@
+// One BLAS measurement case on CUDA: device buffers for an op/dtype/shape, the vendor library and
+// hand-written variants behind one dispatcher, verification I/O and event timing.
+// Variant 0 is the vendor path (cuBLAS; cudaMemcpyAsync for copy), 100 is cuBLAS with TF32
+// tensor cores (fp32 GEMM only), 1.. are the hand-written kernels of cuda/<op>.cu.
+// Raw per-run seconds come back; statistics live in Python.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gb::cuda::blas {
+
+enum Op : int { kCopy = 0, kGemv = 1, kVjpDx = 2, kVjpDw = 3, kGemm = 4 };
+
+class Case {
+ public:
+  // Shapes: copy (n = elements); gemv (m, k); vjp_dx / vjp_dw (m, k of W); gemm (batch, m, n, k).
+  Case(int op, int dtype, long long batch, long long m, long long n, long long k, int device = 0);
+  ~Case();
+  Case(const Case&) = delete;
+  Case& operator=(const Case&) = delete;
+
+  int n_inputs() const;
+  std::size_t input_bytes(int i) const;
+  std::size_t output_bytes() const;
+  int rotations() const;  // input/output sets cycled through in hot-cache timing
+  void set_input(int i, const void* data, std::size_t bytes);
+  // Poison the output (all-ones bytes: NaN in every float format), run once, return the output.
+  std::vector<std::uint8_t> run_once(int variant);
+  // Device seconds per run: events around each run, after `warmup` untimed runs. Hot cache: the
+  // sets rotate so inputs are not simply re-read from L2. Cold: L2 scrubbed before each run.
+  std::vector<double> time(int variant, int samples, int warmup, bool cold_cache);
+  // Host-clock seconds for `inner` back-to-back runs each, synchronised (for comparison with a
+  // plain loop calling the same library).
+  std::vector<double> time_host(int variant, int samples, int inner, int warmup);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+std::string cublas_load(const std::vector<std::string>& candidates);  // path loaded, or "" (see cublas_error)
+std::string cublas_error();
+
+}  // namespace gb::cuda::blas

@@ -1,0 +1,24 @@
+// Hand-written BLAS kernels, numbered variants behind one launcher per op (simplest first).
+// Each launcher returns false when `variant` does not exist. Matrices are row-major.
+#pragma once
+#include <cuda_runtime.h>
+
+namespace gb::blas {
+
+// copy: dst = src, n elements.        1 scalar, 2 16-byte packs
+bool launch_copy(int variant, int dt, const void* src, void* dst, long long n, cudaStream_t s);
+// gemv: y[m] = A[m,k] x[k].            1 thread per row, 2 warp per row with 16-byte packs
+bool launch_gemv(int variant, int dt, const void* A, const void* x, void* y, long long m, long long k, cudaStream_t s);
+// vjp of y = W x, W[m,k]:
+//   dx[k] = W^T v[m]                    1 thread per column, 2 row-split packs + reduction
+bool launch_vjp_dx(int variant, int dt, const void* W, const void* v, void* dx, float* work, long long m,
+                   long long k, int sms, cudaStream_t s);
+long long vjp_dx_work_floats(long long m, long long k, int sms);
+//   dW[m,k] = v[m] x[k]^T               1 thread per element, 2 16-byte packs
+bool launch_vjp_dw(int variant, int dt, const void* v, const void* x, void* dW, long long m, long long k,
+                   cudaStream_t s);
+// gemm: C[b,m,n] = A[b,m,k] B[b,k,n]   1 thread per output, 2 shared-memory tiles
+bool launch_gemm(int variant, int dt, const void* A, const void* B, void* C, long long batch, long long m,
+                 long long n, long long k, cudaStream_t s);
+
+}  // namespace gb::blas

@@ -1,0 +1,141 @@
+// vjp.cu: both cotangents of y = W x (W row-major m x k), the backward pass of a linear layer.
+//   dx = W^T v: a column reduction. Variant 1: one thread per column over all rows (coalesced,
+//     but only k threads). Variant 2: each thread owns one 16-byte pack of columns for a slice of
+//     rows, so the grid is wide enough to fill every SM; per-slice fp32 partials go to a small
+//     workspace (a few % of W's bytes) and a second kernel sums the slices.
+//   dW = v x^T: write-bound outer product. Variant 1: one thread per element; variant 2: one
+//     16-byte pack per thread, grid-stride.
+// Run: python -m bench.blas --ops vjp
+#include "blas_kernels.h"
+#include "dtype.cuh"
+
+namespace gb::blas {
+
+template <class T>
+__global__ void vjp_dx_thread_col(const T* __restrict__ W, const T* __restrict__ v, T* __restrict__ dx, long long m,
+                                  long long k) {
+  long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (j >= k) return;
+  float acc = 0.f;
+  for (long long i = 0; i < m; ++i) acc += to_f(W[i * k + j]) * to_f(v[i]);
+  dx[j] = from_f<T>(acc);
+}
+
+template <class T>
+__global__ void vjp_dx_partial(const T* __restrict__ W, const T* __restrict__ v, float* __restrict__ part,
+                               long long m, long long k, long long rows_per_slice) {
+  constexpr int N = Pack<T>::N;
+  long long col0 = (blockIdx.x * (long long)blockDim.x + threadIdx.x) * N;
+  if (col0 >= k) return;
+  long long r0 = blockIdx.y * rows_per_slice;
+  long long r1 = r0 + rows_per_slice < m ? r0 + rows_per_slice : m;
+  float acc[N];
+#pragma unroll
+  for (int e = 0; e < N; ++e) acc[e] = 0.f;
+  if (k % N == 0) {
+#pragma unroll 4
+    for (long long i = r0; i < r1; ++i) {
+      Pack<T> w = *reinterpret_cast<const Pack<T>*>(W + i * k + col0);
+      float vi = to_f(v[i]);
+#pragma unroll
+      for (int e = 0; e < N; ++e) acc[e] += to_f(w.v[e]) * vi;
+    }
+  } else {
+    for (long long i = r0; i < r1; ++i) {
+      float vi = to_f(v[i]);
+      for (int e = 0; e < N && col0 + e < k; ++e) acc[e] += to_f(W[i * k + col0 + e]) * vi;
+    }
+  }
+  for (int e = 0; e < N && col0 + e < k; ++e) part[blockIdx.y * k + col0 + e] = acc[e];
+}
+
+template <class T>
+__global__ void vjp_dx_reduce(const float* __restrict__ part, T* __restrict__ dx, long long k, int slices) {
+  long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (j >= k) return;
+  float acc = 0.f;
+  for (int s = 0; s < slices; ++s) acc += part[s * k + j];
+  dx[j] = from_f<T>(acc);
+}
+
+static constexpr int kDxBlock = 256;
+
+static void dx_geometry(long long m, long long k, int pack, int sms, long long* xblocks, long long* slices,
+                        long long* rows_per_slice) {
+  long long threads = (k + pack - 1) / pack;
+  *xblocks = (threads + kDxBlock - 1) / kDxBlock;
+  long long want = (8LL * sms + *xblocks - 1) / *xblocks;  // about 8 blocks per SM in all
+  long long max_slices = m / 32 > 0 ? m / 32 : 1;           // keep >= 32 rows per slice
+  *slices = want < 1 ? 1 : (want > max_slices ? max_slices : want);
+  *rows_per_slice = (m + *slices - 1) / *slices;
+  *slices = (m + *rows_per_slice - 1) / *rows_per_slice;
+}
+
+long long vjp_dx_work_floats(long long m, long long k, int sms) {
+  long long xb, sl, rps;
+  dx_geometry(m, k, 4, sms, &xb, &sl, &rps);  // the fp32 pack has the most slices
+  long long xb2, sl2, rps2;
+  dx_geometry(m, k, 8, sms, &xb2, &sl2, &rps2);
+  return (sl > sl2 ? sl : sl2) * k;
+}
+
+bool launch_vjp_dx(int variant, int dt, const void* W, const void* v, void* dx, float* work, long long m,
+                   long long k, int sms, cudaStream_t s) {
+  if (variant != 1 && variant != 2) return false;
+  return dispatch_dtype(dt, [&]<class T>() {
+    auto w = static_cast<const T*>(W);
+    auto vv = static_cast<const T*>(v);
+    auto out = static_cast<T*>(dx);
+    if (variant == 1) {
+      vjp_dx_thread_col<T><<<(unsigned)((k + 255) / 256), 256, 0, s>>>(w, vv, out, m, k);
+      return;
+    }
+    long long xblocks, slices, rps;
+    dx_geometry(m, k, Pack<T>::N, sms, &xblocks, &slices, &rps);
+    vjp_dx_partial<T><<<dim3((unsigned)xblocks, (unsigned)slices), kDxBlock, 0, s>>>(w, vv, work, m, k, rps);
+    vjp_dx_reduce<T><<<(unsigned)((k + 255) / 256), 256, 0, s>>>(work, out, k, (int)slices);
+  });
+}
+
+template <class T>
+__global__ void vjp_dw_thread_elem(const T* __restrict__ v, const T* __restrict__ x, T* __restrict__ dW, long long m,
+                                   long long k) {
+  long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  long long i = blockIdx.y;
+  if (j < k) dW[i * k + j] = from_f<T>(to_f(v[i]) * to_f(x[j]));
+}
+
+template <class T>
+__global__ void vjp_dw_pack(const T* __restrict__ v, const T* __restrict__ x, T* __restrict__ dW, long long m,
+                            long long k) {
+  constexpr int N = Pack<T>::N;
+  long long packs_per_row = k / N, total = m * packs_per_row;
+  for (long long p = blockIdx.x * (long long)blockDim.x + threadIdx.x; p < total;
+       p += (long long)gridDim.x * blockDim.x) {
+    long long i = p / packs_per_row, jp = p - i * packs_per_row;
+    float vi = to_f(v[i]);
+    Pack<T> xs = reinterpret_cast<const Pack<T>*>(x)[jp], out;
+#pragma unroll
+    for (int e = 0; e < N; ++e) out.v[e] = from_f<T>(vi * to_f(xs.v[e]));
+    reinterpret_cast<Pack<T>*>(dW)[p] = out;
+  }
+}
+
+bool launch_vjp_dw(int variant, int dt, const void* v, const void* x, void* dW, long long m, long long k,
+                   cudaStream_t s) {
+  if (variant != 1 && variant != 2) return false;
+  return dispatch_dtype(dt, [&]<class T>() {
+    auto vv = static_cast<const T*>(v);
+    auto xv = static_cast<const T*>(x);
+    auto out = static_cast<T*>(dW);
+    if (variant == 2 && k % Pack<T>::N == 0) {
+      long long total = m * (k / Pack<T>::N);
+      long long grid = (total + 255) / 256;
+      vjp_dw_pack<T><<<(unsigned)(grid < 65535LL * 32 ? grid : 65535LL * 32), 256, 0, s>>>(vv, xv, out, m, k);
+    } else {  // variant 1, or a row length no pack divides
+      vjp_dw_thread_elem<T><<<dim3((unsigned)((k + 255) / 256), (unsigned)m), 256, 0, s>>>(vv, xv, out, m, k);
+    }
+  });
+}
+
+}  // namespace gb::blas

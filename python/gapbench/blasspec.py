@@ -1,0 +1,49 @@
+"""What a BLAS probe declares: its shapes, inputs, float64 reference, work (flops, bytes), the
+native op code and hand-written variants, and how each framework runs it. probes/copy.py,
+probes/gemv.py, probes/vjp.py and probes/gemm.py are instances; probes/blas.py runs them."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .dtypes import ITEMSIZE
+
+Shape = dict  # keys among batch, m, n, k
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    native_op: int
+    variants: dict[int, str]  # hand-written CUDA variants: number -> description
+    shapes: Callable[[bool], list[Shape]]  # quick -> shapes
+    inputs: Callable[[Shape, np.random.Generator], list[np.ndarray]]  # float32, unrounded
+    reference: Callable[[list[np.ndarray]], np.ndarray]  # float64 inputs -> float64 output
+    elements: Callable[[Shape], tuple[int, int]]  # (elements read, elements written)
+    flops: Callable[[Shape], float]
+    framework: Callable[[Any, str, list], Callable[[], Any]]  # (adapter, family, arrays) -> op
+    framework_text: dict[str, str]
+    memory_bound: bool = True
+
+    def work(self, shape: Shape, dtype: str) -> dict:
+        r, w = self.elements(shape)
+        return {"flops": float(self.flops(shape)), "bytes": float((r + w) * ITEMSIZE[dtype])}
+
+
+def shape_text(shape: Shape) -> str:
+    if "batch" in shape:
+        return f"{shape['batch']}x{shape['m']}x{shape['n']}x{shape['k']}"
+    if "n" in shape and "m" not in shape:
+        return f"n={shape['n']}"
+    return f"{shape['m']}x{shape['k']}"
+
+
+def native_dims(shape: Shape) -> tuple[int, int, int, int]:
+    return (shape.get("batch", 1), shape.get("m", 1), shape.get("n", 1), shape.get("k", 1))
+
+
+def uniform(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    # Symmetric around zero, never all zeros: a result on zeros proves nothing.
+    return rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)

@@ -1,0 +1,401 @@
+"""BLAS throughput (paper section 4.4, Figures 5-7): copy, GEMV, both VJP cotangents and batched
+GEMM in fp32/fp16/bf16, hand-written kernels next to the vendor library (cuBLAS, loaded at run
+time) and every framework, with the roofline measured on the same machine: peak bandwidth from
+the copy probe, peak compute from the best GEMM at the largest size.
+
+Every result is checked against a float64 reference (on the inputs as rounded to the dtype, the
+output poisoned first for native kernels) before it is timed; a failed check is a `failed` row.
+Native timing: CUDA events around each run, inputs rotated through enough buffer sets to defeat
+L2 (hot) or L2 scrubbed before each run (--cold). Frameworks: device events (torch, cupy) or host
+clock with a sync (mlx)."""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .. import registry as bk
+from ..blasspec import OpSpec, native_dims, shape_text
+from ..dtypes import DTYPES, NATIVE_CODE, check, from_bytes, round_to, to_bytes
+from ..result import ERROR, FAILED, NOT_APPLICABLE, OK, UNAVAILABLE, Record
+from . import copy as copy_probe
+from . import gemm as gemm_probe
+from . import gemv as gemv_probe
+from . import vjp as vjp_probe
+
+PROBE = "blas"
+OPS: dict[str, list[OpSpec]] = {
+    "copy": [copy_probe.SPEC], "gemv": [gemv_probe.SPEC], "vjp": [vjp_probe.DX, vjp_probe.DW],
+    "gemm": [gemm_probe.SPEC],
+}
+#: Dense datasheet peaks (NVIDIA SXM datasheets): HBM bytes/s and FLOP/s per dtype. Shown beside
+#: the measured roofline, never in place of it.
+DATASHEET = {
+    "H200": {"bytes_per_s": 4.8e12, "fp32": 67e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12},
+    "H100 80GB HBM3": {"bytes_per_s": 3.35e12, "fp32": 67e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12},
+}
+
+
+@dataclass
+class Config:
+    ops: list[str] = field(default_factory=lambda: list(OPS))
+    dtypes: list[str] = field(default_factory=lambda: list(DTYPES))
+    shapes: list[dict] | None = None  # None: each op's own list
+    samples: int = 100
+    warmup: int = 10
+    budget_s: float = 3.0  # timed seconds allowed per variant; samples are cut to fit (min 5)
+    cold: bool = False
+    quick: bool = False
+    seed: int | None = None
+
+
+def cublas_candidates() -> list[str]:
+    """Where a libcublas may be: the nvidia-cublas wheel that torch brings, then CUDA_HOME."""
+    paths = []
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("nvidia")
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            paths += sorted(glob.glob(os.path.join(root, "*", "lib", "libcublas.so*")), reverse=True)
+    except (ImportError, ValueError):
+        pass
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home:
+            paths += sorted(glob.glob(os.path.join(home, "lib64", "libcublas.so*")), reverse=True)
+    return [p for p in dict.fromkeys(paths) if not p.endswith(".so")] + [p for p in paths if p.endswith(".so")]
+
+
+class _Timer:
+    """Samples that fit the budget: one timed call first, then as many as the budget allows."""
+
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+
+    def count(self, one_run_s: float) -> int:
+        if one_run_s <= 0:
+            return self.cfg.samples
+        return int(max(5, min(self.cfg.samples, self.cfg.budget_s / one_run_s)))
+
+
+def _record(spec: OpSpec, dtype: str, shape: dict, backend: str, variant: str, **kw) -> Record:
+    params = {"shape": shape, "shape_text": shape_text(shape), "dtype": dtype, "op": spec.name}
+    params.update(kw.pop("params", {}))
+    return Record(probe=PROBE, backend=backend, variant=variant, metric=kw.pop("metric", "time"),
+                  params=params, work=spec.work(shape, dtype), **kw)
+
+
+def _native_cuda(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray], ref: np.ndarray, cfg: Config,
+                 info: bk.BackendInfo, cublas_path: str, cublas_why: str) -> list[Record]:
+    from .. import _native
+
+    recs: list[Record] = []
+    try:
+        case = _native.cuda.BlasCase(spec.native_op, NATIVE_CODE[dtype], *native_dims(shape), 0)
+        for i, a in enumerate(rounded):
+            case.set_input(i, to_bytes(a, dtype))
+    except (RuntimeError, ValueError, MemoryError) as e:
+        return [_record(spec, dtype, shape, "native-cuda", "-", status=ERROR, reason=str(e), device=info.device)]
+    variants: list[tuple[int, str, str]] = [(0, "cublas", dtype)]
+    if spec.name == "gemm" and dtype == "fp32":
+        variants.append((100, "cublas-tf32", "tf32"))
+    variants += [(v, f"v{v}", dtype) for v in spec.variants]
+    timer = _Timer(cfg)
+    for code, name, tol in variants:
+        desc = "cuBLAS" if code in (0, 100) else spec.variants[code]
+        if spec.name == "copy" and code == 0:
+            desc, name = "cudaMemcpyAsync device-to-device", "memcpy"
+        elif code in (0, 100) and not cublas_path:
+            recs.append(_record(spec, dtype, shape, "native-cuda", name, status=UNAVAILABLE, reason=cublas_why,
+                                device=info.device, op=desc))
+            continue
+        try:
+            out = from_bytes(case.run_once(code), dtype)
+            ok, detail = check(out, ref, tol)
+            if not ok:
+                recs.append(_record(spec, dtype, shape, "native-cuda", name, status=FAILED, op=desc,
+                                    reason="verification failed, not timed: " + detail, verified=False,
+                                    verify_detail=detail, device=info.device))
+                continue
+            n = timer.count(case.time(code, 1, 1, False)[0])
+            modes = [("time", False)] + ([("time_cold", True)] if cfg.cold else [])
+            for metric, cold in modes:
+                samples = case.time(code, n, cfg.warmup, cold)
+                recs.append(_record(spec, dtype, shape, "native-cuda", name, metric=metric, op=desc,
+                                    clock="device_events", samples_s=samples, warmup=cfg.warmup, verified=True,
+                                    verify_detail=detail, device=info.device,
+                                    params={"cache": "cold (L2 scrubbed)" if cold else f"hot, {case.rotations} rotating sets",
+                                            "library": cublas_path if code in (0, 100) and spec.name != "copy" else ""}))
+        except (RuntimeError, ValueError) as e:
+            recs.append(_record(spec, dtype, shape, "native-cuda", name, status=ERROR, reason=str(e), op=desc,
+                                device=info.device))
+    return recs
+
+
+def _framework(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray], ref: np.ndarray, cfg: Config,
+               backend: str, ad, info: bk.BackendInfo) -> list[Record]:
+    fam = backend.split("-")[0]
+    desc = spec.framework_text[fam]
+    ok_dtype, why = ad.supports(dtype)
+    if not ok_dtype:
+        return [_record(spec, dtype, shape, backend, fam, status=UNAVAILABLE, reason=why, op=desc, device=info.device)]
+    try:
+        arrays = [ad.array(a, dtype) for a in rounded]
+        op = spec.framework(ad, fam, arrays)
+        out = ad.numpy64(op())
+        ok, detail = check(out, ref, dtype)
+        if not ok:
+            return [_record(spec, dtype, shape, backend, fam, status=FAILED, op=desc, verified=False,
+                            verify_detail=detail, reason="verification failed, not timed: " + detail,
+                            device=info.device)]
+        run = ad.evaluated(op)
+        for _ in range(max(1, cfg.warmup // 2)):
+            ad.time_device(run, 1)
+        n = _Timer(cfg).count(ad.time_device(run, 1))
+        samples = [ad.time_device(run, 1) for _ in range(cfg.warmup + n)][cfg.warmup:]
+        return [_record(spec, dtype, shape, backend, fam, op=desc, clock=ad.device_clock, samples_s=samples,
+                        warmup=cfg.warmup, verified=True, verify_detail=detail, device=info.device,
+                        params={"cache": "hot (framework buffers)"})]
+    except Exception as e:  # one failing framework case must not lose the others
+        msg = f"{type(e).__name__}: {e}"
+        status = ERROR
+        if "out of memory" in msg.lower() or isinstance(e, MemoryError):
+            msg = "out of memory: " + msg
+        return [_record(spec, dtype, shape, backend, fam, status=status, reason=msg[:500], op=desc, device=info.device)]
+
+
+def run(cfg: Config, backends: list[str], on_case=None) -> list[Record]:
+    """Measure every op x dtype x shape x backend. Yields nothing; returns all records."""
+    records: list[Record] = []
+    for rec in iterate(cfg, backends, on_case):
+        records.append(rec)
+    return records
+
+
+def iterate(cfg: Config, backends: list[str], on_case=None):
+    from ..frameworks import make_adapter
+
+    infos = {b: bk.info(b) for b in backends}
+    for b, i in infos.items():
+        if not i.available:
+            yield Record(probe=PROBE, backend=b, metric="all", status=UNAVAILABLE, reason=i.reason, device=i.device)
+        elif b in ("native-cpu", "native-metal"):
+            why = ("no hand-written CPU BLAS kernels: CPU rows come from the frameworks" if b == "native-cpu"
+                   else "Metal BLAS host path not written yet (kernels are CPU-checked)")
+            yield Record(probe=PROBE, backend=b, metric="all", status=NOT_APPLICABLE, reason=why, device=i.device)
+    live = [b for b in backends if infos[b].available and b not in ("native-cpu", "native-metal")]
+    cublas_path, cublas_why = "", "cuBLAS not searched"
+    if "native-cuda" in live:
+        from .. import _native
+
+        cublas_path = _native.cuda.cublas_load(cublas_candidates())
+        cublas_why = "" if cublas_path else _native.cuda.cublas_error()
+    adapters = {}
+    for b in live:
+        if b.startswith("native"):
+            continue
+        try:
+            adapters[b] = make_adapter(b)
+            adapters[b].setup_context()
+        except Exception as e:
+            yield Record(probe=PROBE, backend=b, metric="all", status=ERROR, reason=f"setup failed: {e}",
+                         device=infos[b].device)
+    for opname in cfg.ops:
+        for spec in OPS[opname]:
+            shapes = [s for s in (cfg.shapes or spec.shapes(cfg.quick)) if set(s) == set(spec.shapes(True)[0])]
+            for shape in shapes:
+                for dtype in cfg.dtypes:
+                    rng = np.random.default_rng(cfg.seed)
+                    rounded = [round_to(a, dtype) for a in spec.inputs(shape, rng)]
+                    ref = spec.reference([a.astype(np.float64) for a in rounded])
+                    for b in live:
+                        if on_case:
+                            on_case(f"{spec.name} {dtype} {shape_text(shape)} {b}")
+                        if b == "native-cuda":
+                            yield from _native_cuda(spec, dtype, shape, rounded, ref, cfg, infos[b], cublas_path,
+                                                    cublas_why)
+                        elif b in adapters:
+                            yield from _framework(spec, dtype, shape, rounded, ref, cfg, b, adapters[b], infos[b])
+
+
+# ============================================================== roofline and table
+def roofline(records: list[Record]) -> dict:
+    """Per device class: peak bandwidth (the best copy of the run, in bytes read + written per
+    second) and peak compute per dtype (the best GEMM of the run), both measured here. The best
+    rates come from the largest sizes; the record each came from is named."""
+    out: dict = {}
+    for r in records:
+        if r.status != OK or r.metric != "time" or r.params.get("op") not in ("copy", "gemm"):
+            continue
+        if r.params["op"] == "copy":
+            key, rate = "bytes_per_s", r.rates().get("bytes_per_s", 0.0)
+        else:
+            key = "tf32" if r.variant == "cublas-tf32" else r.params["dtype"]
+            rate = r.rates().get("flops_per_s", 0.0)
+        cls = bk.info(r.backend).device_class
+        cur = out.setdefault(cls, {}).get(key)
+        if cur is None or rate > cur["value"]:
+            out[cls][key] = {"value": rate, "from": f"{r.backend}/{r.variant} {r.params['dtype']} {r.params['shape_text']}"}
+    return out
+
+
+def _datasheet(records: list[Record]) -> dict:
+    for r in records:
+        name = str(r.device.get("name", ""))
+        for key, sheet in DATASHEET.items():
+            if key in name:
+                return sheet
+    return {}
+
+
+def _rate_text(r: Record) -> tuple[str, float]:
+    rates = r.rates()
+    if r.params.get("op") == "gemm":
+        v = rates.get("flops_per_s", 0.0)
+        return f"{v / 1e12:.3g} TFLOP/s", v
+    v = rates.get("bytes_per_s", 0.0)
+    return f"{v / 1e9:.4g} GB/s", v
+
+
+def build_tables(records: list[Record]):
+    from rich.markup import escape
+    from rich.table import Table
+
+    roof = roofline(records)
+    sheet = _datasheet(records)
+    tables = []
+    ops = list(dict.fromkeys(r.params.get("op") for r in records if r.params.get("op")))
+    for op in ops:
+        t = Table(title=f"{op}: median per run, rate, % of the roofline measured here (and of the datasheet)")
+        for c in ("shape", "dtype", "backend", "variant", "median us", "p10-p90 us", "rate", "% roof", "% sheet",
+                  "check"):
+            t.add_column(c, overflow="fold")
+        for r in (r for r in records if r.params.get("op") == op):
+            base = [r.params["shape_text"], r.params["dtype"], r.backend, r.variant]
+            if r.status != OK:
+                t.add_row(*base, f"[yellow]{r.status}: {escape(r.reason[:120])}[/yellow]", "", "", "", "", "")
+                continue
+            s = r.summary()
+            txt, val = _rate_text(r)
+            cls = bk.info(r.backend).device_class
+            if op == "gemm":
+                key = "tf32" if r.variant == "cublas-tf32" else r.params["dtype"]
+            else:
+                key = "bytes_per_s"
+            peak = roof.get(cls, {}).get(key, {}).get("value")
+            pr = f"{100 * val / peak:.0f}%" if peak else ""
+            ps = f"{100 * val / sheet[key]:.0f}%" if sheet.get(key) and cls == "cuda" else ""
+            noisy = "~" if s.noisy else ""
+            t.add_row(*base, f"{s.median * 1e6:.4g}{noisy}", f"{s.p10 * 1e6:.4g}-{s.p90 * 1e6:.4g}", txt, pr, ps,
+                      "ok" if r.verified else "")
+        tables.append(t)
+    return tables
+
+
+# ============================================================== CLI
+def parse_shapes(text: str) -> list[dict]:
+    """"4096x4096" (m x k: gemv, vjp), "8x2000x2000x2000" (batch x m x n x k: gemm), "1048576"
+    (elements: copy). Each op takes the shapes of its own form."""
+    out = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        try:
+            dims = [int(x) for x in part.lower().split("x")]
+        except ValueError:
+            raise ValueError(f"bad shape {part!r}: use N, MxK or BxMxNxK with integers") from None
+        if any(d < 1 for d in dims):
+            raise ValueError(f"bad shape {part!r}: every dimension must be >= 1")
+        if len(dims) == 1:
+            out.append({"n": dims[0]})
+        elif len(dims) == 2:
+            out.append({"m": dims[0], "k": dims[1]})
+        elif len(dims) == 4:
+            out.append({"batch": dims[0], "m": dims[1], "n": dims[2], "k": dims[3]})
+        else:
+            raise ValueError(f"bad shape {part!r}: use N (copy), MxK (gemv, vjp) or BxMxNxK (gemm)")
+    return out
+
+
+def _split(text: str | None, allowed, what: str) -> list[str] | None:
+    if text is None:
+        return None
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    bad = [s for s in items if s not in allowed]
+    if bad:
+        raise ValueError(f"unknown {what} {', '.join(bad)}; choose from {', '.join(allowed)}")
+    return items
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m bench.blas") -> int:
+    from rich.console import Console
+
+    from .. import env as envmod
+    from ..cli import default_out, progress_bar
+    from ..result import RunWriter
+
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ops", help=f"comma list of {', '.join(OPS)} (default: all)")
+    ap.add_argument("--dtypes", help=f"comma list of {', '.join(DTYPES)} (default: all)")
+    ap.add_argument("--shapes", help="comma list: N (copy), MxK (gemv, vjp), BxMxNxK (gemm); default: each op's sweep")
+    ap.add_argument("--backends", help=f"comma list (default: all). Known: {', '.join(bk.ALL)}")
+    ap.add_argument("--quick", action="store_true", help="small shapes and few samples (CI)")
+    ap.add_argument("--samples", type=int, default=None, help="timed runs per variant (default 100; quick 10)")
+    ap.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 10; quick 2)")
+    ap.add_argument("--budget", type=float, default=None, help="timed seconds per variant; samples are cut to fit (default 3)")
+    ap.add_argument("--cold", action="store_true", help="also time native kernels with L2 scrubbed before each run")
+    ap.add_argument("--seed", type=int, default=None, help="random seed (default: fresh data every run)")
+    ap.add_argument("--out", help="result JSON (default results/blas-<time>.json); CSV written beside it")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    console = Console() if Console().is_terminal else Console(width=200)
+    try:
+        cfg = Config(quick=args.quick, cold=args.cold, seed=args.seed)
+        if args.quick:
+            cfg.samples, cfg.warmup, cfg.budget_s = 10, 2, 0.5
+        cfg.ops = _split(args.ops, list(OPS), "op") or cfg.ops
+        cfg.dtypes = _split(args.dtypes, list(DTYPES), "dtype") or cfg.dtypes
+        if args.shapes:
+            cfg.shapes = parse_shapes(args.shapes)
+        for name in ("samples", "warmup"):
+            if getattr(args, name) is not None:
+                setattr(cfg, name, getattr(args, name))
+        if args.budget is not None:
+            cfg.budget_s = args.budget
+        if cfg.samples < 1 or cfg.warmup < 0 or cfg.budget_s <= 0:
+            raise ValueError("--samples must be >= 1, --warmup >= 0, --budget > 0")
+        names = bk.resolve(args.backends)
+    except ValueError as e:
+        console.print(f"[red]error:[/red] {e}")
+        return 2
+    out = Path(args.out) if args.out else default_out(PROBE)
+    writer = RunWriter(out, env=envmod.collect(), csv_path=out.with_suffix(".csv"),
+                       run={"probe": PROBE, "command": " ".join([prog] + (argv if argv is not None else sys.argv[1:])),
+                            "config": asdict(cfg), "backends": names})
+    n_cases = sum(len([s for s in (cfg.shapes or spec.shapes(cfg.quick)) if set(s) == set(spec.shapes(True)[0])])
+                  for o in cfg.ops for spec in OPS[o]) * len(cfg.dtypes) * max(1, len([n for n in names if bk.info(n).available]))
+    with progress_bar(console, n_cases, disable=args.no_progress) as bar:
+        def on_case(text):
+            bar.describe(f"blas: {text}")
+            bar.advance()
+
+        for rec in iterate(cfg, names, on_case):
+            writer.add(rec)
+    writer.finish(roofline=roofline(writer.records))
+    for t in build_tables(writer.records):
+        console.print(t)
+    missing = [r for r in writer.records if r.metric == "all"]
+    from rich.markup import escape
+
+    for r in missing:
+        console.print(f"[yellow]{r.backend}[/yellow]: {r.status}: {escape(r.reason)}", highlight=False)
+    console.print(f"results: {writer.path} and {writer.csv_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

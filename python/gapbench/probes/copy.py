@@ -1,0 +1,29 @@
+"""copy: device-memory copy, the measured bandwidth roofline (bytes = read + write).
+Kernels: cuda/copy.cu. Run: python -m bench.blas --ops copy"""
+from ..blasspec import OpSpec, uniform
+
+
+def _shapes(quick: bool):
+    return [{"n": 1 << 16}, {"n": 1 << 20}] if quick else [{"n": 1 << 20}, {"n": 1 << 24}, {"n": 1 << 28}]
+
+
+def _framework(ad, fam, arrays):
+    (x,) = arrays
+    if fam == "torch":
+        return lambda: x.clone()
+    if fam == "cupy":
+        return lambda: x.copy()
+    return lambda: x * 1  # MLX has no explicit copy op: an elementwise op moving the same bytes
+
+
+SPEC = OpSpec(
+    name="copy", native_op=0,
+    variants={1: "element by element", 2: "16-byte packs, grid-stride"},
+    shapes=_shapes,
+    inputs=lambda s, rng: [uniform(rng, s["n"])],
+    reference=lambda a: a[0].copy(),
+    elements=lambda s: (s["n"], s["n"]),
+    flops=lambda s: 0.0,
+    framework=_framework,
+    framework_text={"torch": "x.clone()", "cupy": "x.copy()", "mlx": "x * 1 (same bytes as a copy)"},
+)

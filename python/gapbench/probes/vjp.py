@@ -1,0 +1,58 @@
+"""vjp: both cotangents of y = W x (W row-major m x k) for a cotangent v (paper Figure 7):
+dx = W^T v (vjp_dx) and dW = v x^T (vjp_dw). Frameworks use their own autodiff (torch.func.vjp,
+mx.vjp; mx.vjp also recomputes the forward product, as MLX has no separate backward call);
+cupy and the native kernels compute them directly. Kernels: cuda/vjp.cu, metal/vjp.metal.
+Run: python -m bench.blas --ops vjp"""
+from ..blasspec import OpSpec, uniform
+from .gemv import shapes
+
+
+def _dx(ad, fam, arrays):
+    W, v = arrays
+    if fam == "torch":
+        x = ad.torch.ones(W.shape[1], dtype=W.dtype, device=W.device)
+        _, fn = ad.torch.func.vjp(lambda x_: W @ x_, x)
+        return lambda: fn(v)[0]
+    if fam == "cupy":
+        return lambda: W.T @ v
+    mx = ad.mx
+    x = mx.ones((W.shape[1],), dtype=W.dtype)
+    return lambda: mx.vjp(lambda x_: W @ x_, [x], [v])[1][0]
+
+
+def _dw(ad, fam, arrays):
+    v, x = arrays
+    if fam == "torch":
+        W = ad.torch.ones(v.shape[0], x.shape[0], dtype=x.dtype, device=x.device)
+        _, fn = ad.torch.func.vjp(lambda W_: W_ @ x, W)
+        return lambda: fn(v)[0]
+    if fam == "cupy":
+        return lambda: ad.cp.outer(v, x)
+    mx = ad.mx
+    W = mx.ones((v.shape[0], x.shape[0]), dtype=x.dtype)
+    return lambda: mx.vjp(lambda W_: W_ @ x, [W], [v])[1][0]
+
+
+DX = OpSpec(
+    name="vjp_dx", native_op=2,
+    variants={1: "one thread per column", 2: "row slices x 16-byte column packs, then reduce"},
+    shapes=shapes,
+    inputs=lambda s, rng: [uniform(rng, s["m"], s["k"]), uniform(rng, s["m"])],
+    reference=lambda a: a[0].T @ a[1],
+    elements=lambda s: (s["m"] * s["k"] + s["m"], s["k"]),
+    flops=lambda s: 2.0 * s["m"] * s["k"],
+    framework=_dx,
+    framework_text={"torch": "torch.func.vjp(W @ x, x)(v)", "cupy": "W.T @ v", "mlx": "mx.vjp(W @ x, x, v)"},
+)
+
+DW = OpSpec(
+    name="vjp_dw", native_op=3,
+    variants={1: "one thread per element", 2: "16-byte packs, grid-stride"},
+    shapes=shapes,
+    inputs=lambda s, rng: [uniform(rng, s["m"]), uniform(rng, s["k"])],
+    reference=lambda a: __import__("numpy").outer(a[0], a[1]),
+    elements=lambda s: (s["m"] + s["k"], s["m"] * s["k"]),
+    flops=lambda s: 1.0 * s["m"] * s["k"],
+    framework=_dw,
+    framework_text={"torch": "torch.func.vjp(W @ x, W)(v)", "cupy": "cupy.outer(v, x)", "mlx": "mx.vjp(W @ x, W, v)"},
+)
