@@ -1,0 +1,170 @@
+"""The BLAS suite: dtype handling, references, the run on CPU backends for real, the CLI's
+errors, the measured roofline, and every native variant on a GPU where one exists."""
+import json
+
+import numpy as np
+import pytest
+
+from conftest import run_module
+from gapbench import dtypes, registry
+from gapbench.probes import blas
+from gapbench.result import FAILED, NOT_APPLICABLE, OK, UNAVAILABLE, Record, load_run
+
+
+def test_bf16_rounding_is_round_to_nearest_even():
+    x = np.array([1.0, 1.00390625, 1.01171875, -3.14159, 65504.0, 1e-3], np.float32)
+    r = dtypes.round_bf16(x)
+    # bf16 keeps 8 mantissa bits: every result is representable and within half an ulp
+    assert np.all((r.view(np.uint32) & 0xFFFF) == 0)
+    assert np.all(np.abs(r - x) <= np.abs(x) * 2.0 ** -8)
+    assert r[1] == 1.0  # exactly half-way: ties to even (1.0, even mantissa)
+    torch = pytest.importorskip("torch")
+    t = torch.from_numpy(x).to(torch.bfloat16).float().numpy()
+    np.testing.assert_array_equal(r, t)
+
+
+@pytest.mark.parametrize("dt", dtypes.DTYPES)
+def test_bytes_roundtrip(dt):
+    x = dtypes.round_to(np.random.default_rng().uniform(-2, 2, 257).astype(np.float32), dt)
+    back = dtypes.from_bytes(dtypes.to_bytes(x, dt).tobytes(), dt)
+    np.testing.assert_array_equal(back, x.astype(np.float64))
+
+
+def test_check_rejects_poison_and_error():
+    ref = np.ones(100)
+    assert dtypes.check(ref.copy(), ref, "fp32")[0]
+    poisoned = ref.copy()
+    poisoned[7] = np.nan
+    assert not dtypes.check(poisoned, ref, "fp32")[0]
+    assert not dtypes.check(ref * (1 + 1e-3), ref, "fp32")[0]
+    assert dtypes.check(ref * (1 + 1e-3), ref, "fp16")[0]
+
+
+@pytest.mark.parametrize("spec", [s for specs in blas.OPS.values() for s in specs], ids=lambda s: s.name)
+def test_references_and_work(spec):
+    rng = np.random.default_rng(3)
+    shape = spec.shapes(True)[0]
+    ins = [a.astype(np.float64) for a in spec.inputs(shape, rng)]
+    ref = spec.reference(ins)
+    if spec.name == "copy":
+        expect = ins[0]
+    elif spec.name == "gemv":
+        expect = np.einsum("mk,k->m", *ins)
+    elif spec.name == "vjp_dx":
+        expect = np.einsum("mk,m->k", *ins)
+    elif spec.name == "vjp_dw":
+        expect = ins[0][:, None] * ins[1][None, :]
+    else:
+        expect = np.einsum("bmk,bkn->bmn", *ins)
+    np.testing.assert_allclose(ref, expect, rtol=1e-12, atol=1e-12)
+    w = spec.work(shape, "fp16")
+    read, written = spec.elements(shape)
+    assert w["bytes"] == 2 * (read + written)
+    assert all(np.any(a != 0) for a in ins)  # never zeros
+
+
+def test_parse_shapes_and_errors():
+    assert blas.parse_shapes("1024, 64x128,8x16x32x64") == [
+        {"n": 1024}, {"m": 64, "k": 128}, {"batch": 8, "m": 16, "n": 32, "k": 64}]
+    for bad in ("12x", "0x4", "1x2x3"):
+        with pytest.raises(ValueError):
+            blas.parse_shapes(bad)
+
+
+@pytest.fixture(scope="module")
+def cpu_blas(tmp_path_factory):
+    out = tmp_path_factory.mktemp("blas") / "cpu.json"
+    p = run_module("bench.blas", "--quick", "--no-progress", "--backends", "native-cpu,native-cuda,torch-cpu,mlx-cpu",
+                   "--out", str(out))
+    assert p.returncode == 0, p.stderr + p.stdout
+    return p, load_run(out)
+
+
+def test_cpu_frameworks_verified_and_timed(cpu_blas):
+    _, run = cpu_blas
+    timed = [r for r in run.records if r.status == OK]
+    for backend in ("torch-cpu", "mlx-cpu"):
+        if not registry.info(backend).available:
+            continue
+        ops = {(r.params["op"], r.params["dtype"]) for r in timed if r.backend == backend}
+        assert ops >= {(o, d) for o in ("copy", "gemv", "vjp_dx", "vjp_dw", "gemm") for d in dtypes.DTYPES}
+    for r in timed:
+        assert r.verified is True and "vs float64" in r.verify_detail
+        assert len(r.samples_s) >= 5 and r.work["bytes"] > 0
+
+
+def test_native_rows_say_why_not(cpu_blas):
+    _, run = cpu_blas
+    cpu = [r for r in run.records if r.backend == "native-cpu"][0]
+    assert cpu.status == NOT_APPLICABLE and cpu.reason
+    cuda = [r for r in run.records if r.backend == "native-cuda"]
+    if not registry.info("native-cuda").available:
+        assert cuda[0].status == UNAVAILABLE and cuda[0].reason == registry.info("native-cuda").reason
+
+
+def test_roofline_from_the_run(cpu_blas):
+    _, run = cpu_blas
+    roof = run.run["roofline"]
+    if registry.info("torch-cpu").available:
+        best_copy = max(r.rates()["bytes_per_s"] for r in run.records
+                        if r.status == OK and r.params.get("op") == "copy" and r.backend.endswith("cpu"))
+        assert roof["cpu"]["bytes_per_s"]["value"] == pytest.approx(best_copy)
+        assert roof["cpu"]["fp32"]["value"] > 0
+
+
+def test_table_printed(cpu_blas):
+    p, _ = cpu_blas
+    for word in ("copy", "gemv", "vjp_dx", "vjp_dw", "gemm", "% roof"):
+        assert word in p.stdout
+
+
+def test_roofline_keeps_tf32_apart():
+    def rec(variant, dtype, flops_s, precision=None):
+        params = {"op": "gemm", "dtype": dtype, "shape_text": "x"}
+        if precision:
+            params["precision"] = precision
+        return Record(probe="blas", backend="torch-cpu", variant=variant, metric="time", clock="host_wall",
+                      samples_s=[1.0], params=params, work={"flops": flops_s, "bytes": 1.0})
+
+    roof = blas.roofline([rec("torch", "fp32", 10.0), rec("torch@tf32", "fp32", 50.0, "tf32")])
+    assert roof["cpu"]["fp32"]["value"] == 10.0 and roof["cpu"]["tf32"]["value"] == 50.0
+
+
+@pytest.mark.parametrize("args,msg", [(["--ops", "conv"], "unknown op"), (["--dtypes", "fp8"], "unknown dtype"),
+                                      (["--shapes", "3x"], "bad shape"), (["--backends", "tpu"], "unknown backend")])
+def test_cli_errors(tmp_path, args, msg):
+    p = run_module("bench.blas", *args, "--out", str(tmp_path / "x.json"))
+    assert p.returncode == 2 and msg in p.stdout
+
+
+def test_failed_verification_is_not_timed(monkeypatch):
+    """A framework returning a wrong result gets a failed row and no samples."""
+    pytest.importorskip("torch")
+    if not registry.info("torch-cpu").available:
+        pytest.skip("torch-cpu not available")
+    spec = blas.OPS["gemv"][0]
+    wrong = blas.OPS["gemv"][0].__class__(**{**spec.__dict__, "framework": lambda ad, fam, arrays: (lambda: arrays[1] * 2)})
+    shape = {"m": 8, "k": 8}
+    rng = np.random.default_rng(0)
+    rounded = [dtypes.round_to(a, "fp32") for a in wrong.inputs(shape, rng)]
+    ref = wrong.reference([a.astype(np.float64) for a in rounded])
+    from gapbench.frameworks import make_adapter
+
+    ad = make_adapter("torch-cpu")
+    ad.setup_context()
+    recs = blas._framework(wrong, "fp32", shape, rounded, ref, blas.Config(samples=3, warmup=0), "torch-cpu", ad,
+                           registry.info("torch-cpu"))
+    assert recs[0].status == FAILED and not recs[0].samples_s and "not timed" in recs[0].reason
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not registry.info("native-cuda").available,
+                    reason="needs an NVIDIA GPU and driver: " + registry.info("native-cuda").reason)
+def test_every_cuda_variant_verifies_on_gpu(tmp_path):
+    out = tmp_path / "gpu.json"
+    p = run_module("bench.blas", "--quick", "--no-progress", "--backends", "native-cuda", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    recs = [r for r in load_run(out).records if r.backend == "native-cuda"]
+    hand = [r for r in recs if r.variant.startswith("v")]
+    assert hand and all(r.status == OK and r.verified for r in hand), [(r.variant, r.reason) for r in hand if r.status != OK]
+    assert json.loads(out.read_text())["run"]["roofline"]["cuda"]["bytes_per_s"]["value"] > 0
