@@ -36,7 +36,7 @@ struct Case::Impl {
   std::vector<std::size_t> in_bytes;
   std::size_t out_bytes = 0;
   std::vector<Set> sets;
-  float* work = nullptr;  // vjp_dx partial sums
+  float* work = nullptr;  // split-k / row-slice partial sums (gemv, vjp_dx)
   void* scrub = nullptr;  // cold-cache: written over before each run to evict L2
   std::size_t scrub_bytes = 0;
   cudaStream_t stream = nullptr;
@@ -52,7 +52,7 @@ struct Case::Impl {
     } else {
       switch (op) {
         case kCopy: ok = gb::blas::launch_copy(variant, dt, a, s.out, n, stream); break;
-        case kGemv: ok = gb::blas::launch_gemv(variant, dt, a, b, s.out, m, k, stream); break;
+        case kGemv: ok = gb::blas::launch_gemv(variant, dt, a, b, s.out, m, k, stream, work, sms); break;
         case kVjpDx: ok = gb::blas::launch_vjp_dx(variant, dt, a, b, s.out, work, m, k, sms, stream); break;
         case kVjpDw: ok = gb::blas::launch_vjp_dw(variant, dt, a, b, s.out, m, k, stream); break;
         case kGemm: ok = gb::blas::launch_gemm(variant, dt, a, b, s.out, batch, m, n, k, stream); break;
@@ -153,6 +153,7 @@ Case::Case(int op, int dtype, long long batch, long long m, long long n, long lo
     s.sets.push_back(st);
   }
   if (op == kVjpDx) GB_CUDA_CHECK(cudaMalloc(&s.work, sizeof(float) * gb::blas::vjp_dx_work_floats(m, k, s.sms)));
+  if (op == kGemv) GB_CUDA_CHECK(cudaMalloc(&s.work, sizeof(float) * gb::blas::gemv_work_floats(m, k, s.sms)));
   s.scrub_bytes = 2 * (std::size_t)l2;
   GB_CUDA_CHECK(cudaMalloc(&s.scrub, s.scrub_bytes));
 }

@@ -7,17 +7,23 @@ namespace gb::blas {
 
 // copy: dst = src, n elements.        1 scalar, 2 16-byte packs
 bool launch_copy(int variant, int dt, const void* src, void* dst, long long n, cudaStream_t s);
-// gemv: y[m] = A[m,k] x[k].            1 thread per row, 2 warp per row with 16-byte packs
-bool launch_gemv(int variant, int dt, const void* A, const void* x, void* y, long long m, long long k, cudaStream_t s);
+// gemv: y[m] = A[m,k] x[k].            1 thread per row, 2 warp per row with 16-byte packs,
+//                                      3 split-k warps (fp32 partials in `work`)
+bool launch_gemv(int variant, int dt, const void* A, const void* x, void* y, long long m, long long k, cudaStream_t s,
+                 float* work, int sms);
+long long gemv_work_floats(long long m, long long k, int sms);
 // vjp of y = W x, W[m,k]:
-//   dx[k] = W^T v[m]                    1 thread per column, 2 row-split packs + reduction
+//   dx[k] = W^T v[m]                    1 thread per column, 2 row-split packs + reduction,
+//                                       3 as 2 with 4 rows' loads in flight and more slices
 bool launch_vjp_dx(int variant, int dt, const void* W, const void* v, void* dx, float* work, long long m,
                    long long k, int sms, cudaStream_t s);
 long long vjp_dx_work_floats(long long m, long long k, int sms);
-//   dW[m,k] = v[m] x[k]^T               1 thread per element, 2 16-byte packs
+//   dW[m,k] = v[m] x[k]^T               1 thread per element, 2 16-byte packs, 3 2-D grid with
+//                                       streaming stores
 bool launch_vjp_dw(int variant, int dt, const void* v, const void* x, void* dW, long long m, long long k,
                    cudaStream_t s);
-// gemm: C[b,m,n] = A[b,m,k] B[b,k,n]   1 thread per output, 2 shared-memory tiles
+// gemm: C[b,m,n] = A[b,m,k] B[b,k,n]   1 thread per output, 2 shared-memory tiles,
+//                                      3 128x128 tiles, 8x8 outputs per thread (SIMT fp32 math)
 bool launch_gemm(int variant, int dt, const void* A, const void* B, void* C, long long batch, long long m,
                  long long n, long long k, cudaStream_t s);
 

@@ -4,7 +4,9 @@
 //     rows, so the grid is wide enough to fill every SM; per-slice fp32 partials go to a small
 //     workspace (a few % of W's bytes) and a second kernel sums the slices.
 //   dW = v x^T: write-bound outer product. Variant 1: one thread per element; variant 2: one
-//     16-byte pack per thread, grid-stride.
+//     16-byte pack per thread, grid-stride; variant 3: 2-D grid, x loaded once per thread,
+//     streaming stores.
+//   dx variant 3: variant 2 with 4 rows' loads issued before their FMAs and twice the slices.
 // Run: python -m bench.blas --ops vjp
 #include "blas_kernels.h"
 #include "dtype.cuh"
@@ -49,6 +51,43 @@ __global__ void vjp_dx_partial(const T* __restrict__ W, const T* __restrict__ v,
   for (int e = 0; e < N && col0 + e < k; ++e) part[blockIdx.y * k + col0 + e] = acc[e];
 }
 
+// Variant 3's slice kernel: the loads of R rows are issued before any of their FMAs, so each
+// thread has R 16-byte loads in flight (HBM latency is covered by loads, not by more warps).
+template <class T, int R>
+__global__ void vjp_dx_partial_rows(const T* __restrict__ W, const T* __restrict__ v, float* __restrict__ part,
+                                    long long m, long long k, long long rows_per_slice) {
+  constexpr int N = Pack<T>::N;
+  long long col0 = (blockIdx.x * (long long)blockDim.x + threadIdx.x) * N;
+  if (col0 >= k) return;
+  long long r0 = blockIdx.y * rows_per_slice;
+  long long r1 = r0 + rows_per_slice < m ? r0 + rows_per_slice : m;
+  float acc[N];
+#pragma unroll
+  for (int e = 0; e < N; ++e) acc[e] = 0.f;
+  long long i = r0;
+  for (; i + R <= r1; i += R) {
+    Pack<T> w[R];
+    float vi[R];
+#pragma unroll
+    for (int u = 0; u < R; ++u) {
+      w[u] = *reinterpret_cast<const Pack<T>*>(W + (i + u) * k + col0);
+      vi[u] = to_f(v[i + u]);
+    }
+#pragma unroll
+    for (int u = 0; u < R; ++u)
+#pragma unroll
+      for (int e = 0; e < N; ++e) acc[e] += to_f(w[u].v[e]) * vi[u];
+  }
+  for (; i < r1; ++i) {
+    Pack<T> w = *reinterpret_cast<const Pack<T>*>(W + i * k + col0);
+    float vi = to_f(v[i]);
+#pragma unroll
+    for (int e = 0; e < N; ++e) acc[e] += to_f(w.v[e]) * vi;
+  }
+#pragma unroll
+  for (int e = 0; e < N; ++e) part[blockIdx.y * k + col0 + e] = acc[e];
+}
+
 template <class T>
 __global__ void vjp_dx_reduce(const float* __restrict__ part, T* __restrict__ dx, long long k, int slices) {
   long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;
@@ -61,26 +100,45 @@ __global__ void vjp_dx_reduce(const float* __restrict__ part, T* __restrict__ dx
 static constexpr int kDxBlock = 256;
 
 static void dx_geometry(long long m, long long k, int pack, int sms, long long* xblocks, long long* slices,
-                        long long* rows_per_slice) {
+                        long long* rows_per_slice, int blocks_per_sm = 8) {
   long long threads = (k + pack - 1) / pack;
   *xblocks = (threads + kDxBlock - 1) / kDxBlock;
-  long long want = (8LL * sms + *xblocks - 1) / *xblocks;  // about 8 blocks per SM in all
+  long long want = ((long long)blocks_per_sm * sms + *xblocks - 1) / *xblocks;
   long long max_slices = m / 32 > 0 ? m / 32 : 1;           // keep >= 32 rows per slice
   *slices = want < 1 ? 1 : (want > max_slices ? max_slices : want);
   *rows_per_slice = (m + *slices - 1) / *slices;
   *slices = (m + *rows_per_slice - 1) / *rows_per_slice;
 }
 
+static constexpr int kDxBlocksPerSmV3 = 16;
+
 long long vjp_dx_work_floats(long long m, long long k, int sms) {
-  long long xb, sl, rps;
-  dx_geometry(m, k, 4, sms, &xb, &sl, &rps);  // the fp32 pack has the most slices
-  long long xb2, sl2, rps2;
-  dx_geometry(m, k, 8, sms, &xb2, &sl2, &rps2);
-  return (sl > sl2 ? sl : sl2) * k;
+  long long most = 1;
+  for (int pack : {4, 8})
+    for (int bps : {8, kDxBlocksPerSmV3}) {
+      long long xb, sl, rps;
+      dx_geometry(m, k, pack, sms, &xb, &sl, &rps, bps);
+      most = sl > most ? sl : most;
+    }
+  return most * k;
 }
 
 bool launch_vjp_dx(int variant, int dt, const void* W, const void* v, void* dx, float* work, long long m,
                    long long k, int sms, cudaStream_t s) {
+  if (variant == 3) {
+    return dispatch_dtype(dt, [&]<class T>() {
+      auto w = static_cast<const T*>(W);
+      auto vv = static_cast<const T*>(v);
+      auto out = static_cast<T*>(dx);
+      long long xblocks, slices, rps;
+      dx_geometry(m, k, Pack<T>::N, sms, &xblocks, &slices, &rps, kDxBlocksPerSmV3);
+      if (k % Pack<T>::N == 0)
+        vjp_dx_partial_rows<T, 4><<<dim3((unsigned)xblocks, (unsigned)slices), kDxBlock, 0, s>>>(w, vv, work, m, k, rps);
+      else
+        vjp_dx_partial<T><<<dim3((unsigned)xblocks, (unsigned)slices), kDxBlock, 0, s>>>(w, vv, work, m, k, rps);
+      vjp_dx_reduce<T><<<(unsigned)((k + 255) / 256), 256, 0, s>>>(work, out, k, (int)slices);
+    });
+  }
   if (variant != 1 && variant != 2) return false;
   return dispatch_dtype(dt, [&]<class T>() {
     auto w = static_cast<const T*>(W);
@@ -121,8 +179,47 @@ __global__ void vjp_dw_pack(const T* __restrict__ v, const T* __restrict__ x, T*
   }
 }
 
+// Variant 3: thread = one 16-byte pack of columns, loaded from x once and reused down the rows
+// it visits (grid-y strides over rows): no index division, and streaming stores (st.global.cs)
+// because dW is written once and never read back here, so it should not evict L2.
+template <class T>
+__global__ void vjp_dw_rows(const T* __restrict__ v, const T* __restrict__ x, T* __restrict__ dW, long long m,
+                            long long k) {
+  constexpr int N = Pack<T>::N;
+  long long packs = k / N;
+  long long jp = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (jp >= packs) return;
+  Pack<T> xs = reinterpret_cast<const Pack<T>*>(x)[jp];
+  float xf[N];
+#pragma unroll
+  for (int e = 0; e < N; ++e) xf[e] = to_f(xs.v[e]);
+  for (long long i = blockIdx.y; i < m; i += gridDim.y) {
+    float vi = to_f(v[i]);
+    Pack<T> out;
+#pragma unroll
+    for (int e = 0; e < N; ++e) out.v[e] = from_f<T>(vi * xf[e]);
+    __stcs(reinterpret_cast<uint4*>(dW + i * k) + jp, *reinterpret_cast<const uint4*>(&out));
+  }
+}
+
 bool launch_vjp_dw(int variant, int dt, const void* v, const void* x, void* dW, long long m, long long k,
                    cudaStream_t s) {
+  if (variant == 3) {
+    return dispatch_dtype(dt, [&]<class T>() {
+      auto vv = static_cast<const T*>(v);
+      auto xv = static_cast<const T*>(x);
+      auto out = static_cast<T*>(dW);
+      if (k % Pack<T>::N != 0) {
+        vjp_dw_thread_elem<T><<<dim3((unsigned)((k + 255) / 256), (unsigned)m), 256, 0, s>>>(vv, xv, out, m, k);
+        return;
+      }
+      long long packs = k / Pack<T>::N;
+      long long xblocks = (packs + 255) / 256;
+      long long rows = (4096LL + xblocks - 1) / xblocks;  // ~4096 blocks in all, each over m/rows rows
+      rows = rows > m ? m : (rows > 65535 ? 65535 : rows);
+      vjp_dw_rows<T><<<dim3((unsigned)xblocks, (unsigned)rows), 256, 0, s>>>(vv, xv, out, m, k);
+    });
+  }
   if (variant != 1 && variant != 2) return false;
   return dispatch_dtype(dt, [&]<class T>() {
     auto vv = static_cast<const T*>(v);

@@ -35,7 +35,8 @@ def _dw(ad, fam, arrays):
 
 DX = OpSpec(
     name="vjp_dx", native_op=2,
-    variants={1: "one thread per column", 2: "row slices x 16-byte column packs, then reduce"},
+    variants={1: "one thread per column", 2: "row slices x 16-byte column packs, then reduce",
+              3: "as 2, 4 rows' loads in flight, 2x the slices"},
     shapes=shapes,
     inputs=lambda s, rng: [uniform(rng, s["m"], s["k"]), uniform(rng, s["m"])],
     reference=lambda a: a[0].T @ a[1],
@@ -47,7 +48,8 @@ DX = OpSpec(
 
 DW = OpSpec(
     name="vjp_dw", native_op=3,
-    variants={1: "one thread per element", 2: "16-byte packs, grid-stride"},
+    variants={1: "one thread per element", 2: "16-byte packs, grid-stride",
+              3: "2-D grid, x pack reused down rows, streaming stores"},
     shapes=shapes,
     inputs=lambda s, rng: [uniform(rng, s["m"]), uniform(rng, s["k"])],
     reference=lambda a: __import__("numpy").outer(a[0], a[1]),
