@@ -4,8 +4,10 @@
 // of A and B is re-read n or m times: L2/L1 bandwidth bound). Variant 2: 32x32 tiles staged in
 // shared memory, so each global element is read m/32 + n/32 times instead of m + n.
 // Variant 3: 128x128 block tiles with 8x8 register tiles per thread (SIMT fp32 math).
-// Tensor-core variants (mma.sync, Hopper wgmma) come next.
+// Variant 4 (fp16/bf16): tensor cores through WMMA fragments. Next: cp.async pipelining, wgmma.
 // Run: python -m bench.blas --ops gemm
+#include <mma.h>
+
 #include "blas_kernels.h"
 #include "dtype.cuh"
 
@@ -106,8 +108,106 @@ __global__ void __launch_bounds__(256) gemm_reg(const T* __restrict__ A, const T
   }
 }
 
+// Variant 4 (fp16/bf16): tensor cores through WMMA. 128x128 block tile, 8 warps each owning a
+// 64x32 slab (4x2 fragments of 16x16x16, fp32 accumulators), K staged 32 at a time in padded
+// shared memory (+8 elements per row: no bank conflicts on fragment loads), 16-byte global loads
+// where aligned. Single-buffered: the next steps are cp.async pipelining and Hopper wgmma.
+template <class T>
+__global__ void __launch_bounds__(256) gemm_wmma(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
+                                                 long long m, long long n, long long k) {
+#if __CUDA_ARCH__ >= 800
+  using namespace nvcuda;
+  constexpr int BM = 128, BN = 128, BK = 32, PAD = 8, N = Pack<T>::N;
+  __shared__ __align__(32) T As[BM][BK + PAD];
+  __shared__ __align__(32) T Bs[BK][BN + PAD];
+  __shared__ __align__(32) float Cs[8][16][16];
+  long long bz = blockIdx.z;
+  const T* a = A + bz * m * k;
+  const T* b = B + bz * k * n;
+  T* c = C + bz * m * n;
+  long long row0 = blockIdx.y * (long long)BM, col0 = blockIdx.x * (long long)BN;
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int wr = warp / 4, wc = warp % 4;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[4][2];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.f);
+  const T zero = from_f<T>(0.f);
+  bool a_vec = k % N == 0, b_vec = n % N == 0;
+  for (long long t0 = 0; t0 < k; t0 += BK) {
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      int p = threadIdx.x + q * 256;
+      int r = p / (BK / N), cc = (p % (BK / N)) * N;  // A: 128 rows x 4 packs
+      long long gr = row0 + r, gk = t0 + cc;
+      if (a_vec && gr < m && gk + N <= k) {
+        *reinterpret_cast<Pack<T>*>(&As[r][cc]) = *reinterpret_cast<const Pack<T>*>(a + gr * k + gk);
+      } else {
+#pragma unroll
+        for (int e = 0; e < N; ++e) As[r][cc + e] = (gr < m && gk + e < k) ? a[gr * k + gk + e] : zero;
+      }
+      int rb = p / (BN / N), cb = (p % (BN / N)) * N;  // B: 32 rows x 16 packs
+      long long hk = t0 + rb, hc = col0 + cb;
+      if (b_vec && hk < k && hc + N <= n) {
+        *reinterpret_cast<Pack<T>*>(&Bs[rb][cb]) = *reinterpret_cast<const Pack<T>*>(b + hk * n + hc);
+      } else {
+#pragma unroll
+        for (int e = 0; e < N; ++e) Bs[rb][cb + e] = (hk < k && hc + e < n) ? b[hk * n + hc + e] : zero;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa[4];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb[2];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) wmma::load_matrix_sync(fa[i], &As[wr * 64 + i * 16][kk], BK + PAD);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], &Bs[kk][wc * 32 + j * 16], BN + PAD);
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+  // Epilogue through a per-warp 16x16 fp32 staging tile: bounds-checked, converted to T.
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      wmma::store_matrix_sync(&Cs[warp][0][0], acc[i][j], 16, wmma::mem_row_major);
+      __syncwarp();
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        int idx = lane * 8 + e, r = idx / 16, cc = idx % 16;
+        long long gr = row0 + wr * 64 + i * 16 + r, gc = col0 + wc * 32 + j * 16 + cc;
+        if (gr < m && gc < n) c[gr * n + gc] = from_f<T>(Cs[warp][r][cc]);
+      }
+      __syncwarp();
+    }
+#endif
+}
+
 bool launch_gemm(int variant, int dt, const void* A, const void* B, void* C, long long batch, long long m,
                  long long n, long long k, cudaStream_t s) {
+  if (variant == 4) {
+    if (dt == kF32) return false;  // tensor-core variant: fp16/bf16 operands only
+    int dev = 0, major = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (major < 8) return false;  // WMMA with bf16 and this kernel need sm_80+
+    dim3 grid((unsigned)((n + 127) / 128), (unsigned)((m + 127) / 128), (unsigned)batch);
+    if (dt == kF16)
+      gemm_wmma<__half><<<grid, 256, 0, s>>>(static_cast<const __half*>(A), static_cast<const __half*>(B),
+                                             static_cast<__half*>(C), m, n, k);
+    else
+      gemm_wmma<__nv_bfloat16><<<grid, 256, 0, s>>>(static_cast<const __nv_bfloat16*>(A),
+                                                     static_cast<const __nv_bfloat16*>(B),
+                                                     static_cast<__nv_bfloat16*>(C), m, n, k);
+    return true;
+  }
   if (variant == 3) {
     return dispatch_dtype(dt, [&]<class T>() {
       dim3 grid((unsigned)((n + 127) / 128), (unsigned)((m + 127) / 128), (unsigned)batch);

@@ -133,7 +133,15 @@ def _native_cuda(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray
                                     params={"cache": "cold (L2 scrubbed)" if cold else f"hot, {case.rotations} rotating sets",
                                             "library": cublas_path if code in (0, 100) and spec.name != "copy" else "",
                                             **({"precision": "tf32"} if code == 100 else {})}))
-        except (RuntimeError, ValueError) as e:
+        except ValueError as e:
+            if "no variant" in str(e):
+                recs.append(_record(spec, dtype, shape, "native-cuda", name, status=NOT_APPLICABLE, op=desc,
+                                    reason=f"variant {code} does not exist for {dtype} on this device",
+                                    device=info.device))
+            else:
+                recs.append(_record(spec, dtype, shape, "native-cuda", name, status=ERROR, reason=str(e), op=desc,
+                                    device=info.device))
+        except RuntimeError as e:
             recs.append(_record(spec, dtype, shape, "native-cuda", name, status=ERROR, reason=str(e), op=desc,
                                 device=info.device))
     return recs

@@ -22,7 +22,8 @@ def _framework(ad, fam, arrays):
 SPEC = OpSpec(
     name="gemm", native_op=4,
     variants={1: "one thread per output", 2: "32x32 shared-memory tiles",
-              3: "128x128 tiles, 8x8 register tile per thread"},
+              3: "128x128 tiles, 8x8 register tile per thread",
+              4: "tensor cores via WMMA, 128x128x32 tiles (fp16/bf16)"},
     shapes=_shapes,
     inputs=lambda s, rng: [uniform(rng, s["batch"], s["m"], s["k"]), uniform(rng, s["batch"], s["k"], s["n"])],
     reference=lambda a: np.matmul(a[0], a[1]),
