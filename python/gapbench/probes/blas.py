@@ -315,6 +315,45 @@ def build_tables(records: list[Record]):
     return tables
 
 
+def markdown_summary(records: list[Record], shapes: list[str] | None = None) -> str:
+    """One Markdown row per op x dtype x shape: the best hand-written variant, the vendor library
+    and each framework, as % of the measured bandwidth roofline (copy, gemv, vjp) or TFLOP/s
+    (gemm), generated from result records (for READMEs and issues)."""
+    roof = roofline(records)
+    cols = ["hand-written (best)", "vendor", "torch", "cupy", "mlx"]
+    lines = ["| op | dtype | shape | unit | " + " | ".join(cols) + " |", "|" + "---|" * (4 + len(cols))]
+    groups: dict = {}
+    for r in records:
+        if r.status != OK or r.metric != "time" or not r.params.get("op"):
+            continue
+        if shapes and r.params["shape_text"] not in shapes:
+            continue
+        groups.setdefault((r.params["op"], r.params["dtype"], r.params["shape_text"]), []).append(r)
+    for (op, dtype, shape), rs in groups.items():
+        def value(r):
+            if op == "gemm":
+                return r.rates().get("flops_per_s", 0.0) / 1e12
+            peak = roof.get(bk.info(r.backend).device_class, {}).get("bytes_per_s", {}).get("value")
+            return 100 * r.rates().get("bytes_per_s", 0.0) / peak if peak else 0.0
+
+        def fmt(r):
+            return f"{value(r):.0f}" if op != "gemm" else f"{value(r):.3g}"
+
+        cells = []
+        hand = [r for r in rs if r.backend.startswith("native") and r.variant.startswith("v")]
+        best = max(hand, key=value, default=None)
+        cells.append(f"{fmt(best)} ({best.variant})" if best else "")
+        vendor = [r for r in rs if r.backend.startswith("native") and not r.variant.startswith("v")]
+        cells.append(", ".join(f"{fmt(r)} ({r.variant})" for r in vendor))
+        for fam in ("torch", "cupy", "mlx"):
+            fr = [r for r in rs if r.backend.split("-")[0] == fam]
+            cells.append(", ".join(f"{fmt(r)}" + (" (tf32)" if r.params.get("precision") == "tf32" else "")
+                                   for r in fr))
+        unit = "TFLOP/s" if op == "gemm" else "% of copy BW"
+        lines.append(f"| {op} | {dtype} | {shape} | {unit} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 # ============================================================== CLI
 def parse_shapes(text: str) -> list[dict]:
     """"4096x4096" (m x k: gemv, vjp), "8x2000x2000x2000" (batch x m x n x k: gemm), "1048576"
