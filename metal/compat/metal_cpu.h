@@ -8,7 +8,9 @@
 // Supported subset of the Metal Shading Language (kernels must stay inside it):
 //   - address-space qualifiers device / constant / thread (erased; threadgroup is not supported)
 //   - [[buffer(i)]], [[thread_position_in_grid]] attributes (ignored; the driver passes args)
-//   - scalar types uint, ushort, half (as _Float16 where the compiler has it), float
+//   - scalar types uint, ushort, half (as _Float16 where the compiler has it), float, bfloat
+//     (a 16-bit struct here: convert to float for arithmetic, as the kernels do anyway)
+//   - kernel templates instantiated with [[host_name]] / [[kernel]] attributes (ignored here)
 //   - atomic_uint / atomic_int with atomic_{load,store,fetch_add}_explicit, memory_order_relaxed
 //   - no threadgroup memory, barriers, simdgroup functions or textures: a kernel using them
 //     fails to compile here, which is the signal to extend this header first.
@@ -17,6 +19,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #define kernel
 #define device
@@ -36,6 +39,25 @@ struct atomic {
   std::atomic<T> v;
   atomic(T x = T()) : v(x) {}
   T load() const { return v.load(); }
+};
+// MSL's bfloat (Metal 3.1+): storage only here; conversion rounds to nearest even like the GPU.
+struct bfloat {
+  std::uint16_t bits = 0;
+  bfloat() = default;
+  explicit bfloat(float f) {
+    std::uint32_t u;
+    std::memcpy(&u, &f, 4);
+    bits = static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+  }
+  explicit operator float() const {
+    std::uint32_t u = static_cast<std::uint32_t>(bits) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+};
+struct uint3 {
+  std::uint32_t x = 0, y = 0, z = 0;
 };
 using atomic_uint = atomic<std::uint32_t>;
 using atomic_int = atomic<std::int32_t>;
@@ -60,5 +82,7 @@ using std::min;
 }  // namespace metal
 
 // MSL has `uint` in the global namespace too.
+using metal::bfloat;
+using metal::uint3;
 using metal::uint;
 using metal::ushort;

@@ -19,6 +19,21 @@ def metal_dir() -> Path:
     return Path(str(resources.files("gapbench").joinpath("metal")))
 
 
+def metal_source(path: str | os.PathLike) -> str:
+    """The text of a .metal file with its local `#include "x.h"` lines replaced by the files'
+    text: Metal compiles source strings at run time (newLibraryWithSource) and resolves no
+    include paths, so the host hands it one self-contained source."""
+    path = Path(path)
+    out = []
+    for line in path.read_text().splitlines():
+        s = line.strip()
+        if s.startswith('#include "') and s.endswith('"'):
+            out.append(metal_source(path.parent / s[len('#include "'):-1]))
+        else:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
 def compiler() -> str:
     for c in (os.environ.get("CXX"), "c++", "g++", "clang++"):
         if c and shutil.which(c):
@@ -26,7 +41,8 @@ def compiler() -> str:
     raise RuntimeError("no C++ compiler found (set CXX)")
 
 
-def build(metal_file: str | os.PathLike, driver_source: str, cache_dir: str | os.PathLike | None = None) -> ctypes.CDLL:
+def build(metal_file: str | os.PathLike, driver_source: str, cache_dir: str | os.PathLike | None = None,
+          std: str = "c++17") -> ctypes.CDLL:
     """Compile `metal_file` + `driver_source` (C++ that #includes the kernel file by the macro
     GB_METAL_FILE and exports extern "C" entry points) into a shared library and load it."""
     metal_file = Path(metal_file).resolve()
@@ -34,7 +50,8 @@ def build(metal_file: str | os.PathLike, driver_source: str, cache_dir: str | os
     compat = metal_file.parent / "compat"
     if not (compat / "metal_cpu.h").is_file():
         compat = metal_dir() / "compat"
-    key = hashlib.sha256((metal_file.read_text() + driver_source + (compat / "metal_cpu.h").read_text()).encode()).hexdigest()[:16]
+    key_text = metal_source(metal_file) + driver_source + (compat / "metal_cpu.h").read_text() + std
+    key = hashlib.sha256(key_text.encode()).hexdigest()[:16]
     out_dir = Path(cache_dir) if cache_dir else Path(tempfile.gettempdir()) / "gapbench-metal-cpu"
     out_dir.mkdir(parents=True, exist_ok=True)
     lib = out_dir / f"{metal_file.stem}-{key}.so"
@@ -43,7 +60,7 @@ def build(metal_file: str | os.PathLike, driver_source: str, cache_dir: str | os
         src.write_text(f'#define GB_METAL_FILE "{metal_file}"\n' + driver_source)
         cxx = compiler()
         is_clang = "clang" in subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
-        cmd = [cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-Wall", "-Werror", "-Wno-attributes",
+        cmd = [cxx, f"-std={std}", "-O1", "-shared", "-fPIC", "-Wall", "-Werror", "-Wno-attributes",
                *(["-Wno-unknown-attributes"] if is_clang else []), f"-I{compat}",
                "-include", str(compat / "metal_cpu.h"), str(src), "-o", str(lib) + ".tmp"]
         p = subprocess.run(cmd, capture_output=True, text=True)

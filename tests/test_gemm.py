@@ -1,0 +1,42 @@
+"""gemm: the Metal kernel on the CPU against float64 in every dtype, batched and ragged."""
+import numpy as np
+import pytest
+
+from gapbench import dtypes
+from gapbench.probes import gemm
+from metal_kernels import DT_CODE, build, inputs, poisoned_output, ptr
+
+DRIVER = r"""
+extern "C" void run(int dt, const void* A, const void* B, void* C, unsigned b, unsigned m, unsigned n, unsigned k) {
+  by_dtype(dt, [&]<class T>() {
+    uint mm = m, nn = n, kk = k;
+    for (uint z = 0; z < b; ++z)
+      for (uint y = 0; y < m + 2; ++y)      // two rows and columns past the edge: must not write
+        for (uint x = 0; x < n + 2; ++x) {
+          uint3 pos; pos.x = x; pos.y = y; pos.z = z;
+          gemm_naive<T>((const T*)A, (const T*)B, (T*)C, mm, nn, kk, pos);
+        }
+  });
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    return build("gemm", DRIVER, tmp_path_factory.mktemp("gemm"))
+
+
+@pytest.mark.parametrize("dtype", dtypes.DTYPES)
+@pytest.mark.parametrize("b,m,n,k", [(1, 1, 1, 1), (2, 5, 7, 3), (3, 16, 24, 40)])
+def test_metal_gemm_matches_float64(lib, dtype, b, m, n, k):
+    rng = np.random.default_rng()
+    (A, B), (A64, B64) = inputs([rng.uniform(-1, 1, (b, m, k)).astype(np.float32),
+                                  rng.uniform(-1, 1, (b, k, n)).astype(np.float32)], dtype)
+    C = poisoned_output(b * m * n, dtype)
+    lib.run(DT_CODE[dtype], ptr(A), ptr(B), ptr(C), b, m, n, k)
+    ok, detail = dtypes.check(dtypes.from_bytes(C.tobytes(), dtype), np.matmul(A64, B64), dtype)
+    assert ok, detail
+
+
+def test_declared_work():
+    assert gemm.SPEC.work({"batch": 2, "m": 3, "n": 4, "k": 5}, "bf16")["flops"] == 2 * 2 * 3 * 4 * 5
