@@ -170,3 +170,14 @@ def test_every_cuda_variant_verifies_on_gpu(tmp_path):
     na = {(r.params["op"], r.variant, r.params["dtype"]) for r in recs if r.status == NOT_APPLICABLE}
     assert na <= {("gemm", "v4", "fp32")}  # the tensor-core variant has no fp32 form
     assert json.loads(out.read_text())["run"]["roofline"]["cuda"]["bytes_per_s"]["value"] > 0
+
+
+@pytest.mark.apple
+@pytest.mark.skipif(not registry.info("native-metal").available,
+                    reason="needs Apple Silicon with Metal (none reachable here): " + registry.info("native-metal").reason)
+def test_every_metal_kernel_verifies_on_apple_gpu(tmp_path):
+    out = tmp_path / "metal.json"
+    p = run_module("bench.blas", "--quick", "--no-progress", "--backends", "native-metal", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    v1 = [r for r in load_run(out).records if r.backend == "native-metal" and r.variant == "v1"]
+    assert v1 and all(r.status == OK and r.verified and r.clock == "gpu_timestamps" for r in v1)

@@ -147,6 +147,39 @@ def _native_cuda(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray
     return recs
 
 
+METAL_FILE = {"copy": "copy", "gemv": "gemv", "vjp_dx": "vjp", "vjp_dw": "vjp", "gemm": "gemm"}
+
+
+def _native_metal(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray], ref: np.ndarray, cfg: Config,
+                  info: bk.BackendInfo) -> list[Record]:
+    """The Metal kernels of metal/<op>.metal, compiled at run time (not yet run on a Mac)."""
+    from .. import _native
+    from ..metal_cpu import metal_dir, metal_source
+
+    recs = [_record(spec, dtype, shape, "native-metal", "mps", status=NOT_APPLICABLE, op="MPS",
+                    reason="the MPS vendor path (Objective-C++) is not written yet", device=info.device)]
+    try:
+        source = metal_source(metal_dir() / f"{METAL_FILE[spec.name]}.metal")
+        case = _native.metal.BlasCase(spec.native_op, NATIVE_CODE[dtype], *native_dims(shape), source)
+        for i, a in enumerate(rounded):
+            case.set_input(i, to_bytes(a, dtype))
+        out = from_bytes(case.run_once(1), dtype)
+        ok, detail = check(out, ref, dtype)
+        if not ok:
+            return recs + [_record(spec, dtype, shape, "native-metal", "v1", status=FAILED, verified=False,
+                                   verify_detail=detail, reason="verification failed, not timed: " + detail,
+                                   device=info.device)]
+        n = _Timer(cfg).count(case.time(1, 1, 1)[0])
+        samples = case.time(1, n, cfg.warmup)
+        recs.append(_record(spec, dtype, shape, "native-metal", "v1", op="first kernel of metal/" + METAL_FILE[spec.name]
+                            + ".metal", clock="gpu_timestamps", samples_s=samples, warmup=cfg.warmup, verified=True,
+                            verify_detail=detail, device=info.device,
+                            params={"library_compile_s": case.library_compile_seconds}))
+    except (RuntimeError, ValueError, MemoryError) as e:
+        recs.append(_record(spec, dtype, shape, "native-metal", "v1", status=ERROR, reason=str(e), device=info.device))
+    return recs
+
+
 def _framework(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray], ref: np.ndarray, cfg: Config,
                backend: str, ad, info: bk.BackendInfo) -> list[Record]:
     fam = backend.split("-")[0]
@@ -202,11 +235,10 @@ def iterate(cfg: Config, backends: list[str], on_case=None):
     for b, i in infos.items():
         if not i.available:
             yield Record(probe=PROBE, backend=b, metric="all", status=UNAVAILABLE, reason=i.reason, device=i.device)
-        elif b in ("native-cpu", "native-metal"):
-            why = ("no hand-written CPU BLAS kernels: CPU rows come from the frameworks" if b == "native-cpu"
-                   else "Metal BLAS host path not written yet (kernels are CPU-checked)")
-            yield Record(probe=PROBE, backend=b, metric="all", status=NOT_APPLICABLE, reason=why, device=i.device)
-    live = [b for b in backends if infos[b].available and b not in ("native-cpu", "native-metal")]
+        elif b == "native-cpu":
+            yield Record(probe=PROBE, backend=b, metric="all", status=NOT_APPLICABLE, device=i.device,
+                         reason="no hand-written CPU BLAS kernels: CPU rows come from the frameworks")
+    live = [b for b in backends if infos[b].available and b != "native-cpu"]
     cublas_path, cublas_why = "", "cuBLAS not searched"
     if "native-cuda" in live:
         from .. import _native
@@ -237,6 +269,8 @@ def iterate(cfg: Config, backends: list[str], on_case=None):
                         if b == "native-cuda":
                             yield from _native_cuda(spec, dtype, shape, rounded, ref, cfg, infos[b], cublas_path,
                                                     cublas_why)
+                        elif b == "native-metal":
+                            yield from _native_metal(spec, dtype, shape, rounded, ref, cfg, infos[b])
                         elif b in adapters:
                             yield from _framework(spec, dtype, shape, rounded, ref, cfg, b, adapters[b], infos[b])
 

@@ -1,0 +1,197 @@
+// blas.cpp: BLAS cases on Metal (host side of metal/{copy,gemv,vjp,gemm}.metal), metal-cpp.
+// Run: python -m bench.blas --backends native-metal   (macOS on Apple Silicon; not yet run on one)
+#include <Foundation/Foundation.hpp>
+#include <Metal/Metal.hpp>
+
+#include "blas.h"
+#include "metal_context.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+namespace gb::metal::blas {
+
+static const char* dtype_suffix(int dt) { return dt == 0 ? "float" : (dt == 1 ? "half" : "bfloat"); }
+
+static const char* kernel_base(int op, int variant) {
+  if (variant != 1) return nullptr;
+  switch (op) {
+    case kCopy: return "copy_elem";
+    case kGemv: return "gemv_row";
+    case kVjpDx: return "vjp_dx_col";
+    case kVjpDw: return "vjp_dw_elem";
+    case kGemm: return "gemm_naive";
+  }
+  return nullptr;
+}
+
+struct Case::Impl {
+  int op = 0, dt = 0;
+  std::uint32_t batch = 1, m = 1, n = 1, k = 1;
+  std::vector<std::size_t> in_bytes;
+  std::size_t out_bytes = 0;
+  std::vector<MTL::Buffer*> in;
+  MTL::Buffer* out = nullptr;
+  MTL::Library* lib = nullptr;
+  double compile_s = 0;
+  std::map<int, MTL::ComputePipelineState*> pipelines;
+
+  MTL::ComputePipelineState* pipeline(int variant) {
+    auto it = pipelines.find(variant);
+    if (it != pipelines.end()) return it->second;
+    const char* base = kernel_base(op, variant);
+    if (!base) throw std::invalid_argument("no variant " + std::to_string(variant) + " for this op on Metal");
+    std::string name = std::string(base) + "_" + dtype_suffix(dt);
+    MTL::ComputePipelineState* p = make_pipeline(lib, name.c_str(), nullptr);
+    pipelines[variant] = p;
+    return p;
+  }
+
+  // One dispatch of the op, encoded into `enc`: argument order is each kernel's [[buffer(i)]].
+  void encode(MTL::ComputeCommandEncoder* enc, MTL::ComputePipelineState* p) {
+    enc->setComputePipelineState(p);
+    for (std::size_t i = 0; i < in.size(); ++i) enc->setBuffer(in[i], 0, i);
+    NS::UInteger next = in.size();
+    enc->setBuffer(out, 0, next++);
+    NS::UInteger tg = p->maxTotalThreadsPerThreadgroup();
+    switch (op) {
+      case kCopy: {
+        std::uint32_t count = n;
+        enc->setBytes(&count, sizeof count, next);
+        enc->dispatchThreads(MTL::Size(count, 1, 1), MTL::Size(std::min<NS::UInteger>(tg, count), 1, 1));
+        break;
+      }
+      case kGemv:
+      case kVjpDx:
+      case kVjpDw: {
+        enc->setBytes(&m, sizeof m, next);
+        enc->setBytes(&k, sizeof k, next + 1);
+        NS::UInteger threads = op == kGemv ? m : (op == kVjpDx ? k : (NS::UInteger)m * k);
+        enc->dispatchThreads(MTL::Size(threads, 1, 1), MTL::Size(std::min<NS::UInteger>(tg, threads), 1, 1));
+        break;
+      }
+      case kGemm: {
+        enc->setBytes(&m, sizeof m, next);
+        enc->setBytes(&n, sizeof n, next + 1);
+        enc->setBytes(&k, sizeof k, next + 2);
+        NS::UInteger side = tg >= 256 ? 16 : 8;
+        enc->dispatchThreads(MTL::Size(n, m, batch), MTL::Size(std::min<NS::UInteger>(side, n),
+                                                               std::min<NS::UInteger>(side, m), 1));
+        break;
+      }
+    }
+  }
+
+  MTL::CommandBuffer* submit(int variant) {
+    MTL::ComputePipelineState* p = pipeline(variant);
+    MTL::CommandBuffer* cb = context().queue->commandBuffer();
+    MTL::ComputeCommandEncoder* enc = cb->computeCommandEncoder();
+    encode(enc, p);
+    enc->endEncoding();
+    cb->commit();
+    cb->waitUntilCompleted();
+    if (cb->status() == MTL::CommandBufferStatusError) {
+      NS::Error* e = cb->error();
+      throw std::runtime_error(std::string("Metal command buffer failed: ") +
+                               ((e && e->localizedDescription()) ? e->localizedDescription()->utf8String() : "?"));
+    }
+    return cb;
+  }
+};
+
+Case::Case(int op, int dtype, long long batch, long long m, long long n, long long k, const std::string& source)
+    : impl_(new Impl) {
+  auto& s = *impl_;
+  if (op < kCopy || op > kGemm) throw std::invalid_argument("unknown op " + std::to_string(op));
+  if (dtype < 0 || dtype > 2) throw std::invalid_argument("unknown dtype");
+  for (long long d : {batch, m, n, k})
+    if (d < 1 || d > 0xFFFFFFFFLL) throw std::invalid_argument("Metal kernels index with 32-bit uint: dims must be 1..2^32-1");
+  s.op = op;
+  s.dt = dtype;
+  s.batch = (std::uint32_t)batch;
+  s.m = (std::uint32_t)m;
+  s.n = (std::uint32_t)n;
+  s.k = (std::uint32_t)k;
+  std::size_t es = dtype == 0 ? 4 : 2;
+  switch (op) {
+    case kCopy: s.in_bytes = {es * n}; s.out_bytes = es * n; break;
+    case kGemv: s.in_bytes = {es * m * k, es * k}; s.out_bytes = es * m; break;
+    case kVjpDx: s.in_bytes = {es * m * k, es * m}; s.out_bytes = es * k; break;
+    case kVjpDw: s.in_bytes = {es * m, es * k}; s.out_bytes = es * m * k; break;
+    case kGemm: s.in_bytes = {es * batch * m * k, es * batch * k * n}; s.out_bytes = es * batch * m * n; break;
+  }
+  Context& ctx = context();
+  s.lib = compile_library(source, &s.compile_s);
+  // Shared storage: on unified memory the CPU writes inputs and reads outputs in place.
+  for (auto b : s.in_bytes) {
+    MTL::Buffer* buf = ctx.device->newBuffer(b, MTL::ResourceStorageModeShared);
+    if (!buf) throw std::runtime_error("Metal: newBuffer failed (" + std::to_string(b) + " bytes)");
+    s.in.push_back(buf);
+  }
+  s.out = ctx.device->newBuffer(s.out_bytes, MTL::ResourceStorageModeShared);
+  if (!s.out) throw std::runtime_error("Metal: newBuffer failed for the output");
+}
+
+Case::~Case() {
+  if (!impl_) return;
+  auto& s = *impl_;
+  for (auto& kv : s.pipelines) kv.second->release();
+  for (auto* b : s.in) b->release();
+  if (s.out) s.out->release();
+  if (s.lib) s.lib->release();
+}
+
+int Case::n_inputs() const { return (int)impl_->in_bytes.size(); }
+std::size_t Case::input_bytes(int i) const { return impl_->in_bytes.at(i); }
+std::size_t Case::output_bytes() const { return impl_->out_bytes; }
+double Case::library_compile_seconds() const { return impl_->compile_s; }
+
+void Case::set_input(int i, const void* data, std::size_t bytes) {
+  auto& s = *impl_;
+  if (i < 0 || i >= n_inputs()) throw std::out_of_range("input index");
+  if (bytes != s.in_bytes[i])
+    throw std::invalid_argument("input " + std::to_string(i) + ": expected " + std::to_string(s.in_bytes[i]) +
+                                " bytes, got " + std::to_string(bytes));
+  std::memcpy(s.in[i]->contents(), data, bytes);
+}
+
+std::vector<std::uint8_t> Case::run_once(int variant) {
+  auto& s = *impl_;
+  NS::AutoreleasePool* pool = NS::AutoreleasePool::alloc()->init();
+  std::memset(s.out->contents(), 0xFF, s.out_bytes);
+  try {
+    s.submit(variant);
+  } catch (...) {
+    pool->release();
+    throw;
+  }
+  pool->release();
+  std::vector<std::uint8_t> host(s.out_bytes);
+  std::memcpy(host.data(), s.out->contents(), s.out_bytes);
+  return host;
+}
+
+std::vector<double> Case::time(int variant, int samples, int warmup) {
+  auto& s = *impl_;
+  std::vector<double> out;
+  out.reserve(samples);
+  for (int i = 0; i < warmup + samples; ++i) {
+    NS::AutoreleasePool* pool = NS::AutoreleasePool::alloc()->init();
+    double dt = 0;
+    try {
+      MTL::CommandBuffer* cb = s.submit(variant);
+      dt = cb->GPUEndTime() - cb->GPUStartTime();
+    } catch (...) {
+      pool->release();
+      throw;
+    }
+    pool->release();
+    if (i >= warmup) out.push_back(dt);
+  }
+  return out;
+}
+
+}  // namespace gb::metal::blas
