@@ -440,6 +440,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.blas") -> i
     ap.add_argument("--cold", action="store_true", help="also time native kernels with L2 scrubbed before each run")
     ap.add_argument("--seed", type=int, default=None, help="random seed (default: fresh data every run)")
     ap.add_argument("--out", help="result JSON (default results/blas-<time>.json); CSV written beside it")
+    ap.add_argument("--no-plots", action="store_true", help="skip the PNG figures (written next to the JSON)")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     console = Console() if Console().is_terminal else Console(width=200)
@@ -483,6 +484,15 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.blas") -> i
 
     for r in missing:
         console.print(f"[yellow]{r.backend}[/yellow]: {r.status}: {escape(r.reason)}", highlight=False)
+    if not args.no_plots:
+        try:
+            from ..plots import blas_figures
+
+            paths = blas_figures(writer.records, writer.path.with_suffix(""), writer.run.get("roofline"))
+            if paths:
+                console.print("figures: " + ", ".join(str(p) for p in paths))
+        except ImportError:
+            console.print("figures skipped: matplotlib is not installed (pip install 'gapbench[plot]')")
     console.print(f"results: {writer.path} and {writer.csv_path}")
     return 0
 
