@@ -275,6 +275,61 @@ def iterate(cfg: Config, backends: list[str], on_case=None):
                             yield from _framework(spec, dtype, shape, rounded, ref, cfg, b, adapters[b], infos[b])
 
 
+def plain_binary() -> Path | None:
+    from importlib import resources
+
+    path = Path(str(resources.files("gapbench").joinpath("bin/gapbench_blas_plain")))
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def plain_check(records: list[Record], cfg: Config) -> list[Record]:
+    """cuBLAS from the plain C++ loop (cuda/plain/blas.cu) for the vendor GEMM and GEMV rows at
+    their largest shapes, with the harness's own sample counts: the harness must add nothing."""
+    import json
+    import subprocess
+
+    exe = plain_binary()
+    vendor = [r for r in records if r.backend == "native-cuda" and r.variant == "cublas" and r.status == OK
+              and r.metric == "time" and r.params.get("op") in ("gemm", "gemv")]
+    if exe is None or not vendor:
+        return []
+    out = []
+    for op in ("gemm", "gemv"):
+        rows = [r for r in vendor if r.params["op"] == op]
+        if not rows:
+            continue
+        biggest = max(r.work["flops"] for r in rows)
+        for r in (r for r in rows if r.work["flops"] == biggest):
+            sh = r.params["shape"]
+            args = [str(exe), r.params["library"], op, str(NATIVE_CODE[r.params["dtype"]]), str(sh.get("batch", 1)),
+                    str(sh["m"]), str(sh.get("n", 1)), str(sh["k"]), str(len(r.samples_s)), str(cfg.warmup)]
+            try:
+                p = subprocess.run(args, capture_output=True, text=True, timeout=600)
+                if p.returncode != 0:
+                    raise RuntimeError(p.stderr.strip()[-300:])
+                samples = json.loads(p.stdout)["samples"]
+                out.append(Record(probe=PROBE, backend="plain-cuda", variant="cublas", metric="time",
+                                  op="cuBLAS from a plain C++ loop (no harness)", clock="device_events",
+                                  samples_s=samples, warmup=cfg.warmup, params=dict(r.params, cache="hot, one set"),
+                                  work=r.work, device=r.device))
+            except (RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
+                out.append(Record(probe=PROBE, backend="plain-cuda", variant="cublas", metric="time", status=ERROR,
+                                  reason=f"plain loop failed: {e}", params=dict(r.params), device=r.device))
+    return out
+
+
+def plain_ratios(records: list[Record]) -> list[tuple[str, str, str, float]]:
+    """(op, dtype, shape, harness median / plain median) for each plain-checked vendor row."""
+    idx = {(r.backend, r.params.get("op"), r.params.get("dtype"), r.params.get("shape_text")): r
+           for r in records if r.status == OK and r.variant == "cublas" and r.metric == "time"}
+    out = []
+    for (b, op, dt, sh), p in idx.items():
+        h = idx.get(("native-cuda", op, dt, sh)) if b == "plain-cuda" else None
+        if h:
+            out.append((op, dt, sh, h.summary().median / p.summary().median))
+    return out
+
+
 # ============================================================== roofline and table
 def roofline(records: list[Record]) -> dict:
     """Per device class: peak bandwidth (the best copy of the run, in bytes read + written per
@@ -441,6 +496,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.blas") -> i
     ap.add_argument("--seed", type=int, default=None, help="random seed (default: fresh data every run)")
     ap.add_argument("--out", help="result JSON (default results/blas-<time>.json); CSV written beside it")
     ap.add_argument("--no-plots", action="store_true", help="skip the PNG figures (written next to the JSON)")
+    ap.add_argument("--no-plain", action="store_true", help="skip the plain C++ cuBLAS loop check")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     console = Console() if Console().is_terminal else Console(width=200)
@@ -476,10 +532,16 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.blas") -> i
 
         for rec in iterate(cfg, names, on_case):
             writer.add(rec)
+    if not args.no_plain:
+        writer.extend(plain_check(writer.records, cfg))
     writer.finish(roofline=roofline(writer.records))
     for t in build_tables(writer.records):
         console.print(t)
     missing = [r for r in writer.records if r.metric == "all"]
+    ratios = plain_ratios(writer.records)
+    if ratios:
+        console.print("cuBLAS from the harness vs from a plain C++ loop (median ratio, same session): " + ", ".join(
+            f"{op} {dt} {sh} {x:.3f}" for op, dt, sh, x in ratios))
     from rich.markup import escape
 
     for r in missing:
