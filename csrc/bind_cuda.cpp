@@ -79,9 +79,7 @@ void register_cuda(py::module_& m) {
             return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
           }, py::arg("variant"))
       .def("time", &Case::time, py::arg("variant"), py::arg("samples"), py::arg("warmup"),
-           py::arg("cold_cache") = false, rel())
-      .def("time_host", &Case::time_host, py::arg("variant"), py::arg("samples"), py::arg("inner"),
-           py::arg("warmup"), rel());
+           py::arg("cold_cache") = false, rel());
   c.def("cublas_load", &gb::cuda::blas::cublas_load, py::arg("candidates"), rel());
   c.def("cublas_error", &gb::cuda::blas::cublas_error);
 #else

@@ -217,21 +217,6 @@ std::vector<double> Case::time(int variant, int samples, int warmup, bool cold_c
   return out;
 }
 
-std::vector<double> Case::time_host(int variant, int samples, int inner, int warmup) {
-  auto& s = *impl_;
-  std::vector<double> out;
-  out.reserve(samples);
-  for (int i = 0; i < warmup + samples; ++i) {
-    GB_CUDA_CHECK(cudaStreamSynchronize(s.stream));
-    auto t0 = std::chrono::steady_clock::now();
-    for (int r = 0; r < inner; ++r) s.run(variant, s.sets[(i * inner + r) % s.sets.size()]);
-    GB_CUDA_CHECK(cudaStreamSynchronize(s.stream));
-    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (i >= warmup) out.push_back(dt);
-  }
-  return out;
-}
-
 std::string cublas_load(const std::vector<std::string>& candidates) {
   std::string why;
   return cublas::load(candidates, &why);

@@ -32,9 +32,6 @@ class Case {
   // Device seconds per run: events around each run, after `warmup` untimed runs. Hot cache: the
   // sets rotate so inputs are not simply re-read from L2. Cold: L2 scrubbed before each run.
   std::vector<double> time(int variant, int samples, int warmup, bool cold_cache);
-  // Host-clock seconds for `inner` back-to-back runs each, synchronised (for comparison with a
-  // plain loop calling the same library).
-  std::vector<double> time_host(int variant, int samples, int inner, int warmup);
 
  private:
   struct Impl;
