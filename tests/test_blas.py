@@ -186,3 +186,20 @@ def test_every_metal_kernel_verifies_on_apple_gpu(tmp_path):
     assert p.returncode == 0, p.stderr
     v1 = [r for r in load_run(out).records if r.backend == "native-metal" and r.variant == "v1"]
     assert v1 and all(r.status == OK and r.verified and r.clock == "gpu_timestamps" for r in v1)
+
+
+def test_plain_rows_do_not_break_roofline_tables_or_figures(tmp_path):
+    def rec(backend, variant):
+        return Record(probe="blas", backend=backend, variant=variant, metric="time", clock="device_events",
+                      samples_s=[1e-3, 1e-3], params={"op": "gemm", "dtype": "fp32", "shape_text": "1x2x2x2",
+                                                      "shape": {"batch": 1, "m": 2, "n": 2, "k": 2}},
+                      work={"flops": 16.0, "bytes": 48.0})
+
+    recs = [rec("native-cuda", "cublas"), rec("plain-cuda", "cublas")]
+    assert registry.device_class_of("plain-cuda") == "cuda"
+    assert blas.roofline(recs)["cuda"]["fp32"]["from"].startswith("native-cuda")
+    assert blas.plain_ratios(recs) == [("gemm", "fp32", "1x2x2x2", 1.0)]
+    assert blas.build_tables(recs) and "plain-cuda" not in blas.markdown_summary(recs)
+    from gapbench.plots import blas_figures
+
+    assert blas_figures(recs, tmp_path / "x", blas.roofline(recs))[0].is_file()

@@ -172,6 +172,16 @@ def info(name: str, refresh: bool = False) -> BackendInfo:
     return _cache[name]
 
 
+def device_class_of(name: str) -> str:
+    """Device class of any backend name in a result file, including the plain-loop checks
+    (plain-cuda) and names this version does not know (\"unknown\")."""
+    if name in _PROBES:
+        return info(name).device_class
+    if name.startswith("plain-"):
+        return name.split("-", 1)[1]
+    return "unknown"
+
+
 def all_backends(refresh: bool = False) -> list[BackendInfo]:
     return [info(n, refresh) for n in ALL]
 
