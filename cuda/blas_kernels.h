@@ -25,7 +25,8 @@ bool launch_vjp_dw(int variant, int dt, const void* v, const void* x, void* dW, 
                    cudaStream_t s);
 // gemm: C[b,m,n] = A[b,m,k] B[b,k,n]   1 thread per output, 2 shared-memory tiles,
 //                                      3 128x128 tiles, 8x8 outputs per thread (SIMT fp32 math),
-//                                      4 tensor cores via WMMA (fp16/bf16 only; false for fp32)
+//                                      4 tensor cores via WMMA (fp16/bf16 only; false for fp32),
+//                                      5 as 3, double-buffered, conflict-free shared-memory reads
 bool launch_gemm(int variant, int dt, const void* A, const void* B, void* C, long long batch, long long m,
                  long long n, long long k, cudaStream_t s);
 

@@ -5,6 +5,7 @@
 // shared memory, so each global element is read m/32 + n/32 times instead of m + n.
 // Variant 3: 128x128 block tiles with 8x8 register tiles per thread (SIMT fp32 math).
 // Variant 4 (fp16/bf16): tensor cores through WMMA fragments. Next: cp.async pipelining, wgmma.
+// Variant 5: variant 3 double-buffered, conflict-free 16-byte shared-memory reads.
 // Run: python -m bench.blas --ops gemm
 #include <mma.h>
 
@@ -190,8 +191,109 @@ __global__ void __launch_bounds__(256) gemm_wmma(const T* __restrict__ A, const 
 #endif
 }
 
+// Variant 5: variant 3 made latency-tolerant. Two shared-memory buffers: the next K-slice's
+// global loads are issued into registers before the current slice's 512 FMAs and stored to the
+// other buffer after them (one barrier per slice). Each thread's 8x8 tile is two 4x4 halves 64
+// rows/columns apart, so its shared-memory reads are 16-byte loads from consecutive addresses
+// across the warp: no bank conflicts. fp32 operands come in as 16-byte loads where aligned.
+template <class T>
+__global__ void __launch_bounds__(256) gemm_reg_db(const T* __restrict__ A, const T* __restrict__ B,
+                                                   T* __restrict__ C, long long m, long long n, long long k) {
+  constexpr int BM = 128, BN = 128, BK = 8;
+  __shared__ __align__(16) float As[2][BK][BM];
+  __shared__ __align__(16) float Bs[2][BK][BN];
+  long long bz = blockIdx.z;
+  const T* a = A + bz * m * k;
+  const T* b = B + bz * k * n;
+  T* c = C + bz * m * n;
+  long long row0 = blockIdx.y * (long long)BM, col0 = blockIdx.x * (long long)BN;
+  int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  int ar = tid / 2, ac = (tid % 2) * 4;
+  int br = tid / 32, bc = (tid % 32) * 4;
+  float pa[4], pb[4];
+  auto load = [&](long long t0) {
+    long long gr = row0 + ar, gk = t0 + ac;
+    if constexpr (sizeof(T) == 4) {
+      if (gr < m && gk + 4 <= k && k % 4 == 0) {
+        float4 v = *reinterpret_cast<const float4*>(a + gr * k + gk);
+        pa[0] = v.x; pa[1] = v.y; pa[2] = v.z; pa[3] = v.w;
+      } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) pa[q] = (gr < m && gk + q < k) ? to_f(a[gr * k + gk + q]) : 0.f;
+      }
+    } else {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) pa[q] = (gr < m && gk + q < k) ? to_f(a[gr * k + gk + q]) : 0.f;
+    }
+    long long hk = t0 + br, hc = col0 + bc;
+    if constexpr (sizeof(T) == 4) {
+      if (hk < k && hc + 4 <= n && n % 4 == 0) {
+        float4 v = *reinterpret_cast<const float4*>(b + hk * n + hc);
+        pb[0] = v.x; pb[1] = v.y; pb[2] = v.z; pb[3] = v.w;
+      } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) pb[q] = (hk < k && hc + q < n) ? to_f(b[hk * n + hc + q]) : 0.f;
+      }
+    } else {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) pb[q] = (hk < k && hc + q < n) ? to_f(b[hk * n + hc + q]) : 0.f;
+    }
+  };
+  auto store = [&](int buf) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) As[buf][ac + q][ar] = pa[q];
+    *reinterpret_cast<float4*>(&Bs[buf][br][bc]) = make_float4(pb[0], pb[1], pb[2], pb[3]);
+  };
+  float acc[8][8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
+  load(0);
+  store(0);
+  __syncthreads();
+  int buf = 0;
+  for (long long t0 = 0; t0 < k; t0 += BK) {
+    bool more = t0 + BK < k;
+    if (more) load(t0 + BK);
+#pragma unroll
+    for (int kk = 0; kk < BK; ++kk) {
+      float4 a0 = *reinterpret_cast<const float4*>(&As[buf][kk][ty * 4]);
+      float4 a1 = *reinterpret_cast<const float4*>(&As[buf][kk][64 + ty * 4]);
+      float4 b0 = *reinterpret_cast<const float4*>(&Bs[buf][kk][tx * 4]);
+      float4 b1 = *reinterpret_cast<const float4*>(&Bs[buf][kk][64 + tx * 4]);
+      float ra[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+      float rb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] += ra[i] * rb[j];
+    }
+    if (more) store(buf ^ 1);
+    __syncthreads();
+    buf ^= 1;
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    long long r = row0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+    if (r >= m) continue;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      long long col = col0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
+      if (col < n) c[r * n + col] = from_f<T>(acc[i][j]);
+    }
+  }
+}
+
 bool launch_gemm(int variant, int dt, const void* A, const void* B, void* C, long long batch, long long m,
                  long long n, long long k, cudaStream_t s) {
+  if (variant == 5) {
+    return dispatch_dtype(dt, [&]<class T>() {
+      dim3 grid((unsigned)((n + 127) / 128), (unsigned)((m + 127) / 128), (unsigned)batch);
+      gemm_reg_db<T><<<grid, 256, 0, s>>>(static_cast<const T*>(A), static_cast<const T*>(B), static_cast<T*>(C), m,
+                                          n, k);
+    });
+  }
   if (variant == 4) {
     if (dt == kF32) return false;  // tensor-core variant: fp16/bf16 operands only
     int dev = 0, major = 0;
