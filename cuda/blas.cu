@@ -4,7 +4,7 @@
 #include "cublas_loader.h"
 #include "cuda_check.h"
 #include "dtype.cuh"
-#include "launch_kernels.cuh"
+#include "spin.cuh"
 
 #include <chrono>
 #include <stdexcept>

@@ -8,6 +8,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include "spin.cuh"
+
 namespace gb::launch {
 
 __global__ void null_kernel(unsigned int* counter, int flag) {
@@ -26,13 +28,3 @@ inline int add_grid(int n) { return (n + kAddBlock - 1) / kAddBlock; }
 
 }  // namespace gb::launch
 
-namespace gb::launch {
-
-// Keeps the device busy for `cycles` SM clocks so the host can fill the launch queue behind it.
-__global__ void spin_kernel(long long cycles) {
-  long long t0 = clock64();
-  while (clock64() - t0 < cycles) {
-  }
-}
-
-}  // namespace gb::launch
