@@ -51,33 +51,15 @@ void register_cuda(py::module_& m) {
       .def("run_add", &Probe::run_add, py::arg("a"), py::arg("b"), rel());
 
   using gb::cuda::blas::Case;
-  py::class_<Case>(c, "BlasCase")
+  auto blas_case = py::class_<Case>(c, "BlasCase");
+  bind_case_io(blas_case);
+  blas_case
       .def(py::init<int, int, long long, long long, long long, long long, int>(), py::arg("op"), py::arg("dtype"),
            py::arg("batch"), py::arg("m"), py::arg("n"), py::arg("k"), py::arg("device") = 0, rel())
       .def_property_readonly("n_inputs", &Case::n_inputs)
       .def_property_readonly("output_bytes", &Case::output_bytes)
       .def_property_readonly("rotations", &Case::rotations)
       .def("input_bytes", &Case::input_bytes)
-      .def("set_input", [](Case& self, int i, py::buffer buf) {
-            py::buffer_info info = buf.request();
-            py::ssize_t expect = info.itemsize;  // C-contiguous: the only layout copied as raw bytes
-            for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
-              if (info.shape[d] > 1 && info.strides[d] != expect)
-                throw std::invalid_argument("set_input needs a C-contiguous buffer (np.ascontiguousarray)");
-              expect *= info.shape[d];
-            }
-            std::size_t bytes = static_cast<std::size_t>(info.size) * static_cast<std::size_t>(info.itemsize);
-            py::gil_scoped_release r;
-            self.set_input(i, info.ptr, bytes);
-          }, py::arg("i"), py::arg("data"))
-      .def("run_once", [](Case& self, int variant) {
-            std::vector<std::uint8_t> out;
-            {
-              py::gil_scoped_release r;
-              out = self.run_once(variant);
-            }
-            return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
-          }, py::arg("variant"))
       .def("time", &Case::time, py::arg("variant"), py::arg("samples"), py::arg("warmup"),
            py::arg("cold_cache") = false, rel());
   c.def("cublas_load", &gb::cuda::blas::cublas_load, py::arg("candidates"), rel());

@@ -46,33 +46,15 @@ void register_metal(py::module_& m) {
       .def("run_add", &Probe::run_add, py::arg("a"), py::arg("b"), rel());
 
   using gb::metal::blas::Case;
-  py::class_<Case>(c, "BlasCase")
+  auto blas_case = py::class_<Case>(c, "BlasCase");
+  bind_case_io(blas_case);
+  blas_case
       .def(py::init<int, int, long long, long long, long long, long long, const std::string&>(), py::arg("op"),
            py::arg("dtype"), py::arg("batch"), py::arg("m"), py::arg("n"), py::arg("k"), py::arg("source"), rel())
       .def_property_readonly("n_inputs", &Case::n_inputs)
       .def_property_readonly("output_bytes", &Case::output_bytes)
       .def_property_readonly("library_compile_seconds", &Case::library_compile_seconds)
       .def("input_bytes", &Case::input_bytes)
-      .def("set_input", [](Case& self, int i, py::buffer buf) {
-            py::buffer_info info = buf.request();
-            py::ssize_t expect = info.itemsize;  // C-contiguous: the only layout copied as raw bytes
-            for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
-              if (info.shape[d] > 1 && info.strides[d] != expect)
-                throw std::invalid_argument("set_input needs a C-contiguous buffer (np.ascontiguousarray)");
-              expect *= info.shape[d];
-            }
-            std::size_t bytes = static_cast<std::size_t>(info.size) * static_cast<std::size_t>(info.itemsize);
-            py::gil_scoped_release r;
-            self.set_input(i, info.ptr, bytes);
-          }, py::arg("i"), py::arg("data"))
-      .def("run_once", [](Case& self, int variant) {
-            std::vector<std::uint8_t> out;
-            {
-              py::gil_scoped_release r;
-              out = self.run_once(variant);
-            }
-            return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
-          }, py::arg("variant"))
       .def("time", &Case::time, py::arg("variant"), py::arg("samples"), py::arg("warmup"), rel());
 #else
   c.attr("built") = false;
