@@ -10,6 +10,21 @@ def default_out(probe: str) -> Path:
     return Path("results") / f"{probe}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
 
 
+def open_run(probe: str, out: str | None, prog: str, argv: list[str] | None, config: dict, backends: list[str]):
+    """The run file of one suite invocation (JSON at `out` or results/<probe>-<time>.json, CSV
+    beside it), holding the environment, the exact command and the configuration."""
+    import sys
+
+    from . import env
+    from .result import RunWriter
+
+    path = Path(out) if out else default_out(probe)
+    args = argv if argv is not None else sys.argv[1:]
+    return RunWriter(path, env=env.collect(), csv_path=path.with_suffix(".csv"),
+                     run={"probe": probe, "command": " ".join([prog] + list(args)), "config": config,
+                          "backends": backends})
+
+
 class _Progress:
     def __init__(self, progress, task):
         self._p, self._t = progress, task

@@ -14,7 +14,6 @@ import argparse
 import glob
 import os
 import sys
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -481,9 +480,7 @@ def _split(text: str | None, allowed, what: str) -> list[str] | None:
 def main(argv: list[str] | None = None, prog: str = "python -m bench.blas") -> int:
     from rich.console import Console
 
-    from .. import env as envmod
-    from ..cli import default_out, progress_bar
-    from ..result import RunWriter
+    from ..cli import open_run, progress_bar
 
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     ap.add_argument("--ops", help=f"comma list of {', '.join(OPS)} (default: all)")
@@ -521,10 +518,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.blas") -> i
     except ValueError as e:
         console.print(f"[red]error:[/red] {e}")
         return 2
-    out = Path(args.out) if args.out else default_out(PROBE)
-    writer = RunWriter(out, env=envmod.collect(), csv_path=out.with_suffix(".csv"),
-                       run={"probe": PROBE, "command": " ".join([prog] + (argv if argv is not None else sys.argv[1:])),
-                            "config": asdict(cfg), "backends": names})
+    writer = open_run(PROBE, args.out, prog, argv, asdict(cfg), names)
     n_cases = sum(len([s for s in (cfg.shapes or spec.shapes(cfg.quick)) if set(s) == set(spec.shapes(True)[0])])
                   for o in cfg.ops for spec in OPS[o]) * len(cfg.dtypes) * max(1, len([n for n in names if bk.info(n).available]))
     with progress_bar(console, n_cases, disable=args.no_progress) as bar:

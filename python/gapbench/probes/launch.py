@@ -25,7 +25,6 @@ import time
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -667,9 +666,7 @@ def config_from_args(args) -> Config:
 def main(argv: list[str] | None = None, prog: str = "python -m bench.launch") -> int:
     from rich.console import Console
 
-    from .. import env as envmod
-    from ..cli import default_out, list_backends, progress_bar
-    from ..result import RunWriter
+    from ..cli import list_backends, open_run, progress_bar
 
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     add_arguments(ap)
@@ -684,10 +681,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.launch") ->
     except ValueError as e:
         console.print(f"[red]error:[/red] {e}")
         return 2
-    out = Path(args.out) if args.out else default_out(PROBE)
-    writer = RunWriter(out, env=envmod.collect(), csv_path=out.with_suffix(".csv"),
-                       run={"probe": PROBE, "command": " ".join([prog] + (argv if argv is not None else sys.argv[1:])),
-                            "config": asdict(cfg), "backends": names})
+    writer = open_run(PROBE, args.out, prog, argv, asdict(cfg), names)
     available = [n for n in names if bk.info(n).available]
     n_proc = max(cfg.cold_samples, cfg.warm_processes)
     with_plain = "native-cuda" in available and not args.no_plain
