@@ -6,7 +6,6 @@
 #include "dtype.cuh"
 #include "spin.cuh"
 
-#include <chrono>
 #include <stdexcept>
 #include <string>
 

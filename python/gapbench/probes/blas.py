@@ -219,12 +219,10 @@ def _framework(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray],
         return [_record(spec, dtype, shape, backend, fam, status=status, reason=msg[:500], op=desc, device=info.device)]
 
 
-def run(cfg: Config, backends: list[str], on_case=None) -> list[Record]:
-    """Measure every op x dtype x shape x backend. Yields nothing; returns all records."""
-    records: list[Record] = []
-    for rec in iterate(cfg, backends, on_case):
-        records.append(rec)
-    return records
+def shapes_for(spec: OpSpec, cfg: Config) -> list[dict]:
+    """The shapes this op runs: --shapes entries of the op's own form, else the op's sweep."""
+    form = set(spec.shapes(True)[0])
+    return [s for s in (cfg.shapes or spec.shapes(cfg.quick)) if set(s) == form]
 
 
 def iterate(cfg: Config, backends: list[str], on_case=None):
@@ -256,8 +254,7 @@ def iterate(cfg: Config, backends: list[str], on_case=None):
                          device=infos[b].device)
     for opname in cfg.ops:
         for spec in OPS[opname]:
-            shapes = [s for s in (cfg.shapes or spec.shapes(cfg.quick)) if set(s) == set(spec.shapes(True)[0])]
-            for shape in shapes:
+            for shape in shapes_for(spec, cfg):
                 for dtype in cfg.dtypes:
                     rng = np.random.default_rng(cfg.seed)
                     rounded = [round_to(a, dtype) for a in spec.inputs(shape, rng)]
@@ -370,11 +367,11 @@ def _rate_text(r: Record) -> tuple[str, float]:
     return f"{v / 1e9:.4g} GB/s", v
 
 
-def build_tables(records: list[Record]):
+def build_tables(records: list[Record], roof: dict | None = None):
     from rich.markup import escape
     from rich.table import Table
 
-    roof = roofline(records)
+    roof = roofline(records) if roof is None else roof
     sheet = _datasheet(records)
     tables = []
     ops = list(dict.fromkeys(r.params.get("op") for r in records if r.params.get("op")))
@@ -519,8 +516,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.blas") -> i
         console.print(f"[red]error:[/red] {e}")
         return 2
     writer = open_run(PROBE, args.out, prog, argv, asdict(cfg), names)
-    n_cases = sum(len([s for s in (cfg.shapes or spec.shapes(cfg.quick)) if set(s) == set(spec.shapes(True)[0])])
-                  for o in cfg.ops for spec in OPS[o]) * len(cfg.dtypes) * max(1, len([n for n in names if bk.info(n).available]))
+    n_cases = (sum(len(shapes_for(spec, cfg)) for o in cfg.ops for spec in OPS[o]) * len(cfg.dtypes)
+               * max(1, len([n for n in names if bk.info(n).available])))
     with progress_bar(console, n_cases, disable=args.no_progress) as bar:
         def on_case(text):
             bar.describe(f"blas: {text}")
@@ -531,7 +528,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.blas") -> i
     if not args.no_plain:
         writer.extend(plain_check(writer.records, cfg))
     writer.finish(roofline=roofline(writer.records))
-    for t in build_tables(writer.records):
+    for t in build_tables(writer.records, writer.run["roofline"]):
         console.print(t)
     missing = [r for r in writer.records if r.metric == "all"]
     ratios = plain_ratios(writer.records)

@@ -3,6 +3,8 @@ dx = W^T v (vjp_dx) and dW = v x^T (vjp_dw). Frameworks use their own autodiff (
 mx.vjp; mx.vjp also recomputes the forward product, as MLX has no separate backward call);
 cupy and the native kernels compute them directly. Kernels: cuda/vjp.cu, metal/vjp.metal.
 Run: python -m bench.blas --ops vjp"""
+import numpy as np
+
 from ..blasspec import OpSpec, uniform
 from .gemv import shapes
 
@@ -53,7 +55,7 @@ DW = OpSpec(
               3: "2-D grid, x pack reused down rows, streaming stores"},
     shapes=shapes,
     inputs=lambda s, rng: [uniform(rng, s["m"]), uniform(rng, s["k"])],
-    reference=lambda a: __import__("numpy").outer(a[0], a[1]),
+    reference=lambda a: np.outer(a[0], a[1]),
     elements=lambda s: (s["m"] + s["k"], s["m"] * s["k"]),
     flops=lambda s: 1.0 * s["m"] * s["k"],
     framework=_dw,
