@@ -4,13 +4,25 @@
 // of A and B is re-read n or m times: L2/L1 bandwidth bound). Variant 2: 32x32 tiles staged in
 // shared memory, so each global element is read m/32 + n/32 times instead of m + n.
 // Variant 3: 128x128 block tiles with 8x8 register tiles per thread (SIMT fp32 math).
-// Variant 4 (fp16/bf16): tensor cores through WMMA fragments. Next: cp.async pipelining, wgmma.
+// Variant 4 (fp16/bf16): tensor cores through WMMA fragments, single-buffered.
 // Variant 5: variant 3 double-buffered, conflict-free 16-byte shared-memory reads.
+// Variant 6 (fp16/bf16, sm_80+): mma.sync + ldmatrix with a 4-stage cp.async pipeline.
+// Variants 7, 8 (fp16/bf16, sm_90a only): Hopper's TMA + wgmma with a producer warpgroup and an
+// mbarrier ring; 128x128 and 128x256 block tiles.
 // Run: python -m bench.blas --ops gemm
+#include <cudaTypedefs.h>
 #include <mma.h>
+
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <type_traits>
 
 #include "blas_kernels.h"
 #include "dtype.cuh"
+#include "ptx.cuh"
 
 namespace gb::blas {
 
@@ -285,8 +297,317 @@ __global__ void __launch_bounds__(256) gemm_reg_db(const T* __restrict__ A, cons
   }
 }
 
+
+template <class T>
+struct alignas(4) Pair {
+  T x, y;
+};
+
+// Variant 6 (fp16/bf16, sm_80+): variant 4's tile (128x128, 8 warps of 64x32) on the raw
+// tensor-core instructions. K-slices of 32 stream through a 4-stage ring of shared-memory
+// buffers filled by cp.async, so three slices' loads are in flight while the warps compute on
+// the fourth: HBM latency is hidden by the pipeline, not by occupancy. Operands reach registers
+// through ldmatrix (4 8x8 fragments per instruction; .trans turns row-major B into the
+// column-major fragment mma wants). Rows are padded by 16 bytes so the 8 addresses of each
+// ldmatrix phase hit 8 different 4-bank groups. Needs k and n multiples of 8 (16-byte chunks).
+template <class T>
+__global__ void __launch_bounds__(256) gemm_mma(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
+                                                long long m, long long n, long long k) {
+#if __CUDA_ARCH__ >= 800
+  using namespace gb::ptx;
+  constexpr int BM = 128, BN = 128, BK = 32, S = 4, AST = BK + 8, BST = BN + 8;
+  extern __shared__ __align__(16) unsigned char gemm_mma_smem[];
+  T* As = reinterpret_cast<T*>(gemm_mma_smem);  // [S][BM][AST]
+  T* Bs = As + S * BM * AST;                     // [S][BK][BST]
+  long long bz = blockIdx.z;
+  const T* a = A + bz * m * k;
+  const T* b = B + bz * k * n;
+  T* c = C + bz * m * n;
+  long long row0 = blockIdx.y * (long long)BM, col0 = blockIdx.x * (long long)BN;
+  int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wr = warp / 4, wc = warp % 4;
+  float acc[4][4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+  int kt = (int)((k + BK - 1) / BK);
+  auto load = [&](int stage, int t) {
+    long long k0 = (long long)t * BK;
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      int p = tid + q * 256;
+      int r = p / 4, cc = (p % 4) * 8;  // A tile: 128 rows x 4 chunks of 8
+      long long gr = row0 + r, gk = k0 + cc;
+      bool ok = gr < m && gk < k;
+      cp_async16(smem_addr(As + (stage * BM + r) * AST + cc), ok ? a + gr * k + gk : a, ok);
+      int rb = p / 16, cb = (p % 16) * 8;  // B tile: 32 rows x 16 chunks of 8
+      long long hk = k0 + rb, hc = col0 + cb;
+      bool okb = hk < k && hc < n;
+      cp_async16(smem_addr(Bs + (stage * BK + rb) * BST + cb), okb ? b + hk * n + hc : b, okb);
+    }
+  };
+#pragma unroll
+  for (int st = 0; st < S - 1; ++st) {
+    if (st < kt) load(st, st);
+    cp_async_commit();
+  }
+  for (int t = 0; t < kt; ++t) {
+    cp_async_wait<S - 2>();  // slice t has landed (per thread) ...
+    __syncthreads();         // ... for every thread, and slice t-1's buffer is free to refill
+    if (t + S - 1 < kt) load((t + S - 1) % S, t + S - 1);
+    cp_async_commit();
+    const T* as = As + (t % S) * BM * AST;
+    const T* bs = Bs + (t % S) * BK * BST;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      uint32_t af[4][4], bf[4][2];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        ldmatrix_x4(af[i], smem_addr(as + (wr * 64 + i * 16 + lane % 16) * AST + kk + (lane / 16) * 8));
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj) {
+        uint32_t r4[4];
+        ldmatrix_x4_trans(r4, smem_addr(bs + (kk + lane % 8 + ((lane / 8) % 2) * 8) * BST + wc * 32 + jj * 16 +
+                                        (lane / 16) * 8));
+        bf[2 * jj][0] = r4[0];
+        bf[2 * jj][1] = r4[1];
+        bf[2 * jj + 1][0] = r4[2];
+        bf[2 * jj + 1][1] = r4[3];
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mma_16816<T>(acc[i][j], af[i], bf[j][0], bf[j][1]);
+    }
+  }
+  cp_async_wait<0>();
+  // Accumulator layout of m16n8: lane holds (row lane/4, cols 2*(lane%4)+{0,1}) and row+8.
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      long long r = row0 + wr * 64 + i * 16 + lane / 4, cc = col0 + wc * 32 + j * 8 + (lane % 4) * 2;
+      if (cc >= n) continue;
+      if (r < m) *reinterpret_cast<Pair<T>*>(c + r * n + cc) = {from_f<T>(acc[i][j][0]), from_f<T>(acc[i][j][1])};
+      if (r + 8 < m)
+        *reinterpret_cast<Pair<T>*>(c + (r + 8) * n + cc) = {from_f<T>(acc[i][j][2]), from_f<T>(acc[i][j][3])};
+    }
+#endif
+}
+
+// Variants 7 and 8 (fp16/bf16, sm_90a): the Hopper pipeline. Warpgroup 0 is the producer: one
+// thread issues TMA copies of 128x64 A tiles and 64xBN B tiles (128-byte swizzled, zero-filled
+// past the edges, so no bounds logic in the main loop) into a ring of STAGES buffers, each
+// guarded by a "full" mbarrier (TMA byte count) and an "empty" one (consumer release).
+// Warpgroups 1 and 2 each own 64 rows of the tile and issue wgmma m64nBNk16 straight from
+// shared memory: no ldmatrix, no register staging, so the tensor cores are fed at the rate only
+// wgmma reaches on H100/H200. One wgmma group stays in flight while the previous slice's buffer
+// is released. A is K-major (row-major m x k); B is row-major k x n, i.e. N-major: imm-trans-b.
+template <class T, int BN>
+__global__ void __launch_bounds__(384, 1) gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
+                                                     const __grid_constant__ CUtensorMap tmB, T* __restrict__ C,
+                                                     int m, int n, int k) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace gb::ptx;
+  constexpr int BM = 128, BK = 64, STAGES = BN == 128 ? 5 : 4;
+  constexpr int A_BYTES = BM * BK * 2, B_BYTES = BK * BN * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+  extern __shared__ __align__(1024) unsigned char gemm_wgmma_smem[];
+  // 128-byte swizzle repeats every 1024 bytes: tiles must start on a 1024-byte boundary.
+  unsigned char* smem = gemm_wgmma_smem + ((1024 - (smem_addr(gemm_wgmma_smem) & 1023)) & 1023);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES);
+  uint64_t* empty = full + STAGES;
+  int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  int bz = blockIdx.z, m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  int kt = (k + BK - 1) / BK;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 8);  // one arrival per consumer warp
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+  if (wg == 0) {
+    if (tid == 0) {
+      for (int t = 0; t < kt; ++t) {
+        int s = t % STAGES;
+        if (t >= STAGES) mbar_wait(&empty[s], ((t / STAGES) + 1) & 1);
+        mbar_arrive_expect_tx(&full[s], STAGE_BYTES);
+        uint32_t sa = smem_addr(smem + s * STAGE_BYTES);
+        tma_load_3d(sa, &tmA, &full[s], t * BK, m0, bz);
+#pragma unroll
+        for (int j = 0; j < BN / 64; ++j)
+          tma_load_3d(sa + A_BYTES + j * BK * 128, &tmB, &full[s], n0 + j * 64, t * BK, bz);
+      }
+    }
+    return;
+  }
+  int cw = wg - 1;
+  float d[BN / 2];  // no zero fill: the first product overwrites (scale-d 0)
+  for (int t = 0; t < kt; ++t) {
+    int s = t % STAGES;
+    mbar_wait(&full[s], (t / STAGES) & 1);
+    uint32_t sa = smem_addr(smem + s * STAGE_BYTES), sb = sa + A_BYTES;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      // A: this warpgroup's 64 rows, K-major; +32 bytes per k16 step inside the swizzled row.
+      uint64_t da = wgmma_desc_sw128(sa + cw * 64 * 128 + kk * 32, 16, 1024);
+      // B: N-major; 64-column chunks are BK*128 bytes apart (LBO), 8-row K groups 1024 (SBO).
+      uint64_t db = wgmma_desc_sw128(sb + kk * 16 * 128, BK * 128, 1024);
+      if constexpr (BN == 128) {
+        if constexpr (std::is_same_v<T, __half>) wgmma_m64n128k16_f16(d, da, db, t | kk);
+        else wgmma_m64n128k16_bf16(d, da, db, t | kk);
+      } else {
+        if constexpr (std::is_same_v<T, __half>) wgmma_m64n256k16_f16(d, da, db, t | kk);
+        else wgmma_m64n256k16_bf16(d, da, db, t | kk);
+      }
+    }
+    wgmma_commit();
+    wgmma_wait<1>();  // slice t-1's products are done: its buffer can be refilled
+    if (t > 0 && tid % 32 == 0) mbar_arrive(&empty[(t - 1) % STAGES]);
+  }
+  wgmma_wait<0>();
+  fence_regs(d);  // only now may ordinary instructions touch the accumulators
+  if (kt == 0)
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
+  // Accumulator layout of m64nN: warp w of the group holds rows 16w + lane/4 (+8), and for each
+  // 8-column chunk j the columns 8j + 2*(lane%4) + {0,1}.
+  int w = tid / 32, lane = tid % 32;
+  long long r = m0 + cw * 64 + w * 16 + lane / 4;
+  T* c = C + (long long)bz * m * n;
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+    long long cc = n0 + j * 8 + (lane % 4) * 2;
+    if (cc >= n) continue;
+    if (r < m) *reinterpret_cast<Pair<T>*>(c + r * n + cc) = {from_f<T>(d[4 * j]), from_f<T>(d[4 * j + 1])};
+    if (r + 8 < m)
+      *reinterpret_cast<Pair<T>*>(c + (r + 8) * n + cc) = {from_f<T>(d[4 * j + 2]), from_f<T>(d[4 * j + 3])};
+  }
+#elif defined(__CUDA_ARCH__)
+  __trap();  // built without sm_90a code: launch_gemm refuses before this can run
+#endif
+}
+
+namespace {
+
+constexpr int kMmaSmem = 4 * (128 * 40 + 32 * 136) * 2;  // gemm_mma: 4 stages of A and B tiles
+
+[[noreturn]] void refuse(int variant, const std::string& why) {
+  throw std::invalid_argument("no variant " + std::to_string(variant) + " here: " + why);
+}
+
+int compute_capability() {
+  int dev = 0, major = 0, minor = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return major * 10 + minor;
+}
+
+// cuTensorMapEncodeTiled is a driver API: fetched through the runtime so that the module keeps
+// linking only the static cudart (and imports on machines without a driver).
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      p = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// A 3-D (inner, outer, batch) map over a row-major batch of matrices, 128-byte swizzled boxes.
+CUtensorMap make_map(int dt, const void* base, long long inner, long long outer, long long batch, int box_inner,
+                     int box_outer) {
+  auto encode = tensor_map_encoder();
+  if (!encode) refuse(7, "cuTensorMapEncodeTiled is not available from this driver");
+  CUtensorMap map{};
+  cuuint64_t dims[3] = {(cuuint64_t)inner, (cuuint64_t)outer, (cuuint64_t)batch};
+  cuuint64_t strides[2] = {(cuuint64_t)(inner * 2), (cuuint64_t)(inner * outer * 2)};
+  cuuint32_t box[3] = {(cuuint32_t)box_inner, (cuuint32_t)box_outer, 1}, estr[3] = {1, 1, 1};
+  CUresult rc = encode(&map, dt == kF16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
+                       const_cast<void*>(base), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (rc != CUDA_SUCCESS) throw std::runtime_error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(rc));
+  return map;
+}
+
+template <class T, int BN>
+void launch_wgmma(int variant, int dt, const void* A, const void* B, void* C, long long batch, long long m,
+                  long long n, long long k, cudaStream_t s) {
+  constexpr int STAGES = BN == 128 ? 5 : 4, STAGE_BYTES = 128 * 64 * 2 + 64 * BN * 2;
+  constexpr int SMEM = STAGES * STAGE_BYTES + 1024 + 2 * STAGES * 8;
+  static std::once_flag once;
+  static cudaError_t attr_rc = cudaSuccess;
+  static int binary = 0;
+  std::call_once(once, [] {
+    cudaFuncAttributes fa{};
+    attr_rc = cudaFuncGetAttributes(&fa, gemm_wgmma<T, BN>);
+    binary = fa.binaryVersion;
+    if (attr_rc == cudaSuccess)
+      attr_rc = cudaFuncSetAttribute(gemm_wgmma<T, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+  });
+  // An sm_90a cubin is what runs on sm_90 when the build included "90a" (CMakeLists maps 90 to it).
+  if (attr_rc != cudaSuccess || binary != 90)
+    refuse(variant, "this build has no sm_90a code for the wgmma kernel (binary sm_" + std::to_string(binary) + ")");
+  // Maps are cached per buffer: the hot-cache mode rotates through a few input sets.
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, const void*, long long, long long, long long, long long>,
+                  std::pair<CUtensorMap, CUtensorMap>> cache;
+  std::pair<CUtensorMap, CUtensorMap> maps;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto key = std::make_tuple(A, B, batch, m, n, k);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      if (cache.size() > 64) cache.clear();
+      it = cache.emplace(key, std::make_pair(make_map(dt, A, k, m, batch, 64, 128),
+                                             make_map(dt, B, n, k, batch, 64, 64))).first;
+    }
+    maps = it->second;
+  }
+  dim3 grid((unsigned)((n + BN - 1) / BN), (unsigned)((m + 127) / 128), (unsigned)batch);
+  gemm_wgmma<T, BN><<<grid, 384, SMEM, s>>>(maps.first, maps.second, static_cast<T*>(C), (int)m, (int)n, (int)k);
+}
+
+}  // namespace
+
 bool launch_gemm(int variant, int dt, const void* A, const void* B, void* C, long long batch, long long m,
                  long long n, long long k, cudaStream_t s) {
+  if (variant >= 6 && variant <= 8) {
+    if (dt == kF32) return false;  // tensor-core variants: fp16/bf16 operands only
+    int cc = compute_capability();
+    if (k % 8 || n % 8) refuse(variant, "needs k and n multiples of 8 (16-byte rows for cp.async/TMA)");
+    if (variant == 6) {
+      if (cc < 80) refuse(variant, "needs sm_80 or newer (cp.async, bf16 mma)");
+      dim3 grid((unsigned)((n + 127) / 128), (unsigned)((m + 127) / 128), (unsigned)batch);
+      return dispatch_dtype(dt, [&]<class T>() {
+        if constexpr (sizeof(T) == 2) {
+          static bool set = [] {
+            return cudaFuncSetAttribute(gemm_mma<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMmaSmem) == cudaSuccess;
+          }();
+          (void)set;
+          gemm_mma<T><<<grid, 256, kMmaSmem, s>>>(static_cast<const T*>(A), static_cast<const T*>(B), static_cast<T*>(C),
+                                              m, n, k);
+        }
+      });
+    }
+    if (cc != 90) refuse(variant, "wgmma needs an sm_90 GPU (H100/H200); this one is sm_" + std::to_string(cc));
+    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) refuse(variant, "dimensions must fit in 32 bits");
+    return dispatch_dtype(dt, [&]<class T>() {
+      if constexpr (sizeof(T) == 2) {
+        if (variant == 7) launch_wgmma<T, 128>(variant, dt, A, B, C, batch, m, n, k, s);
+        else launch_wgmma<T, 256>(variant, dt, A, B, C, batch, m, n, k, s);
+      }
+    });
+  }
   if (variant == 5) {
     return dispatch_dtype(dt, [&]<class T>() {
       dim3 grid((unsigned)((n + 127) / 128), (unsigned)((m + 127) / 128), (unsigned)batch);

@@ -134,9 +134,9 @@ def _native_cuda(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray
                                             **({"precision": "tf32"} if code == 100 else {})}))
         except ValueError as e:
             if "no variant" in str(e):
+                why = str(e).split(": ", 1)[1] if ": " in str(e) else f"does not exist for {dtype} on this device"
                 recs.append(_record(spec, dtype, shape, "native-cuda", name, status=NOT_APPLICABLE, op=desc,
-                                    reason=f"variant {code} does not exist for {dtype} on this device",
-                                    device=info.device))
+                                    reason=f"variant {code}: {why}", device=info.device))
             else:
                 recs.append(_record(spec, dtype, shape, "native-cuda", name, status=ERROR, reason=str(e), op=desc,
                                     device=info.device))
