@@ -1,14 +1,17 @@
 // blas.cpp: BLAS cases on Metal (host side of metal/{copy,gemv,vjp,gemm}.metal), metal-cpp.
+// Variants: 0 vendor (blit copy / MPS, metal/mps.cpp), 1 each op's first kernel, 2 gemm_simd.
 // Run: python -m bench.blas --backends native-metal   (macOS on Apple Silicon; not yet run on one)
 #include <Foundation/Foundation.hpp>
 #include <Metal/Metal.hpp>
 
 #include "blas.h"
 #include "metal_context.h"
+#include "mps.h"
 
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -17,6 +20,7 @@ namespace gb::metal::blas {
 static const char* dtype_suffix(int dt) { return dt == 0 ? "float" : (dt == 1 ? "half" : "bfloat"); }
 
 static const char* kernel_base(int op, int variant) {
+  if (variant == 2 && op == kGemm) return "gemm_simd";
   if (variant != 1) return nullptr;
   switch (op) {
     case kCopy: return "copy_elem";
@@ -38,6 +42,7 @@ struct Case::Impl {
   MTL::Library* lib = nullptr;
   double compile_s = 0;
   std::map<int, MTL::ComputePipelineState*> pipelines;
+  std::unique_ptr<mps::Op> vendor;  // variant 0 (not copy): made at first use
 
   MTL::ComputePipelineState* pipeline(int variant) {
     auto it = pipelines.find(variant);
@@ -51,7 +56,7 @@ struct Case::Impl {
   }
 
   // One dispatch of the op, encoded into `enc`: argument order is each kernel's [[buffer(i)]].
-  void encode(MTL::ComputeCommandEncoder* enc, MTL::ComputePipelineState* p) {
+  void encode(MTL::ComputeCommandEncoder* enc, MTL::ComputePipelineState* p, int variant) {
     enc->setComputePipelineState(p);
     for (std::size_t i = 0; i < in.size(); ++i) enc->setBuffer(in[i], 0, i);
     NS::UInteger next = in.size();
@@ -77,6 +82,10 @@ struct Case::Impl {
         enc->setBytes(&m, sizeof m, next);
         enc->setBytes(&n, sizeof n, next + 1);
         enc->setBytes(&k, sizeof k, next + 2);
+        if (variant == 2) {  // gemm_simd: 32x32 tiles, 4 simdgroups of 32 threads each
+          enc->dispatchThreadgroups(MTL::Size((n + 31) / 32, (m + 31) / 32, batch), MTL::Size(128, 1, 1));
+          break;
+        }
         NS::UInteger side = tg >= 256 ? 16 : 8;
         enc->dispatchThreads(MTL::Size(n, m, batch), MTL::Size(std::min<NS::UInteger>(side, n),
                                                                std::min<NS::UInteger>(side, m), 1));
@@ -85,12 +94,27 @@ struct Case::Impl {
     }
   }
 
+  // Variant 0 is the vendor path: the blit encoder for copy (as cudaMemcpy on CUDA), MPS for
+  // the rest; variants 1.. are the hand-written kernels.
   MTL::CommandBuffer* submit(int variant) {
-    MTL::ComputePipelineState* p = pipeline(variant);
-    MTL::CommandBuffer* cb = context().queue->commandBuffer();
-    MTL::ComputeCommandEncoder* enc = cb->computeCommandEncoder();
-    encode(enc, p);
-    enc->endEncoding();
+    MTL::CommandBuffer* cb = nullptr;
+    if (variant == 0) {
+      if (op != kCopy && !vendor) vendor = std::make_unique<mps::Op>(context().device, op, dt, in, out, batch, m, n, k);
+      cb = context().queue->commandBuffer();
+      if (op == kCopy) {
+        MTL::BlitCommandEncoder* blit = cb->blitCommandEncoder();
+        blit->copyFromBuffer(in[0], 0, out, 0, out_bytes);
+        blit->endEncoding();
+      } else {
+        vendor->encode(cb);
+      }
+    } else {
+      MTL::ComputePipelineState* p = pipeline(variant);
+      cb = context().queue->commandBuffer();
+      MTL::ComputeCommandEncoder* enc = cb->computeCommandEncoder();
+      encode(enc, p, variant);
+      enc->endEncoding();
+    }
     cb->commit();
     cb->waitUntilCompleted();
     if (cb->status() == MTL::CommandBufferStatusError) {

@@ -1,7 +1,8 @@
 // One BLAS measurement case on Metal (mirrors cuda/blas.h): shared-storage buffers, the
 // hand-written kernels of metal/<op>.metal compiled at run time from the source Python
 // assembles (local includes inlined), verification I/O, and GPU-timestamp timing.
-// Variant 1 is each op's first kernel (<op kernel>_<dtype>); the MPS vendor path is not written yet.
+// Variant 0 is the vendor path (blit copy, MPS: mps.h), 1 each op's first kernel (<op kernel>_<dtype>),
+// 2 the simdgroup-matrix GEMM. A variant that cannot run throws std::invalid_argument("no variant ...").
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -184,8 +184,11 @@ def test_every_metal_kernel_verifies_on_apple_gpu(tmp_path):
     out = tmp_path / "metal.json"
     p = run_module("bench.blas", "--quick", "--no-progress", "--backends", "native-metal", "--out", str(out))
     assert p.returncode == 0, p.stderr
-    v1 = [r for r in load_run(out).records if r.backend == "native-metal" and r.variant == "v1"]
-    assert v1 and all(r.status == OK and r.verified and r.clock == "gpu_timestamps" for r in v1)
+    recs = [r for r in load_run(out).records if r.backend == "native-metal"]
+    # every hand-written kernel (v1, gemm v2) and the vendor path (blit, MPS fp32/fp16) verified and timed
+    must = [r for r in recs if r.variant in ("v1", "v2", "blit") or (r.variant == "mps" and r.params["dtype"] != "bf16")]
+    assert {r.variant for r in must} == {"v1", "v2", "blit", "mps"}
+    assert all(r.status == OK and r.verified and r.clock == "gpu_timestamps" for r in must)
 
 
 def test_plain_rows_do_not_break_roofline_tables_or_figures(tmp_path):
@@ -203,3 +206,16 @@ def test_plain_rows_do_not_break_roofline_tables_or_figures(tmp_path):
     from gapbench.plots import blas_figures
 
     assert blas_figures(recs, tmp_path / "x", blas.roofline(recs))[0].is_file()
+
+
+def test_plain_ratio_uses_the_interleaved_harness_samples():
+    shape = {"batch": 1, "m": 2, "n": 2, "k": 2}
+    params = {"op": "gemm", "dtype": "fp16", "shape_text": "1x2x2x2", "shape": shape}
+    sweep = Record(probe="blas", backend="native-cuda", variant="cublas", metric="time", clock="device_events",
+                   samples_s=[5e-3, 5e-3], params=params, work={"flops": 16.0, "bytes": 24.0})
+    plain = Record(probe="blas", backend="plain-cuda", variant="cublas", metric="time", clock="device_events",
+                   samples_s=[2e-3, 2e-3, 2e-3],
+                   params=dict(params, harness_interleaved_s=[1e-3, 3e-3, 2.2e-3]), work=sweep.work)
+    # The sweep's own row (5 ms, measured earlier) is ignored: only same-time samples are compared.
+    [(op, dt, sh, ratio)] = blas.plain_ratios([sweep, plain])
+    assert (op, dt, sh) == ("gemm", "fp16", "1x2x2x2") and abs(ratio - 1.1) < 1e-9

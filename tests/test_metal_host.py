@@ -63,7 +63,7 @@ def _compile(zig, metal_cpp, source: Path, tmp_path, extra=()):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.parametrize("name", ["metal/metal_context.cpp", "metal/launch.cpp", "metal/blas.cpp"])
+@pytest.mark.parametrize("name", ["metal/metal_context.cpp", "metal/launch.cpp", "metal/blas.cpp", "metal/mps.cpp"])
 def test_metal_host_code_compiles_for_macos(zig, metal_cpp, tmp_path, name):
     p = _compile(zig, metal_cpp, ROOT / name, tmp_path)
     assert p.returncode == 0, p.stderr

@@ -1,9 +1,11 @@
 // metal_cpu.h: compile gapbench's .metal kernels as ordinary C++ and run them on the CPU,
 // so Linux CI checks the kernels' arithmetic and indexing against numpy without a Mac.
 //
-// Use: c++ -std=c++17 -Wno-attributes -I metal/compat -include metal_cpu.h driver.cpp
+// Use: c++ -std=c++20 -pthread -Wno-attributes -I metal/compat -include metal_cpu.h driver.cpp
 //      where driver.cpp #includes the .metal file and calls its kernels.
-// The driver calls a kernel function once per thread position (see gapbench.metal_cpu).
+// The driver calls a kernel function once per thread position (see gapbench.metal_cpu), or, for
+// kernels that use threadgroup memory and barriers, through gb_cpu::dispatch_threadgroups: one
+// threadgroup at a time, its threads as real OS threads meeting at a std::barrier.
 //
 // Supported subset of the Metal Shading Language (kernels must stay inside it):
 //   - address-space qualifiers device / constant / thread (erased; threadgroup is not supported)
@@ -12,19 +14,36 @@
 //     (a 16-bit struct here: convert to float for arithmetic, as the kernels do anyway)
 //   - kernel templates instantiated with [[host_name]] / [[kernel]] attributes (ignored here)
 //   - atomic_uint / atomic_int with atomic_{load,store,fetch_add}_explicit, memory_order_relaxed
-//   - no threadgroup memory, barriers, simdgroup functions or textures: a kernel using them
-//     fails to compile here, which is the signal to extend this header first.
+//   - threadgroup arrays declared at kernel scope (`threadgroup float t[32][32];`): emulated as
+//     function statics, shared by the threads of the one threadgroup that runs at a time. Do not
+//     use `threadgroup` on pointers or scalars here (they would become statics too).
+//   - threadgroup_barrier(mem_flags::...) (a std::barrier over the threadgroup's threads)
+//   - simdgroup_float8x8 with make_filled_simdgroup_matrix, simdgroup_load (row stride, no
+//     transpose), simdgroup_store and simdgroup_multiply_accumulate: each emulated lane computes
+//     the whole 8x8 product (same values as the 32 cooperating lanes of the GPU), and only lane 0
+//     stores, so a barrier is needed before other threads read what was stored (as on the GPU).
+//   - no textures or other simd_* functions: a kernel using them fails to compile here, which
+//     is the signal to extend this header first.
 #pragma once
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <thread>
+#include <vector>
+
+// Named before `thread` becomes an (erased) address-space keyword below.
+namespace gb_cpu {
+using os_thread = std::thread;
+}
 
 #define kernel
 #define device
 #define constant
 #define thread
+#define threadgroup static
 
 namespace metal {
 using uint = std::uint32_t;
@@ -79,6 +98,86 @@ inline void atomic_store_explicit(atomic<T>* obj, U v, memory_order o) {
 using std::fma;
 using std::max;
 using std::min;
+
+enum class mem_flags { mem_none = 0, mem_device = 1, mem_threadgroup = 2 };
+}  // namespace metal
+
+// The CPU dispatcher's per-thread state (set by gb_cpu::dispatch_threadgroups).
+namespace gb_cpu {
+inline std::barrier<>*& current_barrier() {
+  static std::barrier<>* b = nullptr;
+  return b;
+}
+inline unsigned& lane() {
+  static thread_local unsigned l = 0;
+  return l;
+}
+// Runs fn(threadgroup_position, thread_index_in_threadgroup, simdgroup_index, lane) for every
+// thread of a groups.x * groups.y * groups.z grid of threadgroups of `threads` threads: one
+// threadgroup at a time (so `threadgroup` statics are that group's memory), its threads
+// concurrent so barriers and cooperative loads behave as on the GPU. SIMD width 32 (Apple GPUs).
+template <class F>
+void dispatch_threadgroups(metal::uint3 groups, unsigned threads, F fn) {
+  for (unsigned z = 0; z < groups.z; ++z)
+    for (unsigned y = 0; y < groups.y; ++y)
+      for (unsigned x = 0; x < groups.x; ++x) {
+        std::barrier<> bar(static_cast<std::ptrdiff_t>(threads));
+        current_barrier() = &bar;
+        std::vector<os_thread> pool;
+        pool.reserve(threads);
+        for (unsigned t = 0; t < threads; ++t)
+          pool.emplace_back([&, t] {
+            lane() = t % 32;
+            metal::uint3 tg;
+            tg.x = x;
+            tg.y = y;
+            tg.z = z;
+            fn(tg, t, t / 32, t % 32);
+          });
+        for (auto& th : pool) th.join();
+        current_barrier() = nullptr;
+      }
+}
+}  // namespace gb_cpu
+
+namespace metal {
+inline void threadgroup_barrier(mem_flags) { gb_cpu::current_barrier()->arrive_and_wait(); }
+
+template <class T, int R, int C>
+struct simdgroup_matrix {
+  T v[R][C];
+};
+using simdgroup_float8x8 = simdgroup_matrix<float, 8, 8>;
+template <class T, int R, int C>
+inline simdgroup_matrix<T, R, C> make_filled_simdgroup_matrix(T x) {
+  simdgroup_matrix<T, R, C> m;
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < C; ++j) m.v[i][j] = x;
+  return m;
+}
+template <class T, int R, int C>
+inline void simdgroup_load(simdgroup_matrix<T, R, C>& m, const T* src, unsigned long elements_per_row) {
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < C; ++j) m.v[i][j] = src[i * elements_per_row + j];
+}
+template <class T, int R, int C>
+inline void simdgroup_store(const simdgroup_matrix<T, R, C>& m, T* dst, unsigned long elements_per_row) {
+  if (gb_cpu::lane() != 0) return;
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < C; ++j) dst[i * elements_per_row + j] = m.v[i][j];
+}
+template <class T, int M, int N, int K>
+inline void simdgroup_multiply_accumulate(simdgroup_matrix<T, M, N>& d, const simdgroup_matrix<T, M, K>& a,
+                                          const simdgroup_matrix<T, K, N>& b, const simdgroup_matrix<T, M, N>& c) {
+  simdgroup_matrix<T, M, N> r;
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      T acc = c.v[i][j];
+      for (int p = 0; p < K; ++p) acc += a.v[i][p] * b.v[p][j];
+      r.v[i][j] = acc;
+    }
+  d = r;
+}
 }  // namespace metal
 
 // MSL has `uint` in the global namespace too.

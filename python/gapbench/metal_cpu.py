@@ -42,7 +42,7 @@ def compiler() -> str:
 
 
 def build(metal_file: str | os.PathLike, driver_source: str, cache_dir: str | os.PathLike | None = None,
-          std: str = "c++17") -> ctypes.CDLL:
+          std: str = "c++20") -> ctypes.CDLL:
     """Compile `metal_file` + `driver_source` (C++ that #includes the kernel file by the macro
     GB_METAL_FILE and exports extern "C" entry points) into a shared library and load it."""
     metal_file = Path(metal_file).resolve()
@@ -60,7 +60,7 @@ def build(metal_file: str | os.PathLike, driver_source: str, cache_dir: str | os
         src.write_text(f'#define GB_METAL_FILE "{metal_file}"\n' + driver_source)
         cxx = compiler()
         is_clang = "clang" in subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
-        cmd = [cxx, f"-std={std}", "-O1", "-shared", "-fPIC", "-Wall", "-Werror", "-Wno-attributes",
+        cmd = [cxx, f"-std={std}", "-O1", "-shared", "-fPIC", "-pthread", "-Wall", "-Werror", "-Wno-attributes",
                *(["-Wno-unknown-attributes"] if is_clang else []), f"-I{compat}",
                "-include", str(compat / "metal_cpu.h"), str(src), "-o", str(lib) + ".tmp"]
         p = subprocess.run(cmd, capture_output=True, text=True)

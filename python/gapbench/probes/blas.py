@@ -149,33 +149,51 @@ def _native_cuda(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray
 METAL_FILE = {"copy": "copy", "gemv": "gemv", "vjp_dx": "vjp", "vjp_dw": "vjp", "gemm": "gemm"}
 
 
+METAL_VARIANTS = {"gemm": {2: "simdgroup_float8x8 fragments, 32x32 threadgroup tiles"}}
+
+
 def _native_metal(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray], ref: np.ndarray, cfg: Config,
                   info: bk.BackendInfo) -> list[Record]:
-    """The Metal kernels of metal/<op>.metal, compiled at run time (not yet run on a Mac)."""
+    """The vendor path (variant 0: blit copy, MPS) and the kernels of metal/<op>.metal (compiled at
+    run time): each verified, then timed with GPU timestamps. Not yet run on a Mac."""
     from .. import _native
     from ..metal_cpu import metal_dir, metal_source
 
-    recs = [_record(spec, dtype, shape, "native-metal", "mps", status=NOT_APPLICABLE, op="MPS",
-                    reason="the MPS vendor path (Objective-C++) is not written yet", device=info.device)]
+    file = METAL_FILE[spec.name]
+    variants = [(0, "blit" if spec.name == "copy" else "mps",
+                 "blit encoder copy" if spec.name == "copy" else "Metal Performance Shaders"),
+                (1, "v1", f"first kernel of metal/{file}.metal")]
+    variants += [(v, f"v{v}", d) for v, d in METAL_VARIANTS.get(spec.name, {}).items()]
     try:
-        source = metal_source(metal_dir() / f"{METAL_FILE[spec.name]}.metal")
+        source = metal_source(metal_dir() / f"{file}.metal")
         case = _native.metal.BlasCase(spec.native_op, NATIVE_CODE[dtype], *native_dims(shape), source)
         for i, a in enumerate(rounded):
             case.set_input(i, to_bytes(a, dtype))
-        out = from_bytes(case.run_once(1), dtype)
-        ok, detail = check(out, ref, dtype)
-        if not ok:
-            return recs + [_record(spec, dtype, shape, "native-metal", "v1", status=FAILED, verified=False,
-                                   verify_detail=detail, reason="verification failed, not timed: " + detail,
-                                   device=info.device)]
-        n = _Timer(cfg).count(case.time(1, 1, 1)[0])
-        samples = case.time(1, n, cfg.warmup)
-        recs.append(_record(spec, dtype, shape, "native-metal", "v1", op="first kernel of metal/" + METAL_FILE[spec.name]
-                            + ".metal", clock="gpu_timestamps", samples_s=samples, warmup=cfg.warmup, verified=True,
-                            verify_detail=detail, device=info.device,
-                            params={"library_compile_s": case.library_compile_seconds}))
     except (RuntimeError, ValueError, MemoryError) as e:
-        recs.append(_record(spec, dtype, shape, "native-metal", "v1", status=ERROR, reason=str(e), device=info.device))
+        return [_record(spec, dtype, shape, "native-metal", "-", status=ERROR, reason=str(e), device=info.device)]
+    recs = []
+    for code, name, desc in variants:
+        try:
+            out = from_bytes(case.run_once(code), dtype)
+            ok, detail = check(out, ref, dtype)
+            if not ok:
+                recs.append(_record(spec, dtype, shape, "native-metal", name, status=FAILED, verified=False, op=desc,
+                                    verify_detail=detail, reason="verification failed, not timed: " + detail,
+                                    device=info.device))
+                continue
+            n = _Timer(cfg).count(case.time(code, 1, 1)[0])
+            samples = case.time(code, n, cfg.warmup)
+            recs.append(_record(spec, dtype, shape, "native-metal", name, op=desc, clock="gpu_timestamps",
+                                samples_s=samples, warmup=cfg.warmup, verified=True, verify_detail=detail,
+                                device=info.device, params={"library_compile_s": case.library_compile_seconds}))
+        except ValueError as e:
+            status = NOT_APPLICABLE if "no variant" in str(e) else ERROR
+            why = str(e).split(": ", 1)[1] if status == NOT_APPLICABLE and ": " in str(e) else str(e)
+            recs.append(_record(spec, dtype, shape, "native-metal", name, status=status, reason=why, op=desc,
+                                device=info.device))
+        except (RuntimeError, MemoryError) as e:
+            recs.append(_record(spec, dtype, shape, "native-metal", name, status=ERROR, reason=str(e), op=desc,
+                                device=info.device))
     return recs
 
 
@@ -278,17 +296,23 @@ def plain_binary() -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-def plain_check(records: list[Record], cfg: Config) -> list[Record]:
+def plain_check(records: list[Record], cfg: Config, rounds: int = 5) -> list[Record]:
     """cuBLAS from the plain C++ loop (cuda/plain/blas.cu) for the vendor GEMM and GEMV rows at
-    their largest shapes, with the harness's own sample counts: the harness must add nothing."""
+    their largest shapes: the harness must add nothing. Clocks drift over a long run (power and
+    temperature), so the two are interleaved: `rounds` times a plain process, then the harness's
+    own Case in this process, each with the same share of samples and the same queue-preloaded
+    event timing. The plain row carries the interleaved harness samples for the ratio."""
     import json
     import subprocess
+
+    from .. import _native
 
     exe = plain_binary()
     vendor = [r for r in records if r.backend == "native-cuda" and r.variant == "cublas" and r.status == OK
               and r.metric == "time" and r.params.get("op") in ("gemm", "gemv")]
     if exe is None or not vendor:
         return []
+    specs = {sp.name: sp for sps in OPS.values() for sp in sps}
     out = []
     for op in ("gemm", "gemv"):
         rows = [r for r in vendor if r.params["op"] == op]
@@ -296,18 +320,28 @@ def plain_check(records: list[Record], cfg: Config) -> list[Record]:
             continue
         biggest = max(r.work["flops"] for r in rows)
         for r in (r for r in rows if r.work["flops"] == biggest):
-            sh = r.params["shape"]
-            args = [str(exe), r.params["library"], op, str(NATIVE_CODE[r.params["dtype"]]), str(sh.get("batch", 1)),
-                    str(sh["m"]), str(sh.get("n", 1)), str(sh["k"]), str(len(r.samples_s)), str(cfg.warmup)]
+            sh, dtype, spec = r.params["shape"], r.params["dtype"], specs[op]
+            per = max(1, len(r.samples_s) // rounds)
+            args = [str(exe), r.params["library"], op, str(NATIVE_CODE[dtype]), str(sh.get("batch", 1)),
+                    str(sh["m"]), str(sh.get("n", 1)), str(sh["k"]), str(per), str(cfg.warmup)]
             try:
-                p = subprocess.run(args, capture_output=True, text=True, timeout=600)
-                if p.returncode != 0:
-                    raise RuntimeError(p.stderr.strip()[-300:])
-                samples = json.loads(p.stdout)["samples"]
+                case = _native.cuda.BlasCase(spec.native_op, NATIVE_CODE[dtype], *native_dims(sh), 0)
+                rng = np.random.default_rng(cfg.seed)
+                for i, a in enumerate(spec.inputs(sh, rng)):
+                    case.set_input(i, to_bytes(round_to(a, dtype), dtype))
+                plain, harness = [], []
+                for _ in range(rounds):
+                    p = subprocess.run(args, capture_output=True, text=True, timeout=600)
+                    if p.returncode != 0:
+                        raise RuntimeError(p.stderr.strip()[-300:])
+                    plain += json.loads(p.stdout)["samples"]
+                    harness += case.time(0, per, cfg.warmup, False)
+                del case
                 out.append(Record(probe=PROBE, backend="plain-cuda", variant="cublas", metric="time",
                                   op="cuBLAS from a plain C++ loop (no harness)", clock="device_events",
-                                  samples_s=samples, warmup=cfg.warmup, params=dict(r.params, cache="hot, one set"),
-                                  work=r.work, device=r.device))
+                                  samples_s=plain, warmup=cfg.warmup, work=r.work, device=r.device,
+                                  params=dict(r.params, cache="hot, one set", rounds=rounds,
+                                              harness_interleaved_s=harness)))
             except (RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
                 out.append(Record(probe=PROBE, backend="plain-cuda", variant="cublas", metric="time", status=ERROR,
                                   reason=f"plain loop failed: {e}", params=dict(r.params), device=r.device))
@@ -315,13 +349,17 @@ def plain_check(records: list[Record], cfg: Config) -> list[Record]:
 
 
 def plain_ratios(records: list[Record]) -> list[tuple[str, str, str, float]]:
-    """(op, dtype, shape, harness median / plain median) for each plain-checked vendor row."""
+    """(op, dtype, shape, harness median / plain median) for each plain-checked vendor row: from
+    the interleaved harness samples the plain row carries, else from the sweep's own row."""
     idx = {(r.backend, r.params.get("op"), r.params.get("dtype"), r.params.get("shape_text")): r
            for r in records if r.status == OK and r.variant == "cublas" and r.metric == "time"}
     out = []
     for (b, op, dt, sh), p in idx.items():
-        h = idx.get(("native-cuda", op, dt, sh)) if b == "plain-cuda" else None
-        if h:
+        if b != "plain-cuda":
+            continue
+        if p.params.get("harness_interleaved_s"):
+            out.append((op, dt, sh, float(np.median(p.params["harness_interleaved_s"])) / p.summary().median))
+        elif (h := idx.get(("native-cuda", op, dt, sh))):
             out.append((op, dt, sh, h.summary().median / p.summary().median))
     return out
 
