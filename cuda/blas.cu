@@ -122,14 +122,9 @@ Case::Case(int op, int dtype, long long batch, long long m, long long n, long lo
   s.m = m;
   s.n = n;
   s.k = k;
-  std::size_t es = dtype_size(dtype);
-  switch (op) {
-    case kCopy: s.in_bytes = {es * n}; s.out_bytes = es * n; break;
-    case kGemv: s.in_bytes = {es * m * k, es * k}; s.out_bytes = es * m; break;
-    case kVjpDx: s.in_bytes = {es * m * k, es * m}; s.out_bytes = es * k; break;
-    case kVjpDw: s.in_bytes = {es * m, es * k}; s.out_bytes = es * m * k; break;
-    case kGemm: s.in_bytes = {es * batch * m * k, es * batch * k * n}; s.out_bytes = es * batch * m * n; break;
-  }
+  gb::blas_ops::Io io = gb::blas_ops::io_bytes(op, dtype_size(dtype), batch, m, n, k);
+  s.in_bytes = io.in;
+  s.out_bytes = io.out;
   GB_CUDA_CHECK(cudaSetDevice(device));
   GB_CUDA_CHECK(cudaDeviceGetAttribute(&s.sms, cudaDevAttrMultiProcessorCount, device));
   int l2 = 0;

@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "blas_ops.h"
+
 namespace gb::cuda::blas {
 
-enum Op : int { kCopy = 0, kGemv = 1, kVjpDx = 2, kVjpDw = 3, kGemm = 4 };
+using namespace gb::blas_ops;  // Op codes kCopy .. kGemm
 
 class Case {
  public:

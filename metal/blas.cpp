@@ -139,14 +139,9 @@ Case::Case(int op, int dtype, long long batch, long long m, long long n, long lo
   s.m = (std::uint32_t)m;
   s.n = (std::uint32_t)n;
   s.k = (std::uint32_t)k;
-  std::size_t es = dtype == 0 ? 4 : 2;
-  switch (op) {
-    case kCopy: s.in_bytes = {es * n}; s.out_bytes = es * n; break;
-    case kGemv: s.in_bytes = {es * m * k, es * k}; s.out_bytes = es * m; break;
-    case kVjpDx: s.in_bytes = {es * m * k, es * m}; s.out_bytes = es * k; break;
-    case kVjpDw: s.in_bytes = {es * m, es * k}; s.out_bytes = es * m * k; break;
-    case kGemm: s.in_bytes = {es * batch * m * k, es * batch * k * n}; s.out_bytes = es * batch * m * n; break;
-  }
+  gb::blas_ops::Io io = gb::blas_ops::io_bytes(op, dtype == 0 ? 4 : 2, batch, m, n, k);
+  s.in_bytes = io.in;
+  s.out_bytes = io.out;
   Context& ctx = context();
   s.lib = compile_library(source, &s.compile_s);
   // Shared storage: on unified memory the CPU writes inputs and reads outputs in place.

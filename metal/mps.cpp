@@ -3,6 +3,8 @@
 // with alloc/init are owned here and released in ~Op.
 #include "mps.h"
 
+#include "blas_ops.h"
+
 #include <objc/message.h>
 #include <objc/runtime.h>
 
@@ -10,6 +12,8 @@
 #include <string>
 
 namespace gb::metal::mps {
+
+using namespace gb::blas_ops;
 
 namespace {
 
@@ -32,8 +36,6 @@ Obj cls(const char* name) {
 
 // MPSDataType codes (MPSCoreTypes.h): float bit | width in bits.
 constexpr std::uint32_t kFloat32 = 0x10000000u | 32u, kFloat16 = 0x10000000u | 16u;
-
-constexpr int kCopy = 0, kVjpDx = 2, kVjpDw = 3, kGemm = 4;  // gb::metal::blas::Op codes (1 is GEMV)
 
 }  // namespace
 

@@ -20,7 +20,7 @@ namespace gb::metal::mps {
 // One op's MPS objects (kernel, matrix and vector views of the case's buffers), made once.
 class Op {
  public:
-  // op/dtype codes as gb::metal::blas::Op and the dtype codes (0 fp32, 1 fp16, 2 bf16). Throws
+  // op/dtype codes as gb::blas_ops::Op and the dtype codes (0 fp32, 1 fp16, 2 bf16). Throws
   // std::invalid_argument("no variant 0 here: <why>") when MPS cannot do this op/dtype.
   Op(MTL::Device* device, int op, int dtype, const std::vector<MTL::Buffer*>& in, MTL::Buffer* out,
      std::uint32_t batch, std::uint32_t m, std::uint32_t n, std::uint32_t k);

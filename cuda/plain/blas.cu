@@ -13,16 +13,9 @@
 #include <vector>
 
 #include "cublas_loader.h"
+#include "plain_check.h"
 #include "spin.cuh"
 
-#define CHECK(x)                                                                   \
-  do {                                                                             \
-    cudaError_t e_ = (x);                                                          \
-    if (e_ != cudaSuccess) {                                                       \
-      std::fprintf(stderr, "%s failed: %s\n", #x, cudaGetErrorString(e_));         \
-      std::exit(2);                                                                \
-    }                                                                              \
-  } while (0)
 #define CHECK_BLAS(x)                                                              \
   do {                                                                             \
     int s_ = (x);                                                                  \

@@ -12,17 +12,10 @@
 #include <vector>
 
 #include "launch_kernels.cuh"
+#include "plain_check.h"
 
 using namespace gb::launch;
 
-#define CHECK(x)                                                                   \
-  do {                                                                             \
-    cudaError_t e_ = (x);                                                          \
-    if (e_ != cudaSuccess) {                                                       \
-      std::fprintf(stderr, "%s failed: %s\n", #x, cudaGetErrorString(e_));         \
-      std::exit(2);                                                                \
-    }                                                                              \
-  } while (0)
 
 static void print_array(const char* name, const std::vector<double>& v, bool last = false) {
   std::printf("\"%s\": [", name);

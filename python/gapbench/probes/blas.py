@@ -106,6 +106,7 @@ def _native_cuda(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray
         variants.append((100, "cublas-tf32", "tf32"))
     variants += [(v, f"v{v}", dtype) for v in spec.variants]
     timer = _Timer(cfg)
+    todo = []
     for code, name, tol in variants:
         desc = "cuBLAS" if code in (0, 100) else spec.variants[code]
         if spec.name == "copy" and code == 0:
@@ -114,34 +115,50 @@ def _native_cuda(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray
             recs.append(_record(spec, dtype, shape, "native-cuda", name, status=UNAVAILABLE, reason=cublas_why,
                                 device=info.device, op=desc))
             continue
+        todo.append((code, name, desc, tol))
+
+    def measure(code):
+        n = timer.count(case.time(code, 1, 1, False)[0])
+        for metric, cold in [("time", False)] + ([("time_cold", True)] if cfg.cold else []):
+            yield metric, case.time(code, n, cfg.warmup, cold), {
+                "cache": "cold (L2 scrubbed)" if cold else f"hot, {case.rotations} rotating sets",
+                "library": cublas_path if code in (0, 100) and spec.name != "copy" else "",
+                **({"precision": "tf32"} if code == 100 else {})}
+
+    return recs + _verify_then_time(spec, dtype, shape, ref, cfg, info, "native-cuda", "device_events", todo,
+                                    case.run_once, measure)
+
+
+def _verify_then_time(spec: OpSpec, dtype: str, shape: dict, ref: np.ndarray, cfg: Config, info: bk.BackendInfo,
+                      backend: str, clock: str, variants, run_once, measure) -> list[Record]:
+    """Each native variant (code, name, description, tolerance dtype) of one case: run once on a
+    poisoned output and check against float64; only then `measure(code)`, which yields (metric,
+    samples, params). A variant the native side refuses ("no variant ...: why") is a not-applicable
+    row with its reason; any failure is a row, and the other variants still run."""
+    recs = []
+    for code, name, desc, tol in variants:
         try:
-            out = from_bytes(case.run_once(code), dtype)
+            out = from_bytes(run_once(code), dtype)
             ok, detail = check(out, ref, tol)
             if not ok:
-                recs.append(_record(spec, dtype, shape, "native-cuda", name, status=FAILED, op=desc,
+                recs.append(_record(spec, dtype, shape, backend, name, status=FAILED, op=desc,
                                     reason="verification failed, not timed: " + detail, verified=False,
                                     verify_detail=detail, device=info.device))
                 continue
-            n = timer.count(case.time(code, 1, 1, False)[0])
-            modes = [("time", False)] + ([("time_cold", True)] if cfg.cold else [])
-            for metric, cold in modes:
-                samples = case.time(code, n, cfg.warmup, cold)
-                recs.append(_record(spec, dtype, shape, "native-cuda", name, metric=metric, op=desc,
-                                    clock="device_events", samples_s=samples, warmup=cfg.warmup, verified=True,
-                                    verify_detail=detail, device=info.device,
-                                    params={"cache": "cold (L2 scrubbed)" if cold else f"hot, {case.rotations} rotating sets",
-                                            "library": cublas_path if code in (0, 100) and spec.name != "copy" else "",
-                                            **({"precision": "tf32"} if code == 100 else {})}))
+            for metric, samples, params in measure(code):
+                recs.append(_record(spec, dtype, shape, backend, name, metric=metric, op=desc, clock=clock,
+                                    samples_s=samples, warmup=cfg.warmup, verified=True, verify_detail=detail,
+                                    device=info.device, params=params))
         except ValueError as e:
             if "no variant" in str(e):
                 why = str(e).split(": ", 1)[1] if ": " in str(e) else f"does not exist for {dtype} on this device"
-                recs.append(_record(spec, dtype, shape, "native-cuda", name, status=NOT_APPLICABLE, op=desc,
+                recs.append(_record(spec, dtype, shape, backend, name, status=NOT_APPLICABLE, op=desc,
                                     reason=f"variant {code}: {why}", device=info.device))
             else:
-                recs.append(_record(spec, dtype, shape, "native-cuda", name, status=ERROR, reason=str(e), op=desc,
+                recs.append(_record(spec, dtype, shape, backend, name, status=ERROR, reason=str(e), op=desc,
                                     device=info.device))
-        except RuntimeError as e:
-            recs.append(_record(spec, dtype, shape, "native-cuda", name, status=ERROR, reason=str(e), op=desc,
+        except (RuntimeError, MemoryError) as e:
+            recs.append(_record(spec, dtype, shape, backend, name, status=ERROR, reason=str(e), op=desc,
                                 device=info.device))
     return recs
 
@@ -171,30 +188,12 @@ def _native_metal(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarra
             case.set_input(i, to_bytes(a, dtype))
     except (RuntimeError, ValueError, MemoryError) as e:
         return [_record(spec, dtype, shape, "native-metal", "-", status=ERROR, reason=str(e), device=info.device)]
-    recs = []
-    for code, name, desc in variants:
-        try:
-            out = from_bytes(case.run_once(code), dtype)
-            ok, detail = check(out, ref, dtype)
-            if not ok:
-                recs.append(_record(spec, dtype, shape, "native-metal", name, status=FAILED, verified=False, op=desc,
-                                    verify_detail=detail, reason="verification failed, not timed: " + detail,
-                                    device=info.device))
-                continue
-            n = _Timer(cfg).count(case.time(code, 1, 1)[0])
-            samples = case.time(code, n, cfg.warmup)
-            recs.append(_record(spec, dtype, shape, "native-metal", name, op=desc, clock="gpu_timestamps",
-                                samples_s=samples, warmup=cfg.warmup, verified=True, verify_detail=detail,
-                                device=info.device, params={"library_compile_s": case.library_compile_seconds}))
-        except ValueError as e:
-            status = NOT_APPLICABLE if "no variant" in str(e) else ERROR
-            why = str(e).split(": ", 1)[1] if status == NOT_APPLICABLE and ": " in str(e) else str(e)
-            recs.append(_record(spec, dtype, shape, "native-metal", name, status=status, reason=why, op=desc,
-                                device=info.device))
-        except (RuntimeError, MemoryError) as e:
-            recs.append(_record(spec, dtype, shape, "native-metal", name, status=ERROR, reason=str(e), op=desc,
-                                device=info.device))
-    return recs
+    def measure(code):
+        n = _Timer(cfg).count(case.time(code, 1, 1)[0])
+        yield "time", case.time(code, n, cfg.warmup), {"library_compile_s": case.library_compile_seconds}
+
+    return _verify_then_time(spec, dtype, shape, ref, cfg, info, "native-metal", "gpu_timestamps",
+                             [(c, name, desc, dtype) for c, name, desc in variants], case.run_once, measure)
 
 
 def _framework(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray], ref: np.ndarray, cfg: Config,
