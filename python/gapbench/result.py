@@ -51,7 +51,7 @@ class Record:
     inner: int = 1
     warmup: int = 0
     params: dict[str, Any] = field(default_factory=dict)
-    work: dict[str, float] = field(default_factory=dict)  # per op: {"flops": .., "bytes": ..}
+    work: dict[str, float] = field(default_factory=dict)  # per op: {"flops": .., "bytes": .., "items": ..}
     verified: bool | None = None  # None: nothing to verify (say why in verify_detail)
     verify_detail: str = ""
     device: dict[str, Any] = field(default_factory=dict)  # backend's device and driver
@@ -79,7 +79,7 @@ class Record:
         s = self.summary()
         if s is None:
             return {}
-        return stats.rates(s.median, self.work.get("flops"), self.work.get("bytes"))
+        return stats.rates(s.median, self.work.get("flops"), self.work.get("bytes"), self.work.get("items"))
 
     @property
     def key(self) -> tuple[str, str, str, str]:

@@ -47,12 +47,15 @@ def summarize(values, noise_threshold: float = NOISE_THRESHOLD) -> Summary:
     )
 
 
-def rates(seconds_per_op: float, flops: float | None, bytes_: float | None) -> dict:
-    """The one place rates are derived from declared work: FLOP/s and bytes/s per op."""
+def rates(seconds_per_op: float, flops: float | None, bytes_: float | None, items: float | None = None) -> dict:
+    """The one place rates are derived from declared work: FLOP/s, bytes/s and items/s (tokens
+    or samples of a training step) per op."""
     out: dict = {}
     if seconds_per_op > 0:
         if flops:
             out["flops_per_s"] = flops / seconds_per_op
         if bytes_:
             out["bytes_per_s"] = bytes_ / seconds_per_op
+        if items:
+            out["items_per_s"] = items / seconds_per_op
     return out
