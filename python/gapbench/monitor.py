@@ -236,14 +236,12 @@ class Energy:
 
 def allocator_probe(backend: str) -> Callable[[], dict]:
     """A function returning the framework allocator's figures for `backend`, in bytes."""
-    if backend == "torch-cuda":
+    if backend in ("torch-cuda", "torch-mps"):
         import torch
-
+    if backend == "torch-cuda":
         return lambda: {"torch_cuda_allocated_bytes": torch.cuda.memory_allocated(),
                         "torch_cuda_reserved_bytes": torch.cuda.memory_reserved()}
     if backend == "torch-mps":
-        import torch
-
         return lambda: {"torch_mps_current_bytes": torch.mps.current_allocated_memory(),
                         "torch_mps_driver_bytes": torch.mps.driver_allocated_memory()}
     if backend.startswith("mlx"):

@@ -12,8 +12,9 @@ Per case, in this order:
      timed step's loss must be finite: a case that fails is recorded as failed, not timed.
   2. warm-up steps (reported apart, metric step_warmup).
   3. timed steps in interleaved rounds of three arms on the same model and batches: the harness
-     (synchronised at each phase boundary, sampler on), the harness with the sampler paused, and
-     the plain loop of gapbench/plain/train.py (one sync per step). Ratios between the arms say
+     (one sync per step like the plain loop; the phases split by device events recorded between
+     them, or host timestamps on the CPU; MLX: one mx.eval per phase), the harness with the
+     sampler paused, and the plain loop of gapbench/plain/train.py (one sync per step). Ratios between the arms say
      what the harness and its sampler cost.
   4. energy over the whole timed window (all arms do the same work), memory peaks, clocks and
      throttle reasons, and the declared work: FLOPs per step (torch's flop counter on one extra
@@ -29,7 +30,6 @@ import contextlib
 import itertools
 import json
 import math
-import os
 import subprocess
 import sys
 import tempfile
@@ -322,7 +322,6 @@ class TorchWorkload:
         """PyTorch FSDP2 with CPU offload in one process: parameters, gradients and AdamW state live
         in host memory, each block's weights are copied to the device for its forward/backward
         and the optimizer steps on the CPU (ZeRO-Offload's split)."""
-        torch = self.torch
         import torch.distributed as dist
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
@@ -381,6 +380,37 @@ class TorchWorkload:
 
     def loss_value(self) -> float:
         return float(self.loss.detach().float().cpu())
+
+    def timed_step(self, k: int) -> tuple[float, tuple[float, float, float]]:
+        """One step timed as the plain loop times it (host clock, one sync at the end), with the
+        phase split from device events recorded between the phases: no sync inside the step,
+        so the CPU keeps issuing ahead of the GPU exactly as it does without the harness. On the
+        CPU (synchronous) the phase boundaries are host timestamps."""
+        torch = self.torch
+        ev = None
+        if self.device == "cuda":
+            ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+        elif self.device == "mps" and hasattr(torch.mps, "event"):
+            ev = [torch.mps.event.Event(enable_timing=True) for _ in range(4)]
+        self.sync()
+        t = [time.perf_counter()]
+        for i, phase in enumerate((self.forward, self.backward, self.optimizer)):
+            if ev:
+                ev[i].record()
+            phase(k)
+            if not ev:
+                t.append(time.perf_counter())
+        if ev:
+            ev[3].record()
+        self.sync()
+        wall = time.perf_counter() - t[0]
+        if ev:
+            return wall, tuple(ev[i].elapsed_time(ev[i + 1]) * 1e-3 for i in range(3))
+        return t[3] - t[0], (t[1] - t[0], t[2] - t[1], t[3] - t[2])
+
+    @property
+    def phase_clock(self) -> str:
+        return "device_events" if self.device == "cuda" or (self.device == "mps" and hasattr(self.torch.mps, "event")) else "host_wall"
 
     def plain(self, steps: int) -> list[float]:
         from ..plain.train import torch_steps
@@ -640,17 +670,14 @@ def _run_case(case: Case, base: dict, params: dict, progress) -> list[Record]:
                     if is_mlx:
                         a = _timed(wl.fwd_bwd, k, wl.sync)
                         c = _timed(wl.optimizer, k, wl.sync)
-                        parts = (a, c)
+                        wall = a + c
                     else:
-                        a = _timed(wl.forward, k, wl.sync)
-                        b = _timed(wl.backward, k, wl.sync)
-                        c = _timed(wl.optimizer, k, wl.sync)
-                        parts = (a, b, c)
+                        wall, (a, b, c) = wl.timed_step(k)
                     check_loss(f"step {k}")
                     if arm == "nosampler":
-                        nosamp.append(sum(parts))
+                        nosamp.append(wall)
                     else:
-                        step.append(sum(parts))
+                        step.append(wall)
                         (fwdbwd if is_mlx else fwd).append(a)
                         if not is_mlx:
                             bwd.append(b)
@@ -678,15 +705,19 @@ def _run_case(case: Case, base: dict, params: dict, progress) -> list[Record]:
         roofline=_roofline_for(case),
     )
     wl.close()
-    common = dict(base, clock="host_wall", device=device)
-    rec = lambda metric, samples, op, **kw: Record(**common, metric=metric, samples_s=samples, op=op, **kw)  # noqa: E731
-    records.append(rec("step", step, "one training step: forward + backward + optimizer, each phase synchronised",
+    common = dict(base, device=device)
+    pclock = "host_wall" if is_mlx else wl.phase_clock
+    rec = lambda metric, samples, op, clock="host_wall", **kw: Record(  # noqa: E731
+        **common, metric=metric, samples_s=samples, op=op, clock=clock, **kw)
+    how = ("forward+backward (one mx.eval) then optimizer (one mx.eval)" if is_mlx else
+           "host clock from a sync to the sync after the optimizer, no sync inside (as the plain loop)")
+    records.append(rec("step", step, f"one training step: forward + backward + AdamW; {how}",
                        work=work, params=params, verified=verified, verify_detail=detail, warmup=case.warmup))
     records.append(rec("forward", fwd, "forward pass incl. loss" + (" (timed apart, MLX)" if is_mlx else ""),
-                       params={"label": case.label()}))
+                       clock=pclock, params={"label": case.label()}))
     records.append(rec("backward", bwd, "backward pass" + (": derived, (forward+backward) - median(forward)" if is_mlx else ""),
-                       params={"label": case.label(), "derived": is_mlx}))
-    records.append(rec("optimizer", opt, "AdamW step + zero_grad", params={"label": case.label()}))
+                       clock=pclock, params={"label": case.label(), "derived": is_mlx}))
+    records.append(rec("optimizer", opt, "AdamW step + zero_grad", clock=pclock, params={"label": case.label()}))
     if warm:
         records.append(rec("step_warmup", warm, "warm-up steps, in order (not in the statistics of step)",
                            params={"label": case.label()}))
