@@ -17,7 +17,7 @@ from gapbench.monitor import Energy, Sampler  # noqa: E402
 from gapbench.probes import train as tr  # noqa: E402
 from gapbench.result import ERROR, FAILED, OK, UNAVAILABLE  # noqa: E402
 
-TINY = dict(batch_size=2, seq_len=32, steps=4, warmup=1, rounds=2)
+TINY = dict(batch_size=2, seq_len=32, steps=4, warmup=1, warmup_s=0.0, rounds=2)
 
 
 def _by_metric(records):
@@ -180,6 +180,29 @@ def test_tiny_gpt2_minimal_torch_and_mlx_cases():
     assert m["step"].variant == "minimal" and m["backward"].params["derived"] is True
     assert t["step"].work["flops"] == m["step"].work["flops"] == SIZES["tiny"].train_flops(2, 31)
     assert "mlx_active_bytes" in m["step"].params["timeline"]["columns"]
+    assert not any("tf32" in n for n in m["step"].params["notes"])  # MLX's CPU matmul is true fp32
+
+
+def test_mlx_matmul_precision_check_tells_tf32_from_fp32():
+    mx = pytest.importorskip("mlx.core")
+    assert tr.mlx_fp32_matmul_precision(mx) == "fp32"  # the CPU backend
+
+    class Rounding:  # an fp32 matmul that rounds its inputs to TF32's 10 mantissa bits
+        array = staticmethod(lambda a: a)
+
+        @staticmethod
+        def matmul(a, b):
+            def tf32(x):
+                return (np.asarray(x, np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+            return tf32(a) @ tf32(b)
+
+    assert tr.mlx_fp32_matmul_precision(Rounding) == "tf32"
+
+
+def test_warm_up_lasts_at_least_warmup_s():
+    recs = _by_metric(tr.run_case(tr.Case("tiny-gpt2", "torch-cpu", **dict(TINY, warmup=1, warmup_s=0.3))))
+    w = recs["step_warmup"]
+    assert sum(w.samples_s) >= 0.25 and len(w.samples_s) > 1 and recs["step"].warmup == len(w.samples_s)
 
 
 def test_tiny_whisper_lora_and_amp_bf16():
@@ -310,6 +333,7 @@ def test_cli_quick_writes_results_and_figures(tmp_path, capsys):
     (["--precision", "fp8"], "unknown precision"),
     (["--batch-size", "0"], "must be >= 1"),
     (["--steps", "2", "--rounds", "3"], "--rounds"),
+    (["--warmup-s", "-1"], "--warmup-s"),
     (["--roofline", "/nonexistent.json"], "no such file"),
 ])
 def test_cli_bad_input_is_a_clear_error(argv, words, capsys):

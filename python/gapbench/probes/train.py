@@ -92,6 +92,7 @@ class Case:
     offload: str = "none"
     steps: int = 20  # timed harness steps (the plain and no-sampler arms get as many)
     warmup: int = 3
+    warmup_s: float = 3.0  # and at least this long
     rounds: int = 2
     plain: bool = True
     checkpoint: str | None = None
@@ -482,6 +483,10 @@ class MLXWorkload:
         self.family, self.vocab = "gpt2", self.spec.vocab
         self.model = GPT2(self.spec, seed=case.seed)
         mx.eval(self.model.parameters())
+        self.matmul_precision = mlx_fp32_matmul_precision(mx)
+        if self.matmul_precision != "fp32":
+            self.notes.append(f"MLX on this device computes fp32 matmuls at {self.matmul_precision} precision "
+                              "(measured against float64): its fp32 rows are not fp32 arithmetic")
         self.params = self.trainable = n_params(self.model)
         self.opt = optim.AdamW(learning_rate=case.lr)
         self.loss_and_grad = nn.value_and_grad(self.model, lambda x, y: self.model.loss(x, y))
@@ -528,6 +533,18 @@ class MLXWorkload:
 
     def memory_peaks(self) -> dict:
         return {"mlx_peak_bytes": self.mx.get_peak_memory()}
+
+
+def mlx_fp32_matmul_precision(mx) -> str:
+    """"fp32" or "tf32": what an fp32 matmul on MLX's default device really computes. TF32 keeps
+    10 mantissa bits, so against float64 its relative error is ~1e-3; true fp32 gives ~1e-6."""
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((256, 256)), rng.standard_normal((256, 256))
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    got = np.array(mx.matmul(mx.array(a32), mx.array(b32))).astype(np.float64)
+    ref = a32.astype(np.float64) @ b32.astype(np.float64)
+    err = np.max(np.abs(got - ref)) / np.max(np.abs(ref))
+    return "fp32" if err < 1e-5 else "tf32"
 
 
 # ============================================================== one case
@@ -618,9 +635,14 @@ def _run_case(case: Case, base: dict, params: dict, progress) -> list[Record]:
                            params=params, device=device)]
 
     # ---- 2. warm-up (reported apart)
+    # At least `warmup` steps and `warmup_s` seconds: a GPU needs seconds of load before its
+    # clocks and power settle (seen on an H200: 150 W -> 360 W over the first 1.5 s of Whisper
+    # bf16 steps, which ran 20% slower meanwhile), however short the step.
     warm = []
-    for i in range(case.warmup):
-        say(f"warm-up {i + 1}/{case.warmup}")
+    t_warm = time.perf_counter()
+    i = 0
+    while i < case.warmup or (time.perf_counter() - t_warm < case.warmup_s and i < 10_000):
+        say(f"warm-up {i + 1} (>= {case.warmup} steps and {case.warmup_s:g} s)")
         t0 = time.perf_counter()
         if is_mlx:
             wl.fwd_bwd(i)
@@ -632,6 +654,7 @@ def _run_case(case: Case, base: dict, params: dict, progress) -> list[Record]:
         wl.sync()
         warm.append(time.perf_counter() - t0)
         check_loss(f"warm-up step {i}")
+        i += 1
     flops, flops_how = wl.flops_per_step()
     items, item_unit = wl.items_per_step()
     work = {"items": items}
@@ -712,7 +735,7 @@ def _run_case(case: Case, base: dict, params: dict, progress) -> list[Record]:
     how = ("forward+backward (one mx.eval) then optimizer (one mx.eval)" if is_mlx else
            "host clock from a sync to the sync after the optimizer, no sync inside (as the plain loop)")
     records.append(rec("step", step, f"one training step: forward + backward + AdamW; {how}",
-                       work=work, params=params, verified=verified, verify_detail=detail, warmup=case.warmup))
+                       work=work, params=params, verified=verified, verify_detail=detail, warmup=len(warm)))
     records.append(rec("forward", fwd, "forward pass incl. loss" + (" (timed apart, MLX)" if is_mlx else ""),
                        clock=pclock, params={"label": case.label()}))
     records.append(rec("backward", bwd, "backward pass" + (": derived, (forward+backward) - median(forward)" if is_mlx else ""),
@@ -903,6 +926,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.train") -> 
     ap.add_argument("--offload", default="none", choices=OFFLOADS, help="cpu: FSDP2 CPU offload; auto: offload when the memory plan says the model state does not fit")
     ap.add_argument("--steps", type=int, default=20, help="timed steps per arm (default 20)")
     ap.add_argument("--warmup", type=int, default=3, help="warm-up steps, reported apart (default 3)")
+    ap.add_argument("--warmup-s", type=float, default=3.0, help="and warm up for at least this many seconds (default 3)")
     ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds of harness / no-sampler / plain arms")
     ap.add_argument("--no-plain", action="store_true", help="time the harness arm only (no plain loop, no sampler-off arm)")
     ap.add_argument("--checkpoint", help="a local transformers checkpoint directory (instead of random weights)")
@@ -927,7 +951,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.train") -> 
         return 0
     try:
         if args.quick:
-            args.model, args.steps, args.warmup, args.rounds = "tiny-gpt2", 4, 1, 2
+            args.model, args.steps, args.warmup, args.rounds, args.warmup_s = "tiny-gpt2", 4, 1, 2, 0.0
             args.batch_size, args.seq_len = "2", args.seq_len or "64"
         models = _list(args.model, [], MODELS, "model")
         default_backend = next((b for b in ("torch-cuda", "torch-mps", "torch-cpu") if bk.info(b).available), "torch-cpu")
@@ -936,13 +960,13 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.train") -> 
         batches = _list(args.batch_size, [], None, "batch size", int)
         modes = _list(args.mode, [], MODES, "mode")
         seqs = _list(args.seq_len, [], None, "sequence length", int) if args.seq_len else None
-        if args.steps < 1 or args.warmup < 0 or args.rounds < 1 or args.rounds > args.steps:
-            raise ValueError("--steps must be >= 1, --warmup >= 0, 1 <= --rounds <= --steps")
+        if args.steps < 1 or args.warmup < 0 or args.warmup_s < 0 or args.rounds < 1 or args.rounds > args.steps:
+            raise ValueError("--steps must be >= 1, --warmup >= 0, --warmup-s >= 0, 1 <= --rounds <= --steps")
         roof = load_roofline(args.roofline) if args.roofline else {}
     except (ValueError, OSError) as e:
         console.print(f"[red]error:[/red] {e}")
         return 2
-    base = dict(impl=args.impl, offload=args.offload, steps=args.steps, warmup=args.warmup, rounds=args.rounds,
+    base = dict(impl=args.impl, offload=args.offload, steps=args.steps, warmup=args.warmup, warmup_s=args.warmup_s, rounds=args.rounds,
                 plain=not args.no_plain, checkpoint=args.checkpoint, data=args.data, tokenizer=args.tokenizer,
                 sample_interval_s=args.sample_interval, seed=args.seed, roofline=roof)
     cases = []
