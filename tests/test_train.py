@@ -178,6 +178,8 @@ def test_tiny_gpt2_minimal_torch_and_mlx_cases():
     m = _by_metric(tr.run_case(tr.Case("tiny-gpt2", "mlx-cpu", **TINY)))
     assert t["step"].status == OK and m["step"].status == OK, (t["step"].reason, m["step"].reason)
     assert m["step"].variant == "minimal" and m["backward"].params["derived"] is True
+    assert len(m["step"].samples_s) == len(m["optimizer"].samples_s) == len(m["backward"].samples_s) == 4
+    assert len(m["step"].params["mlx_split_step_s"]) == 4 and "one mx.eval" in m["step"].op
     assert t["step"].work["flops"] == m["step"].work["flops"] == SIZES["tiny"].train_flops(2, 31)
     assert "mlx_active_bytes" in m["step"].params["timeline"]["columns"]
     assert not any("tf32" in n for n in m["step"].params["notes"])  # MLX's CPU matmul is true fp32
