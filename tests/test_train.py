@@ -354,3 +354,11 @@ def test_roofline_from_a_blas_result_file(tmp_path):
     assert roof["bf16"]["flops_per_s"] == 7e14 and "bytes_per_s" not in roof
     st = _by_metric(tr.run_case(tr.Case("tiny-gpt2", "torch-cpu", roofline=roof, precision="amp-bf16", **TINY)))["step"]
     assert st.params["roofline"]["flops_per_s"] == 7e14
+
+
+def test_memory_plot_breaks_lines_where_the_sampler_paused():
+    from gapbench.plots import broken_at_gaps
+
+    tl = {"interval_s": 0.1, "columns": {"t": [0.0, 0.1, 0.2, 5.0, 5.1], "rss_bytes": [1, 2, 3, 4, 5]}}
+    cols = broken_at_gaps(tl)
+    assert cols["rss_bytes"] == [1, 2, 3, None, 4, 5] and len(cols["t"]) == 6 and 0.2 < cols["t"][3] < 5.0

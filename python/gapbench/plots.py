@@ -77,6 +77,25 @@ def blas_figures(records: list[Record], out_prefix: str | Path, roofline: dict |
     return paths
 
 
+def broken_at_gaps(tl: dict) -> dict:
+    """The timeline's columns with a None row wherever sampling paused (a gap of more than five
+    intervals: the plain-loop and sampler-off arms), so plots break the line there instead of
+    drawing a straight segment across time that was not sampled."""
+    cols = tl["columns"]
+    gap = 5 * float(tl.get("interval_s") or 0.1)
+    t0 = cols["t"]
+    cut = {i for i in range(1, len(t0)) if t0[i] - t0[i - 1] > gap}
+    out = {}
+    for key, val in cols.items():
+        col = []
+        for i, v in enumerate(val):
+            if i in cut:
+                col.append((t0[i - 1] + t0[i]) / 2 if key == "t" else None)
+            col.append(v)
+        out[key] = col
+    return out
+
+
 def train_figures(records: list[Record], out_prefix: str | Path) -> list[Path]:
     """Training figures: <prefix>-steps.png, forward/backward/optimizer medians per case (the
     paper's Figure 3), and <prefix>-memory-<n>.png per case, memory and page faults over time
@@ -114,7 +133,7 @@ def train_figures(records: list[Record], out_prefix: str | Path) -> list[Path]:
         tl = m["step"].params.get("timeline")
         if not tl or not tl.get("columns", {}).get("t"):
             continue
-        cols = tl["columns"]
+        cols = broken_at_gaps(tl)
         t = cols["t"]
         fig, (a1, a2) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
         for key, val in cols.items():
@@ -125,7 +144,7 @@ def train_figures(records: list[Record], out_prefix: str | Path) -> list[Path]:
         a1.set_title(f"memory over time: {lab}", fontsize=9)
         for key in ("minor_faults", "major_faults"):
             if key in cols:
-                v0 = cols[key][0] or 0
+                v0 = next((v for v in cols[key] if v is not None), 0)
                 a2.plot(t, [None if v is None else v - v0 for v in cols[key]], label=key)
         a2.set_ylabel("page faults since start")
         a2.set_xlabel("seconds")
