@@ -64,3 +64,16 @@ def list_backends(console) -> None:
         t.add_row(b.name, b.kind, b.device_class, "yes" if b.available else "no",
                   escape(str(b.device.get("name", "")) if b.available else b.reason))
     console.print(t)
+
+
+def write_figures(console, figure_fn_name: str, writer, *extra) -> None:
+    """Draw a suite's figures beside its result JSON (gapbench.plots.<figure_fn_name>), then
+    print where the figures and results are. Without matplotlib, say so and go on."""
+    try:
+        from . import plots
+
+        paths = getattr(plots, figure_fn_name)(writer.records, writer.path.with_suffix(""), *extra)
+        if paths:
+            console.print("figures: " + ", ".join(str(p) for p in paths))
+    except ImportError:
+        console.print("figures skipped: matplotlib is not installed (pip install 'gapbench[plot]')")

@@ -514,7 +514,7 @@ def _split(text: str | None, allowed, what: str) -> list[str] | None:
 def main(argv: list[str] | None = None, prog: str = "python -m bench.blas") -> int:
     from rich.console import Console
 
-    from ..cli import open_run, progress_bar
+    from ..cli import open_run, progress_bar, write_figures
 
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     ap.add_argument("--ops", help=f"comma list of {', '.join(OPS)} (default: all)")
@@ -577,14 +577,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.blas") -> i
     for r in missing:
         console.print(f"[yellow]{r.backend}[/yellow]: {r.status}: {escape(r.reason)}", highlight=False)
     if not args.no_plots:
-        try:
-            from ..plots import blas_figures
-
-            paths = blas_figures(writer.records, writer.path.with_suffix(""), writer.run.get("roofline"))
-            if paths:
-                console.print("figures: " + ", ".join(str(p) for p in paths))
-        except ImportError:
-            console.print("figures skipped: matplotlib is not installed (pip install 'gapbench[plot]')")
+        write_figures(console, "blas_figures", writer, writer.run.get("roofline"))
     console.print(f"results: {writer.path} and {writer.csv_path}")
     return 0
 

@@ -928,7 +928,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.train") -> 
         return worker(argv[1], argv[2])
     from rich.console import Console
 
-    from ..cli import open_run
+    from ..cli import open_run, write_figures
 
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="gpt2", help=f"comma list of {', '.join(MODELS)} (default gpt2)")
@@ -1012,14 +1012,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.train") -> 
     writer.finish()
     console.print(build_table(writer.records))
     if not args.no_plots:
-        try:
-            from ..plots import train_figures
-
-            paths = train_figures(writer.records, writer.path.with_suffix(""))
-            if paths:
-                console.print("figures: " + ", ".join(str(p) for p in paths))
-        except ImportError:
-            console.print("figures skipped: matplotlib is not installed (pip install 'gapbench[plot]')")
+        write_figures(console, "train_figures", writer)
     console.print(f"results: {writer.path} and {writer.csv_path}")
     return 0
 
