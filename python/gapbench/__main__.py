@@ -8,6 +8,7 @@ SUITES = {
     "launch": "gapbench.probes.launch",
     "blas": "gapbench.probes.blas",
     "train": "gapbench.probes.train",
+    "suite": "gapbench.probes.suite",
 }
 
 
@@ -18,6 +19,7 @@ def main(argv: list[str] | None = None) -> int:
               "  launch    kernel-launch latency, raw probe vs frameworks (paper Table 6)\n"
               "  blas      GEMM/GEMV/VJP/copy throughput vs the measured roofline (Figures 5-7)\n"
               "  train     GPT-2/Whisper training steps: phases, memory, energy (Tables 2-5, Figures 2-4)\n"
+              "  suite     the community seed suites: BERT matrix, ResNet50, DistilBERT, LLM generation\n"
               "  backends  what this machine has, and why not\n"
               "  csv FILE  export a result JSON to CSV on stdout")
         return 0 if argv else 2

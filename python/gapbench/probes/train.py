@@ -789,13 +789,15 @@ def _roofline_for(case: Case) -> dict:
 
 
 # ============================================================== sweep, processes
-def run_in_subprocess(case: Case, timeout_s: float, progress=None) -> list[Record]:
-    """One case in a fresh Python process: a clean memory timeline, and a crash (or the OS
-    killing it for memory) is an error row instead of the end of the sweep."""
+def run_in_subprocess(case, timeout_s: float, progress=None, module: str = "gapbench.probes.train",
+                      error_record=None) -> list[Record]:
+    """One case (a dataclass) in a fresh Python process running `module --worker CASE OUT`: a
+    clean memory timeline, and a crash (or the OS killing it for memory) is an error row made by
+    `error_record(reason)` instead of the end of the sweep."""
     with tempfile.TemporaryDirectory(prefix="gapbench-train-") as d:
         cpath, opath = Path(d) / "case.json", Path(d) / "records.json"
         cpath.write_text(json.dumps(asdict(case)))
-        cmd = [sys.executable, "-m", "gapbench.probes.train", "--worker", str(cpath), str(opath)]
+        cmd = [sys.executable, "-m", module, "--worker", str(cpath), str(opath)]
         try:
             p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
             tail: list[str] = []
@@ -819,9 +821,13 @@ def run_in_subprocess(case: Case, timeout_s: float, progress=None) -> list[Recor
         why = "timed out" if rc is None or time.monotonic() > t_end else f"exited with status {rc}"
         if rc is not None and rc < 0:
             why = f"was killed by signal {-rc}" + (" (SIGKILL: often the OS out-of-memory killer)" if rc == -9 else "")
+        reason = f"the case's process {why}: " + " | ".join(tail[-3:])[:600]
+        if error_record is not None:
+            rec = error_record(reason)
+            rec.params["stderr_tail"] = tail
+            return [rec]
         return [Record(probe=PROBE, backend=case.backend, variant=case.resolved().impl, metric="step", status=ERROR,
-                       reason=f"the case's process {why}: " + " | ".join(tail[-3:])[:600],
-                       params={"case": asdict(case.resolved()), "label": case.resolved().label(), "stderr_tail": tail})]
+                       reason=reason, params={"case": asdict(case.resolved()), "label": case.resolved().label(), "stderr_tail": tail})]
 
 
 def worker(case_path: str, out_path: str) -> int:

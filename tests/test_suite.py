@@ -1,0 +1,168 @@
+"""bench.suite: every seed workload on a tiny configuration on the CPU, the seeds' flags, the
+seed-layout CSVs, out-of-memory and machine-limit rows."""
+from __future__ import annotations
+
+import errno
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from gapbench.probes import suite as su  # noqa: E402
+from gapbench.result import ERROR, FAILED, OK, UNAVAILABLE  # noqa: E402
+
+Q = dict(steps=3, warmup=1)
+
+
+@pytest.mark.parametrize("ex, model, mode, seq", [
+    ("bert", "tiny-bert", "training", 32),
+    ("bert", "tiny-bert", "inference", 32),
+    ("distilbert-imdb", "tiny-distilbert", "training", 32),
+])
+def test_text_workloads_run_and_are_checked(ex, model, mode, seq):
+    (r,) = su.run_case(su.Case(ex, "torch-cpu", 2, mode, seq, model, **Q))
+    assert r.status == OK, r.reason
+    assert len(r.samples_s) == 3 and r.verified and r.work["items"] == 2
+    assert r.rates()["items_per_s"] == pytest.approx(2 / r.summary().median)
+    if mode == "training":
+        assert "ln(classes)" in r.verify_detail and all(np.isfinite(r.params["losses"]))
+
+
+def test_distilbert_trains_only_the_top_block_and_the_classifier():
+    m, how, _, _ = su.build_model(su.Case("distilbert-imdb", "torch-cpu", 2, model="tiny-distilbert"))
+    trainable = {n.split(".")[0] + "." + n.split(".")[1] if n.startswith("distilbert") else n.split(".")[0]
+                 for n, p in m.named_parameters() if p.requires_grad}
+    assert trainable == {"distilbert.transformer", "pre_classifier", "classifier"}
+    top = [n for n, p in m.named_parameters() if p.requires_grad and n.startswith("distilbert")]
+    assert top and all(n.startswith("distilbert.transformer.layer.1.") for n in top)  # the last of 2 blocks
+
+
+def test_resnet50_has_the_datasets_classes_and_runs():
+    m, how, _, classes = su.build_model(su.Case("resnet50-cifar100", "torch-cpu", 2))
+    assert classes == 100 and 23e6 < sum(p.numel() for p in m.parameters()) < 24e6  # ResNet-50 with a 100-way head
+    (r,) = su.run_case(su.Case("resnet50-food101", "torch-cpu", 2, image_size=32, **Q))
+    assert r.status == OK, r.reason
+    assert "101 classes" in r.params["data"]
+
+
+def test_llm_generation_counts_real_tokens_and_splits_prompt_from_generation():
+    recs = su.run_case(su.Case("llm-generate", "torch-cpu", 1, "inference", model="tiny-llama", prompt_tokens=12,
+                               new_tokens=5, repeats=2, **Q))
+    m = {r.metric: r for r in recs}
+    assert m["prefill"].status == OK and m["generate"].status == OK
+    assert m["generate"].params["case"]["new_tokens"] == 5
+    assert m["prefill"].params["generated_tokens"] == [5, 5]
+    assert m["prefill"].work["items"] == 12 and m["generate"].work["items"] == 4
+    (r,) = su.run_case(su.Case("llm-generate", "torch-cpu", 1, "inference", model="tiny-llama", new_tokens=1, **Q))
+    assert r.status == ERROR and "--new-tokens" in r.reason
+
+
+def test_epochs_mode_times_whole_epochs(monkeypatch):
+    monkeypatch.setitem(su.DATASETS, "imdb", dict(classes=2, train=6))
+    (r,) = su.run_case(su.Case("distilbert-imdb", "torch-cpu", 2, "training", 16, "tiny-distilbert", epochs=2, warmup=0))
+    assert r.status == OK and len(r.samples_s) == 6 and r.params["steps_per_epoch"] == 3 and len(r.params["epoch_s"]) == 2
+
+
+def test_local_datasets_for_images_and_text(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    rng = np.random.default_rng(0)
+    img = tmp_path / "cifar"
+    datasets.Dataset.from_dict({"img": [rng.integers(0, 255, (32, 32, 3)).astype(np.uint8) for _ in range(4)],
+                                "fine_label": [1, 5, 99, 3]}).save_to_disk(str(img))
+    (r,) = su.run_case(su.Case("resnet50-cifar100", "torch-cpu", 2, data=str(img), **Q))
+    assert r.status == OK, r.reason
+    assert "dataset" in r.params["data"]
+    txt = tmp_path / "imdb"
+    datasets.Dataset.from_dict({"text": ["a fine film", "dull"] * 3, "label": [1, 0] * 3}).save_to_disk(str(txt))
+    (r,) = su.run_case(su.Case("distilbert-imdb", "torch-cpu", 2, "training", 16, "tiny-distilbert", data=str(txt), **Q))
+    assert r.status == OK and "UTF-8" in r.params["data"]
+    bad = tmp_path / "bad"
+    datasets.Dataset.from_dict({"text": ["x"]}).save_to_disk(str(bad))
+    (r,) = su.run_case(su.Case("distilbert-imdb", "torch-cpu", 2, "training", 16, "tiny-distilbert", data=str(bad), **Q))
+    assert r.status == ERROR and "label column" in r.reason
+
+
+def test_oom_and_open_file_limits_are_rows_that_say_what_to_do(monkeypatch):
+    def oom(case):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+
+    monkeypatch.setattr(su, "build_model", oom)
+    (r,) = su.run_case(su.Case("bert", "torch-cpu", 256, model="tiny-bert"))
+    assert r.status == ERROR and r.reason.startswith("out of memory") and r.params["oom"]
+
+    def emfile(case):
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(su, "build_model", emfile)
+    (r,) = su.run_case(su.Case("bert", "torch-cpu", 2, model="tiny-bert"))
+    assert r.status == ERROR and "ulimit -n" in r.reason
+
+
+def test_a_nan_model_fails_its_check_and_is_not_timed(monkeypatch):
+    orig = su.build_model
+
+    def broken(case):
+        m, how, v, c = orig(case)
+        with torch.no_grad():
+            m.classifier.weight.fill_(float("nan"))
+        return m, how, v, c
+
+    monkeypatch.setattr(su, "build_model", broken)
+    (r,) = su.run_case(su.Case("bert", "torch-cpu", 2, "inference", 16, "tiny-bert", **Q))
+    assert r.status == FAILED and not r.samples_s
+
+
+def test_unknown_model_and_unavailable_backend_rows():
+    (r,) = su.run_case(su.Case("bert", "torch-cpu", 2, model="bert-huge"))
+    assert r.status == ERROR and "bert-base-cased" in r.reason
+    if not torch.cuda.is_available():
+        (r,) = su.run_case(su.Case("bert", "torch-cuda", 2, model="tiny-bert"))
+        assert r.status == UNAVAILABLE and r.reason
+
+
+def test_seed_flags_csv_layout_and_figures(tmp_path):
+    out = tmp_path / "s.json"
+    rc = su.main(["--device", "cpu", "--pre_trained_name", "tiny-bert", "--batch_size", "1, 2", "--mode", "both",
+                  "--sequence_length", "16", "--steps", "2", "--warmup", "0", "--in-process", "--out", str(out),
+                  "--results-root", str(tmp_path / "results")])
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    assert len([r for r in doc["records"] if r["status"] == OK]) == 4
+    (csv,) = list((tmp_path / "results" / "pytorch-apple-silicon-benchmarks").glob("*_synthetic-glue_tiny-bert_torch-cpu.csv"))
+    lines = csv.read_text().splitlines()
+    assert lines[0].startswith("batch_size,sequence_length,mode") and len(lines) == 5
+    assert (tmp_path / "s-bert-s16.png").stat().st_size > 1000
+    # one line per machine: the figure from two result files
+    assert su.main(["--plot", str(out), str(out), "--out", str(tmp_path / "two")]) == 0
+    assert (tmp_path / "two-bert-s16.png").exists()
+
+
+def test_subprocess_cases(tmp_path):
+    from gapbench.probes.train import run_in_subprocess
+
+    c = su.Case("bert", "torch-cpu", 2, "inference", 16, "tiny-bert", **Q)
+    (r,) = run_in_subprocess(c, 300, module="gapbench.probes.suite")
+    assert r.status == OK
+    (r,) = run_in_subprocess(c, 0.001, module="gapbench.probes.suite",
+                             error_record=lambda why: su.Record(probe="suite", backend="torch-cpu", metric="step",
+                                                                status=ERROR, reason=why))
+    assert r.status == ERROR and "process" in r.reason
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--suite", "geekbench"], "unknown suite"),
+    (["--device", "tpu"], "unknown device"),
+    (["--batch_sizes", "16, x"], "bad batch size"),
+    (["--mode", "eval"], "unknown mode"),
+    (["--plot", "/nonexistent.json"], "no such file"),
+])
+def test_bad_input_is_a_clear_error(argv, words, capsys):
+    assert su.main(argv + ["--in-process"]) == 2
+    assert words in capsys.readouterr().out
+
+
+def test_duration_text_as_the_seed_tables():
+    assert su._dur(43) == "43s" and su._dur(149) == "2m 29s" and su._dur(4862) == "1h 21m 2s" and su._dur(0.0154) == "0.0154s"
