@@ -166,3 +166,27 @@ def test_bad_input_is_a_clear_error(argv, words, capsys):
 
 def test_duration_text_as_the_seed_tables():
     assert su._dur(43) == "43s" and su._dur(149) == "2m 29s" and su._dur(4862) == "1h 21m 2s" and su._dur(0.0154) == "0.0154s"
+
+
+def test_llamacpp_generation_on_a_tiny_gguf_written_here(tmp_path):
+    pytest.importorskip("gguf")
+    pytest.importorskip("llama_cpp")
+    import sys
+
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from gguf_tiny import write_tiny_llama_gguf
+
+    path = tmp_path / "tiny.gguf"
+    write_tiny_llama_gguf(path)
+    recs = su.run_case(su.Case("llamacpp-generate", "llama.cpp-cpu", 1, "inference", model="tiny.gguf", prompt_tokens=16,
+                               new_tokens=6, repeats=2, gguf=str(path)))
+    m = {r.metric: r for r in recs}
+    assert m["prefill"].status == OK and m["generate"].status == OK, [r.reason for r in recs]
+    assert m["prefill"].params["generated_tokens"] == [6, 6] and m["generate"].work["items"] == 5
+    (r,) = su.run_case(su.Case("llamacpp-generate", "llama.cpp-cpu", 1, gguf=str(tmp_path / "missing.gguf")))
+    assert r.status == ERROR and "no such file" in r.reason
+
+
+def test_llamacpp_without_a_model_file_says_what_to_pass():
+    (r,) = su.run_case(su.Case("llamacpp-generate", "llama.cpp-cpu", 1))
+    assert r.status in (ERROR, UNAVAILABLE) and ("--gguf" in r.reason or "llama-cpp-python" in r.reason)

@@ -45,9 +45,11 @@ EXPERIMENTS = {
     "resnet50-food101": ("mac-ml-speed-test", "food101", "resnet50"),
     "distilbert-imdb": ("mac-ml-speed-test", "imdb", "distilbert"),
     "llm-generate": ("mac-ml-speed-test", "prompts", "llama"),
+    "llamacpp-generate": ("mac-ml-speed-test", "prompts", "gguf"),
 }
 SUITES = {"bert": ["bert"], "cv": ["resnet50-cifar100", "resnet50-food101"], "nlp": ["distilbert-imdb"],
-          "llm": ["llm-generate"], "mac-ml-speed-test": ["resnet50-cifar100", "resnet50-food101", "distilbert-imdb", "llm-generate"]}
+          "llm": ["llm-generate"], "llamacpp": ["llamacpp-generate"],
+          "mac-ml-speed-test": ["resnet50-cifar100", "resnet50-food101", "distilbert-imdb", "llm-generate"]}
 
 BERT_CONFIGS = {
     "bert-base-cased": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072, vocab_size=28996),
@@ -87,9 +89,10 @@ class Case:
     repeats: int = 5  # llm
     image_size: int = 0  # 0: the dataset's (tests shrink it)
     seed: int = 0
+    gguf: str | None = None  # llama.cpp: the model file
 
     def label(self) -> str:
-        if self.experiment == "llm-generate":
+        if self.experiment in ("llm-generate", "llamacpp-generate"):
             return f"{self.experiment} {self.model} {self.backend} prompt {self.prompt_tokens} + {self.new_tokens} new"
         return f"{self.experiment} {self.model} {self.backend} {self.mode} b{self.batch_size}" + (
             f"x{self.seq_len}" if self.experiment in ("bert", "distilbert-imdb") else "")
@@ -228,13 +231,20 @@ def _is_oom(e: BaseException) -> bool:
 def run_case(case: Case, progress=None) -> list[Record]:
     base = dict(probe=PROBE, backend=case.backend, variant=case.experiment)
     params = {"case": asdict(case), "label": case.label(), "suite": EXPERIMENTS.get(case.experiment, ("?",))[0]}
-    info = bk.info(case.backend)
-    if not info.available:
-        return [Record(**base, metric="step", status=UNAVAILABLE, reason=info.reason, params=params)]
+    if case.experiment == "llamacpp-generate":
+        info = None
+    else:
+        info = bk.info(case.backend)
+        if not info.available:
+            return [Record(**base, metric="step", status=UNAVAILABLE, reason=info.reason, params=params)]
+    say = progress or (lambda s: None)
+    device = dict(info.device) if info else {}
     try:
-        return _run(case, base, params, progress or (lambda s: None), dict(info.device))
+        if info is None:
+            return _run_llamacpp(case, base, params, say)
+        return _run(case, base, params, say, device)
     except CaseError as e:
-        return [Record(**base, metric="step", status=e.status, reason=e.reason, params=params, device=dict(info.device))]
+        return [Record(**base, metric="step", status=e.status, reason=e.reason, params=params, device=device)]
     except OSError as e:
         if e.errno == errno.EMFILE:
             import resource
@@ -244,12 +254,12 @@ def run_case(case: Case, progress=None) -> list[Record]:
                       "or lower the data loader's workers")
         else:
             reason = f"OSError: {e}"
-        return [Record(**base, metric="step", status=ERROR, reason=reason, params=params, device=dict(info.device))]
+        return [Record(**base, metric="step", status=ERROR, reason=reason, params=params, device=device)]
     except Exception as e:
         oom = _is_oom(e)
         params.update(oom=oom, traceback=traceback.format_exc()[-3000:])
         reason = ("out of memory: " if oom else f"{type(e).__name__}: ") + str(e).strip().splitlines()[0][:300]
-        return [Record(**base, metric="step", status=ERROR, reason=reason, params=params, device=dict(info.device))]
+        return [Record(**base, metric="step", status=ERROR, reason=reason, params=params, device=device)]
 
 
 def _run(case: Case, base: dict, params: dict, say, device: dict) -> list[Record]:
@@ -381,6 +391,65 @@ def _run_llm(case, model, vocab, base, params, say, device, torch, dev, rng):
     return [Record(**common, metric="prefill", samples_s=pre, op=f"prompt processing of {P} tokens (+ first token)",
                    work={"items": P}, params=params),
             Record(**common, metric="generate", samples_s=dec, op=f"generation of {N - 1} tokens after the first",
+                   work={"items": N - 1}, params={k: params[k] for k in ("label", "case", "suite")})]
+
+
+def _run_llamacpp(case: Case, base: dict, params: dict, say) -> list[Record]:
+    """llama.cpp through llama-cpp-python on a GGUF file, measured like llm-generate: greedy
+    (top_k=1) generation of exactly N tokens counted from the ids llama.cpp returns; the time to
+    the first token (prompt processing + one token) and the rate of the N-1 after it apart."""
+    try:
+        import llama_cpp
+    except ImportError:
+        raise CaseError(UNAVAILABLE, "llama-cpp-python is not installed (pip install 'gapbench[llamacpp]'; "
+                                     "on a Mac build it with CMAKE_ARGS=-DGGML_METAL=on)") from None
+    if not case.gguf:
+        raise CaseError(ERROR, "llama.cpp needs a model file: --gguf PATH (or --path_to_gguf_model)")
+    if not Path(case.gguf).is_file():
+        raise CaseError(ERROR, f"--gguf {case.gguf}: no such file")
+    P, N = case.prompt_tokens, case.new_tokens
+    if N < 2:
+        raise CaseError(ERROR, "--new-tokens must be >= 2 (prefill and generation are told apart)")
+    gpu = case.backend != "llama.cpp-cpu" and bool(llama_cpp.llama_supports_gpu_offload())
+    llm = llama_cpp.Llama(model_path=case.gguf, n_ctx=max(P + N + 8, 64), n_gpu_layers=-1 if gpu else 0,
+                          seed=case.seed, verbose=False)
+    device = {"name": "llama.cpp " + ("GPU offload (all layers)" if gpu else "CPU"),
+              "llama_cpp_python": getattr(llama_cpp, "__version__", "?")}
+    vocab = llm.n_vocab()
+    if P + N > llm.n_ctx():
+        raise CaseError(ERROR, f"prompt {P} + {N} new tokens exceed the context of {llm.n_ctx()}")
+    rng = np.random.default_rng(case.seed)
+    params.update(data=f"random prompts of {P} token ids (of {vocab})", n_gpu_layers=-1 if gpu else 0, gguf=case.gguf)
+
+    def once(prompt):
+        t0 = time.perf_counter()
+        gen = llm.generate(prompt, top_k=1, temp=0.0, reset=True)
+        ids = [next(gen)]
+        t1 = time.perf_counter()
+        while len(ids) < N:
+            ids.append(next(gen))
+        t2 = time.perf_counter()
+        gen.close()
+        return t1 - t0, t2 - t1, len(ids)
+
+    prompts = [[int(x) for x in rng.integers(3, vocab, P)] for _ in range(case.repeats + 1)]
+    once(prompts[-1])  # warm-up
+    first, rest, counted = [], [], []
+    for r in range(case.repeats):
+        say(f"repetition {r + 1}/{case.repeats}")
+        a, b, n = once(prompts[r])
+        first.append(a)
+        rest.append(b)
+        counted.append(n)
+    if any(n != N for n in counted):
+        return [Record(**base, metric="generate", status=FAILED, reason=f"asked {N} tokens, got {counted}", params=params,
+                       device=device)]
+    params.update(generated_tokens=counted)
+    detail = f"llama.cpp returned exactly {N} token ids each time"
+    common = dict(base, clock="host_wall", device=device, verified=True, verify_detail=detail, warmup=1)
+    return [Record(**common, metric="prefill", samples_s=first, op=f"prompt processing of {P} tokens + the first new token",
+                   work={"items": P}, params=params),
+            Record(**common, metric="generate", samples_s=rest, op=f"generation of {N - 1} tokens after the first",
                    work={"items": N - 1}, params={k: params[k] for k in ("label", "case", "suite")})]
 
 
@@ -529,6 +598,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.suite") -> 
     ap.add_argument("--epochs", type=int, default=0, help="whole epochs of the dataset's train split instead of --steps")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--data", help="a local datasets directory (save_to_disk) for the experiment (default synthetic)")
+    ap.add_argument("--gguf", "--path_to_gguf_model", dest="gguf", help="llama.cpp: a GGUF model file (--suite llamacpp)")
     ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--repeats", "--num_times_per_question", dest="repeats", type=int, default=5)
@@ -605,6 +675,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.suite") -> 
             elif ex.startswith("resnet50"):
                 for b in batches or ([2] if q else [32]):
                     cases.append(Case(ex, backend, b, "training", 0, "resnet50", **common))
+            elif ex == "llamacpp-generate":
+                lb = "llama.cpp-cpu" if backend == "torch-cpu" else "llama.cpp"
+                cases.append(Case(ex, lb, 1, "inference", 0, Path(args.gguf).name if args.gguf else "gguf",
+                                  prompt_tokens=16 if q else args.prompt_tokens, new_tokens=4 if q else args.new_tokens,
+                                  repeats=2 if q else args.repeats, gguf=args.gguf, **common))
             else:
                 model = "tiny-llama" if q else (args.model if args.model and not args.model.startswith("bert") else "llama-small")
                 cases.append(Case(ex, backend, 1, "inference", 0, model, prompt_tokens=16 if q else args.prompt_tokens,
