@@ -10,7 +10,11 @@
 //   dx variant 4: 8 rows' loads in flight, 4x fewer slices. Variant 5: variant 4 in one kernel:
 //     the last slice block to finish a column range sums the slices' partials (no second launch,
 //     whose gap is ~2% of a 16384^2 fp16 pass), and W is read with evict-first loads.
+//   dx variant 6 (sm_90+): variant 4, its reduce kernel launched as a programmatic dependent
+//     (PDL), so the second launch's latency overlaps the slice kernel's tail instead of following it.
 // Run: python -m bench.blas --ops vjp
+#include <stdexcept>
+
 #include "blas_kernels.h"
 #include "dtype.cuh"
 
@@ -56,9 +60,16 @@ __global__ void vjp_dx_partial(const T* __restrict__ W, const T* __restrict__ v,
 
 // Variant 3's slice kernel: the loads of R rows are issued before any of their FMAs, so each
 // thread has R 16-byte loads in flight (HBM latency is covered by loads, not by more warps).
-template <class T, int R>
+template <class T, int R, bool Pdl = false>
 __global__ void vjp_dx_partial_rows(const T* __restrict__ W, const T* __restrict__ v, float* __restrict__ part,
                                     long long m, long long k, long long rows_per_slice) {
+  if constexpr (Pdl) {
+#if __CUDA_ARCH__ >= 900
+    // Variant 6: let the reduce kernel be scheduled now; it waits (griddepcontrol.wait) for
+    // this grid to finish and its writes to be visible, so its launch latency is hidden.
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
+  }
   constexpr int N = Pack<T>::N;
   long long col0 = (blockIdx.x * (long long)blockDim.x + threadIdx.x) * N;
   if (col0 >= k) return;
@@ -165,8 +176,13 @@ __global__ void vjp_dx_fused(const T* __restrict__ W, const T* __restrict__ v, T
   if (threadIdx.x == 0) counters[blockIdx.x] = 0;
 }
 
-template <class T>
+template <class T, bool Pdl = false>
 __global__ void vjp_dx_reduce(const float* __restrict__ part, T* __restrict__ dx, long long k, int slices) {
+  if constexpr (Pdl) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  }
   long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   if (j >= k) return;
   float acc = 0.f;
@@ -212,6 +228,31 @@ long long vjp_dx_work_floats(long long m, long long k, int sms) {
 
 bool launch_vjp_dx(int variant, int dt, const void* W, const void* v, void* dx, float* work, long long m,
                    long long k, int sms, cudaStream_t s) {
+  if (variant == 6) {
+    int dev = 0, major = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (major < 9)
+      throw std::invalid_argument("no variant 6 here: programmatic dependent launch needs sm_90 or newer");
+    if (k % 8 != 0) return false;
+    return dispatch_dtype(dt, [&]<class T>() {
+      long long xblocks, slices, rps;
+      dx_geometry(m, k, Pack<T>::N, sms, &xblocks, &slices, &rps, kDxBlocksPerSmV4);
+      vjp_dx_partial_rows<T, 8, true><<<dim3((unsigned)xblocks, (unsigned)slices), kDxBlock, 0, s>>>(
+          static_cast<const T*>(W), static_cast<const T*>(v), work, m, k, rps);
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = dim3((unsigned)((k + 255) / 256));
+      cfg.blockDim = dim3(256);
+      cfg.stream = s;
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr[0].val.programmaticStreamSerializationAllowed = 1;
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+      cudaLaunchKernelEx(&cfg, vjp_dx_reduce<T, true>, static_cast<const float*>(work), static_cast<T*>(dx), k,
+                         (int)slices);
+    });
+  }
   if (variant == 5) {
     if (k % 8 != 0) return false;  // whole 16-byte packs for every dtype
     return dispatch_dtype(dt, [&]<class T>() {
