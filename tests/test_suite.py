@@ -190,3 +190,39 @@ def test_llamacpp_generation_on_a_tiny_gguf_written_here(tmp_path):
 def test_llamacpp_without_a_model_file_says_what_to_pass():
     (r,) = su.run_case(su.Case("llamacpp-generate", "llama.cpp-cpu", 1))
     assert r.status in (ERROR, UNAVAILABLE) and ("--gguf" in r.reason or "llama-cpp-python" in r.reason)
+
+
+# ------------------------------------------------------------------ the TensorFlow versions
+def test_keras_distilbert_has_distilberts_parameters():
+    pytest.importorskip("tensorflow")
+    import transformers
+
+    from gapbench.models import keras_models as km
+
+    cfg = su.DISTILBERT["tiny-distilbert"]
+    k = km.distilbert(cfg["vocab_size"], cfg["dim"], cfg["n_layers"], cfg["n_heads"], cfg["hidden_dim"], 512, 2)
+    t = transformers.DistilBertForSequenceClassification(transformers.DistilBertConfig(**cfg, num_labels=2))
+    assert k.count_params() == sum(p.numel() for p in t.parameters())
+    # trainable as the seed: the top block and the two head layers
+    top = {"layer_1", "pre_classifier", "classifier"}
+    assert {layer.name for layer in k.layers if layer.trainable and layer.weights} == top
+
+
+@pytest.mark.parametrize("ex, kw", [
+    ("tf-resnet50-cifar100", dict(image_size=32)),
+    ("tf-distilbert-imdb", dict(seq_len=16, model="tiny-distilbert")),
+])
+def test_tensorflow_workloads_run_on_the_cpu(ex, kw):
+    pytest.importorskip("tensorflow")
+    (r,) = su.run_case(su.Case(ex, "tf-cpu", 2, "training", **dict(dict(seq_len=0, model="resnet50"), **kw), **Q))
+    assert r.status == OK, r.reason
+    assert len(r.samples_s) == 3 and r.verified and "tensorflow" in r.device
+
+
+def test_tensorflow_rows_say_why_when_they_cannot_run():
+    tf = pytest.importorskip("tensorflow")
+    if not tf.config.list_physical_devices("GPU"):
+        (r,) = su.run_case(su.Case("tf-resnet50-cifar100", "tf-gpu", 2, image_size=32, **Q))
+        assert r.status == UNAVAILABLE and "GPU" in r.reason
+    (r,) = su.run_case(su.Case("tf-resnet50-cifar100", "torch-cpu", 2, image_size=32, **Q))
+    assert r.status == ERROR and "tf-cpu" in r.reason

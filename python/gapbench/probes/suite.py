@@ -46,9 +46,13 @@ EXPERIMENTS = {
     "distilbert-imdb": ("mac-ml-speed-test", "imdb", "distilbert"),
     "llm-generate": ("mac-ml-speed-test", "prompts", "llama"),
     "llamacpp-generate": ("mac-ml-speed-test", "prompts", "gguf"),
+    "tf-resnet50-cifar100": ("mac-ml-speed-test", "cifar100", "resnet50"),
+    "tf-resnet50-food101": ("mac-ml-speed-test", "food101", "resnet50"),
+    "tf-distilbert-imdb": ("mac-ml-speed-test", "imdb", "distilbert"),
 }
 SUITES = {"bert": ["bert"], "cv": ["resnet50-cifar100", "resnet50-food101"], "nlp": ["distilbert-imdb"],
           "llm": ["llm-generate"], "llamacpp": ["llamacpp-generate"],
+          "tensorflow": ["tf-resnet50-cifar100", "tf-resnet50-food101", "tf-distilbert-imdb"],
           "mac-ml-speed-test": ["resnet50-cifar100", "resnet50-food101", "distilbert-imdb", "llm-generate"]}
 
 BERT_CONFIGS = {
@@ -95,7 +99,7 @@ class Case:
         if self.experiment in ("llm-generate", "llamacpp-generate"):
             return f"{self.experiment} {self.model} {self.backend} prompt {self.prompt_tokens} + {self.new_tokens} new"
         return f"{self.experiment} {self.model} {self.backend} {self.mode} b{self.batch_size}" + (
-            f"x{self.seq_len}" if self.experiment in ("bert", "distilbert-imdb") else "")
+            f"x{self.seq_len}" if self.experiment in ("bert", "distilbert-imdb", "tf-distilbert-imdb") else "")
 
 
 # ============================================================== models and data
@@ -231,8 +235,8 @@ def _is_oom(e: BaseException) -> bool:
 def run_case(case: Case, progress=None) -> list[Record]:
     base = dict(probe=PROBE, backend=case.backend, variant=case.experiment)
     params = {"case": asdict(case), "label": case.label(), "suite": EXPERIMENTS.get(case.experiment, ("?",))[0]}
-    if case.experiment == "llamacpp-generate":
-        info = None
+    if case.experiment == "llamacpp-generate" or case.experiment.startswith("tf-"):
+        info = None  # not a torch backend: the runner checks its own library and device
     else:
         info = bk.info(case.backend)
         if not info.available:
@@ -240,6 +244,8 @@ def run_case(case: Case, progress=None) -> list[Record]:
     say = progress or (lambda s: None)
     device = dict(info.device) if info else {}
     try:
+        if case.experiment.startswith("tf-"):
+            return _run_tf(case, base, params, say)
         if info is None:
             return _run_llamacpp(case, base, params, say)
         return _run(case, base, params, say, device)
@@ -394,6 +400,78 @@ def _run_llm(case, model, vocab, base, params, say, device, torch, dev, rng):
                    work={"items": N - 1}, params={k: params[k] for k in ("label", "case", "suite")})]
 
 
+def _run_tf(case: Case, base: dict, params: dict, say) -> list[Record]:
+    """The TensorFlow versions (mac-ml-speed-test's tensorflow_test_*.py): Keras ResNet50 and a
+    Keras DistilBERT (models/keras_models.py), Adam, `train_on_batch` per step (it returns the
+    loss as a host value, so each step is complete when it returns). Backend tf-cpu or tf-gpu
+    (CUDA, or Metal through tensorflow-metal on a Mac)."""
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        import keras
+        import tensorflow as tf
+    except ImportError:
+        raise CaseError(UNAVAILABLE, "TensorFlow is not installed (pip install 'gapbench[tensorflow]'; "
+                                     "on a Mac also tensorflow-metal)") from None
+    from ..models import keras_models as km
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if case.backend == "tf-gpu" and not gpus:
+        raise CaseError(UNAVAILABLE, "TensorFlow sees no GPU (CUDA build of TensorFlow, or tensorflow-metal on a Mac)")
+    if case.backend not in ("tf-cpu", "tf-gpu"):
+        raise CaseError(ERROR, f"TensorFlow backends are tf-cpu and tf-gpu, not {case.backend}")
+    dev = "/GPU:0" if case.backend == "tf-gpu" else "/CPU:0"
+    device = {"name": (gpus[0].name if case.backend == "tf-gpu" else "cpu"), "tensorflow": tf.__version__}
+    rng = np.random.default_rng(case.seed)
+    tf.random.set_seed(case.seed)
+    ds = DATASETS[EXPERIMENTS[case.experiment][1]]
+    classes, B = ds["classes"], case.batch_size
+    with tf.device(dev):
+        if "resnet50" in case.experiment:
+            size = case.image_size or ds["size"]
+            model = km.resnet50(size, classes)
+            batches = [(rng.standard_normal((B, size, size, 3), dtype=np.float32), rng.integers(0, classes, B))
+                       for _ in range(4)]
+            params["data"] = f"synthetic {size}x{size}x3 images (channels last), {classes} classes"
+            params["model_source"] = "keras.applications.ResNet50, random weights"
+        else:
+            cfg = DISTILBERT.get(case.model) or DISTILBERT["distilbert-base-uncased"]
+            model = km.distilbert(cfg["vocab_size"], cfg["dim"], cfg["n_layers"], cfg["n_heads"], cfg["hidden_dim"],
+                                  512, classes)
+            T = case.seq_len
+            batches = [({"input_ids": rng.integers(0, cfg["vocab_size"], (B, T)).astype(np.int32),
+                         "attention_mask": np.ones((B, T), np.int32)}, rng.integers(0, classes, B)) for _ in range(4)]
+            params["data"] = f"synthetic token ids, {B}x{T}, {classes} classes"
+            params["model_source"] = f"Keras DistilBERT ({case.model or 'distilbert-base-uncased'} sizes), random weights; trainable: top block + head"
+        params.update(params=int(model.count_params()), trainable=int(sum(int(np.prod(w.shape)) for w in model.trainable_weights)))
+        model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        first = float(model.train_on_batch(*batches[0]))
+        expect = math.log(classes)
+        ok = math.isfinite(first) and ("resnet50" in case.experiment or abs(first - expect) < 0.5 * expect)
+        detail = f"first loss {first:.3f} (ln(classes) = {expect:.3f}); every timed step's loss finite"
+        if not ok:
+            return [Record(**base, metric="step", status=FAILED, verified=False, verify_detail=detail, params=params,
+                           reason="the check before timing failed: " + detail, device=device)]
+        for i in range(case.warmup):
+            say(f"warm-up {i + 1}/{case.warmup}")
+            model.train_on_batch(*batches[i % 4])
+        samples, losses = [], []
+        for i in range(case.steps):
+            t0 = time.perf_counter()
+            loss = float(model.train_on_batch(*batches[i % 4]))  # a host float: the step has finished
+            samples.append(time.perf_counter() - t0)
+            losses.append(loss)
+            if not math.isfinite(loss):
+                raise CaseError(FAILED, f"loss became {loss} at step {i}")
+            if i % 10 == 0:
+                say(f"step {i + 1}/{case.steps}")
+    params.update(total_s=sum(samples), steps=case.steps, losses=losses[:10] + losses[-10:])
+    return [Record(**base, metric="step", clock="host_wall", samples_s=samples, warmup=case.warmup,
+                   op="training step (Keras train_on_batch)", work={"items": B}, params=params, verified=True,
+                   verify_detail=detail, device=device)]
+
+
 def _run_llamacpp(case: Case, base: dict, params: dict, say) -> list[Record]:
     """llama.cpp through llama-cpp-python on a GGUF file, measured like llm-generate: greedy
     (top_k=1) generation of exactly N tokens counted from the ids llama.cpp returns; the time to
@@ -505,7 +583,7 @@ def build_table(records: list[Record]):
         if r.probe != PROBE:
             continue
         c = r.params.get("case", {})
-        seq = str(c.get("seq_len")) if c.get("experiment") in ("bert", "distilbert-imdb") else ""
+        seq = str(c.get("seq_len")) if c.get("experiment") in ("bert", "distilbert-imdb", "tf-distilbert-imdb") else ""
         if r.status != OK:
             t.add_row(c.get("experiment", "?"), r.backend, c.get("mode", ""), str(c.get("batch_size", "")), seq, "-",
                       "-", escape(f"{r.status}: {r.reason[:80]}"), "")
@@ -534,7 +612,7 @@ def suite_figures(runs: list, out_prefix: Path) -> list[Path]:
             if r.probe != PROBE or r.status != OK or r.metric != "step":
                 continue
             c = r.params["case"]
-            key = (c["experiment"], c["seq_len"] if c["experiment"] in ("bert", "distilbert-imdb") else None)
+            key = (c["experiment"], c["seq_len"] if c["experiment"] in ("bert", "distilbert-imdb", "tf-distilbert-imdb") else None)
             series.setdefault(key, {}).setdefault(f"{mach} {r.backend} {c['mode']}", []).append(
                 (c["batch_size"], r.summary().median))
     paths = []
@@ -675,6 +753,15 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.suite") -> 
             elif ex.startswith("resnet50"):
                 for b in batches or ([2] if q else [32]):
                     cases.append(Case(ex, backend, b, "training", 0, "resnet50", **common))
+            elif ex.startswith("tf-"):
+                tb = "tf-cpu" if backend == "torch-cpu" else "tf-gpu"
+                for b in batches or ([2] if q else [32]):
+                    if "distilbert" in ex:
+                        m = "tiny-distilbert" if q else "distilbert-base-uncased"
+                        for s_ in seqs or ([16] if q else [512]):
+                            cases.append(Case(ex, tb, b, "training", s_, m, **common))
+                    else:
+                        cases.append(Case(ex, tb, b, "training", 0, "resnet50", **common))
             elif ex == "llamacpp-generate":
                 lb = "llama.cpp-cpu" if backend == "torch-cpu" else "llama.cpp"
                 cases.append(Case(ex, lb, 1, "inference", 0, Path(args.gguf).name if args.gguf else "gguf",
