@@ -9,6 +9,7 @@ SUITES = {
     "blas": "gapbench.probes.blas",
     "train": "gapbench.probes.train",
     "suite": "gapbench.probes.suite",
+    "report": "gapbench.probes.report",
 }
 
 
@@ -20,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
               "  blas      GEMM/GEMV/VJP/copy throughput vs the measured roofline (Figures 5-7)\n"
               "  train     GPT-2/Whisper training steps: phases, memory, energy (Tables 2-5, Figures 2-4)\n"
               "  suite     the community seed suites: BERT matrix, ResNet50, DistilBERT, LLM generation\n"
+              "  report    result files from any machines into one Markdown/HTML report\n"
               "  backends  what this machine has, and why not\n"
               "  csv FILE  export a result JSON to CSV on stdout")
         return 0 if argv else 2

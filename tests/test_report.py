@@ -1,0 +1,131 @@
+"""bench.report: reports built from result files the tests write (several machines, missing
+backends, failed rows), checked against their inputs; A/B verdicts; bad files refused by name."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gapbench import published as pub
+from gapbench.probes import report as rp
+from gapbench.result import ERROR, OK, UNAVAILABLE, Record, RunWriter
+
+
+def _env(gpu: str | None):
+    return {"cpu": "Test CPU", "memory_bytes": 2**34, "time": "2026-11-22T00:00:00+00:00",
+            "nvidia_smi": [{"name": gpu, "driver_version": "1.0", "memory.total": "1000"}] if gpu else []}
+
+
+def _launch_run(path, gpu, raw_us, fw_us, dev_us):
+    w = RunWriter(path, env=_env(gpu), run={"probe": "launch"})
+    n = 50
+    w.add(Record("launch", "native-cuda", "roundtrip", variant="add1", samples_s=[raw_us * 1e-6] * n, clock="host_wall"))
+    w.add(Record("launch", "native-cuda", "cold", variant="add1", samples_s=[40e-6, 50e-6, 60e-6], clock="host_wall"))
+    w.add(Record("launch", "native-cuda", "device_kernel", variant="add1", samples_s=[dev_us * 1e-6 * 100] * n, inner=100,
+                 clock="device_events"))
+    w.add(Record("launch", "torch-cuda", "roundtrip", variant="add", samples_s=[fw_us * 1e-6] * n, clock="host_wall"))
+    w.add(Record("launch", "torch-mps", "all", status=UNAVAILABLE, reason="MPS needs macOS"))
+    w.finish()
+    return path
+
+
+def _train_run(path, gpu, step_s, joules, failed=False):
+    w = RunWriter(path, env=_env(gpu), run={"probe": "train"})
+    lab = "gpt2-large[hf] torch-cuda fp32 b8x1024 pretrain"
+    if failed:
+        w.add(Record("train", "torch-cuda", "step", status=ERROR, reason="out of memory: CUDA out of memory", params={"label": lab}))
+    else:
+        w.add(Record("train", "torch-cuda", "step", samples_s=[step_s * (1 + 0.01 * i) for i in range(10)], clock="host_wall",
+                     work={"items": 8192}, params={"label": lab, "item_unit": "tokens",
+                                                   "energy": {"status": "ok", "joules_per_step": joules}}))
+        for ph, frac in (("forward", 0.33), ("backward", 0.66), ("optimizer", 0.01)):
+            w.add(Record("train", "torch-cuda", ph, samples_s=[step_s * frac] * 10, clock="host_wall", params={"label": lab}))
+    w.finish()
+    return path
+
+
+def test_report_numbers_match_their_inputs(tmp_path):
+    a = _launch_run(tmp_path / "a.json", "GPU A", raw_us=10.0, fw_us=18.0, dev_us=1.5)
+    b = _train_run(tmp_path / "b.json", "GPU B", step_s=1.25, joules=600.0)
+    c = _train_run(tmp_path / "c.json", "GPU C", 0, 0, failed=True)
+    md, page = rp.build([str(a), str(b), str(c)], tmp_path / "rep")
+    text = md.read_text()
+    # launch: launch + wait 10 us raw, 18 us torch; the ladder's dispatch rung is the difference (8)
+    assert "| GPU A (driver 1.0) | torch-cuda | 18 | 8 | 10 | 1.5 | 1.80x |" in text
+    assert "MPS needs macOS" in text  # a missing backend is a row saying why
+    # training: median step of 1.25 * (1 + 0.01 i), i = 0..9 -> 1.25 * 1.045
+    assert f"{1.25 * 1.045:.4g}" in text and "| GPU B (driver 1.0) | gpt2-large[hf] torch-cuda fp32 b8x1024 pretrain | 600 |" in text
+    assert "out of memory" in text  # a failed row stays visible
+    # the paper's numbers are there, marked as published
+    for t, c_, f in pub.TABLE6:
+        assert f"| {t} | {c_ * 1e3:.4g} | {f * 1e3:.4g} |" in text
+    assert text.count("Published, not measured") >= 4
+    assert "2.771" in text and "212.4" in text
+    h = page.read_text()
+    assert h.startswith("<!doctype html>") and "<table>" in h and "GPU A" in h
+
+
+def test_html_embeds_its_figures(tmp_path):
+    pytest.importorskip("matplotlib")
+    b = _train_run(tmp_path / "b.json", "GPU B", step_s=1.0, joules=1.0)
+    md, page = rp.build([str(b)], tmp_path / "rep")
+    h = page.read_text()
+    assert "data:image/png;base64," in h and (tmp_path / "rep" / "fig0-b-steps.png").exists()
+    assert "](fig0-b-steps.png)" in md.read_text()
+
+
+def _rec(samples):
+    return Record("blas", "torch-cuda", "time", variant="", samples_s=samples, clock="device_events",
+                  work={"bytes": 4096 * 4097 * 4.0}, params={"op": "gemv", "dtype": "fp32", "shape_text": "4096x4096"})
+
+
+@pytest.mark.parametrize("a, b, want", [
+    ([1.0, 1.01, 0.99, 1.02, 0.98] * 4, [0.80, 0.81, 0.79, 0.82, 0.78] * 4, "faster"),
+    ([1.0, 1.01, 0.99, 1.02, 0.98] * 4, [1.30, 1.31, 1.29, 1.32, 1.28] * 4, "slower"),
+    ([1.0, 1.01, 0.99, 1.02, 0.98] * 4, [1.005, 1.0, 1.01, 0.995, 0.99] * 4, "same"),
+    ([1.0, 1.5, 0.5, 1.2, 0.8] * 4, [1.5, 2.2, 0.8, 1.85, 1.15] * 4, "unclear"),  # IQRs overlap, medians 50% apart
+])
+def test_ab_verdict_comes_from_the_spread(a, b, want):
+    v, ratio = rp.verdict(_rec(a), _rec(b))
+    assert v == want
+
+
+def test_compare_table_matches_rows_by_key(tmp_path):
+    def run(path, scale):
+        w = RunWriter(path, env=_env("G"), run={"probe": "blas"})
+        w.add(_rec([scale * x * 1e-6 for x in (10, 10.1, 9.9, 10.2, 9.8) * 4]))
+        w.finish()
+        return str(path)
+
+    md, _ = rp.build([run(tmp_path / "a.json", 1.0), run(tmp_path / "b.json", 0.5)], tmp_path / "rep", compare=True)
+    row = next(line for line in md.read_text().splitlines() if line.startswith("| blas | torch-cuda"))
+    assert row.endswith("| 0.500 | faster |")
+    with pytest.raises(rp.SchemaError):
+        rp.build([run(tmp_path / "a.json", 1.0)], tmp_path / "rep2", compare=True)
+
+
+def test_bad_and_foreign_files_are_refused_by_name(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"schema": "gapbench.run", "schema_version": 0, "records": []}))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"hello": 1}))
+    for p, words in ((bad, "not valid JSON"), (old, "schema version 0"), (other, "not a gapbench run file")):
+        assert rp.main([str(p), "--out", str(tmp_path / "r")]) == 2
+        err = capsys.readouterr().err
+        assert str(p) in err and words in err
+
+
+def test_report_of_the_committed_gpu_results(tmp_path):
+    """The report over real result files in docs/results builds and shows their headline numbers."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "docs" / "results"
+    files = [root / "launch-h200-2026-11-22-run5.json", root / "train-h200-2026-11-22-runG-minimal-gpt2-large-run3.json"]
+    if not all(f.exists() for f in files):
+        pytest.skip("docs/results not in this checkout")
+    md, _ = rp.build([str(f) for f in files], tmp_path / "rep")
+    text = md.read_text()
+    assert "NVIDIA H200" in text and "torch-cuda" in text and "0.9194" in text  # minimal GPT-2-large torch step, s
+    assert OK  # the module's status constants are the ones records use
