@@ -129,3 +129,49 @@ def test_report_of_the_committed_gpu_results(tmp_path):
     text = md.read_text()
     assert "NVIDIA H200" in text and "torch-cuda" in text and "0.9194" in text  # minimal GPT-2-large torch step, s
     assert OK  # the module's status constants are the ones records use
+
+
+def test_html_page_draws_its_plots_in_headless_chromium(tmp_path):
+    """Open the HTML page in Debian's chromium, headless, screenshot it, and find the plot's
+    colours in the screenshot: the embedded figures are really drawn, not just present."""
+    import shutil
+    import subprocess
+
+    pytest.importorskip("matplotlib")
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not exe:
+        pytest.skip("no chromium here (Debian: apt-get install chromium; .ci/run installs it)")
+    import matplotlib.image as mpimg
+    import numpy as np
+
+    b = _train_run(tmp_path / "b.json", "GPU B", step_s=1.0, joules=1.0)
+    _, page = rp.build([str(b)], tmp_path / "rep")
+    shot = tmp_path / "shot.png"
+    p = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--screenshot={shot}",
+                        "--window-size=1200,6000", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert shot.exists() and shot.stat().st_size > 10_000, p.stderr[-2000:]
+    img = mpimg.imread(str(shot))[..., :3]
+    img = (img * 255).astype(int) if img.max() <= 1.0 else img.astype(int)
+    # the step figure's bars: matplotlib's tab:blue (31,119,180) forward and tab:orange (255,127,14) backward
+    blue = (np.abs(img - np.array([31, 119, 180])).sum(axis=2) < 30).sum()
+    orange = (np.abs(img - np.array([255, 127, 14])).sum(axis=2) < 30).sum()
+    assert blue > 2000 and orange > 2000, (blue, orange)
+    # and with the figures removed from the page, those colours are gone: the test can fail
+    bare = page.with_name("bare.html")
+    bare.write_text(page.read_text().split("<h3>")[0] + "</body></html>")
+    shot2 = tmp_path / "shot2.png"
+    subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--screenshot={shot2}",
+                    "--window-size=1200,6000", bare.as_uri()], capture_output=True, text=True, timeout=120)
+    img2 = mpimg.imread(str(shot2))[..., :3]
+    img2 = (img2 * 255).astype(int) if img2.max() <= 1.0 else img2.astype(int)
+    assert (np.abs(img2 - np.array([31, 119, 180])).sum(axis=2) < 30).sum() < 50
+
+
+def test_table1_view_shows_measured_peak_and_entered_price(tmp_path, capsys):
+    w = RunWriter(tmp_path / "blas.json", env=_env("GPU Z"), run={"probe": "blas"})
+    w.finish(roofline={"cuda": {"bytes_per_s": {"value": 4e12, "from": "copy"}, "fp32": {"value": 5.25e13, "from": "cublas"}}})
+    assert rp.main([str(tmp_path / "blas.json"), "--out", str(tmp_path / "r"), "--price", "GPU Z=1,234"]) == 0
+    text = (tmp_path / "r" / "report.md").read_text()
+    assert "| fp32 52.5 | 1,234 (entered) |" in text
+    assert rp.main([str(tmp_path / "blas.json"), "--out", str(tmp_path / "r"), "--price", "GPU Z=cheap"]) == 2
+    assert "NAME=USD" in capsys.readouterr().err

@@ -61,17 +61,34 @@ def _ok(r: Record) -> bool:
 
 
 # ============================================================== sections
-def machines_table(runs: list[Run]) -> Table:
+def machines_table(runs: list[Run], prices: dict[str, float] | None = None) -> Table:
+    """Table 1's view of the machines in the report: memory, the peak compute measured on each
+    (the best vendor GEMM of any BLAS run of that machine, per dtype) and the price the user
+    entered (--price NAME=USD, matched against the device name); nothing is looked up."""
+    peaks: dict[str, dict[str, float]] = {}
+    for run in runs:
+        for entries in (run.run.get("roofline") or {}).values():
+            for k, v in entries.items():
+                if k != "bytes_per_s":
+                    cur = peaks.setdefault(machine_of(run), {})
+                    cur[k] = max(cur.get(k, 0.0), v["value"])
     rows = []
     for run in runs:
         mem = run.env.get("memory_bytes")
         gpus = run.env.get("nvidia_smi") or []
-        rows.append([run.path.name, machine_of(run), str(run.env.get("cpu", "")),
+        mach = machine_of(run)
+        pk = peaks.get(mach, {})
+        peak = ", ".join(f"{k} {v / 1e12:.4g}" for k, v in sorted(pk.items())) or "-"
+        price = next((f"{usd:,.0f} (entered)" for name, usd in (prices or {}).items() if name.lower() in mach.lower()), "-")
+        rows.append([run.path.name, mach, str(run.env.get("cpu", "")),
                      f"{mem / 2**30:.0f} GiB" if mem else "?",
-                     f"{gpus[0].get('memory.total')} MiB" if gpus else "-", _date(run), str(run.run.get("probe", "?")),
-                     str(run.env.get("git_sha_checkout") or "-")])
-    return Table("Machines and runs (paper Table 1's role)", ["file", "device", "CPU", "host memory", "GPU memory",
-                                                               "started (UTC)", "suite", "commit"], rows)
+                     f"{gpus[0].get('memory.total')} MiB" if gpus else "-", peak, price, _date(run),
+                     str(run.run.get("probe", "?")), str(run.env.get("git_sha_checkout") or "-")])
+    return Table("Machines and runs (the paper's Table 1 view)", ["file", "device", "CPU", "host memory", "GPU memory",
+                                                                   "measured peak TFLOP/s", "price USD", "started (UTC)",
+                                                                   "suite", "commit"], rows,
+                 note="Peak: the best vendor GEMM per dtype measured on that machine by bench.blas (none: -). "
+                      "Price: as entered with --price, not looked up.")
 
 
 def published_table1() -> Table:
@@ -338,10 +355,10 @@ def figures_for(runs: list[Run], out: Path) -> list[Path]:
     return paths
 
 
-def build(paths: list[str], out: Path, compare: bool = False) -> tuple[Path, Path]:
+def build(paths: list[str], out: Path, compare: bool = False, prices: dict[str, float] | None = None) -> tuple[Path, Path]:
     runs = [load_run(p) for p in paths]
     out.mkdir(parents=True, exist_ok=True)
-    tables = [machines_table(runs), published_table1()]
+    tables = [machines_table(runs, prices), published_table1()]
     if compare:
         if len(runs) != 2:
             raise SchemaError("--compare takes exactly two result files (A then B)")
@@ -359,9 +376,19 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.report") ->
     ap.add_argument("files", nargs="+", help="gapbench result JSON files (any suites, any machines)")
     ap.add_argument("--out", default="report", help="output folder (report.md, report.html, figures)")
     ap.add_argument("--compare", action="store_true", help="also an A/B table of the two files given (A first)")
+    ap.add_argument("--price", action="append", default=[], metavar="NAME=USD",
+                    help="a machine's price for the Table 1 view, matched against its device name (repeatable)")
     args = ap.parse_args(argv)
+    prices = {}
+    for item in args.price:
+        name, _, usd = item.partition("=")
+        try:
+            prices[name.strip()] = float(usd.replace(",", ""))
+        except ValueError:
+            print(f"error: --price {item!r}: use NAME=USD, e.g. --price 'H200=32000'", file=sys.stderr)
+            return 2
     try:
-        md, page = build(args.files, Path(args.out), args.compare)
+        md, page = build(args.files, Path(args.out), args.compare, prices)
     except SchemaError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

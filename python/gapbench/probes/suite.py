@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import json
 import math
 import re
 import sys
@@ -34,6 +33,7 @@ import numpy as np
 
 from .. import registry as bk
 from ..result import ERROR, FAILED, OK, UNAVAILABLE, Record, atomic_write_text
+from .train import CaseError  # a case that cannot run as asked: a row with its reason
 
 PROBE = "suite"
 DEVICES = {"cpu": "torch-cpu", "cuda": "torch-cuda", "mps": "torch-mps"}
@@ -68,12 +68,6 @@ LLAMA = {"llama-small": dict(hidden_size=1024, intermediate_size=2816, num_hidde
                             num_key_value_heads=2, vocab_size=512, max_position_embeddings=256)}
 DATASETS = {"cifar100": dict(size=32, classes=100, train=50_000), "food101": dict(size=224, classes=101, train=75_750),
             "imdb": dict(classes=2, train=25_000), "synthetic-glue": dict(classes=2)}
-
-
-class CaseError(Exception):
-    def __init__(self, status: str, reason: str):
-        super().__init__(reason)
-        self.status, self.reason = status, reason
 
 
 @dataclass
@@ -318,8 +312,7 @@ def _run(case: Case, base: dict, params: dict, say, device: dict) -> list[Record
         ok = bool(torch.isfinite(out).all()) and tuple(out.shape) == (case.batch_size, classes)
         detail = f"logits finite and of shape {(case.batch_size, classes)}"
     if not ok:
-        return [Record(**base, metric="step", status=FAILED, verified=False, verify_detail=detail, params=params,
-                       reason="the check before timing failed: " + detail, device=device)]
+        return _failed_check(base, detail, params, device)
     for i in range(case.warmup):
         say(f"warm-up {i + 1}/{case.warmup}")
         step(i)
@@ -354,6 +347,12 @@ def _run(case: Case, base: dict, params: dict, say, device: dict) -> list[Record
     return [Record(**base, metric="step", clock="host_wall", samples_s=samples, warmup=case.warmup,
                    op=f"{case.mode} step, synchronised start to synchronised end",
                    work={"items": case.batch_size}, params=params, verified=True, verify_detail=detail, device=device)]
+
+
+def _failed_check(base: dict, detail: str, params: dict, device: dict) -> list[Record]:
+    """The row of a case whose check before timing failed: recorded as failed, never timed."""
+    return [Record(**base, metric="step", status=FAILED, verified=False, verify_detail=detail, params=params,
+                   reason="the check before timing failed: " + detail, device=device)]
 
 
 def _run_llm(case, model, vocab, base, params, say, device, torch, dev, rng):
@@ -391,12 +390,21 @@ def _run_llm(case, model, vocab, base, params, say, device, torch, dev, rng):
         pre.append(t1 - t0)
         dec.append(max((t2 - t1) - (t1 - t0), 1e-9))
         counted.append(int(o.shape[1] - P))
+    return _generation_records(base, params, device, "generate()", P, N, pre, dec, counted, warmup=2)
+
+
+def _generation_records(base, params, device, who, P, N, first, rest, counted, warmup) -> list[Record]:
+    """The prefill and generate records of a generation case, after checking that every
+    repetition produced exactly N token ids (counted from the ids, not from text)."""
+    if any(n != N for n in counted):
+        return [Record(**base, metric="generate", status=FAILED, reason=f"asked {N} tokens, got {counted}", params=params,
+                       device=device)]
     params.update(generated_tokens=counted)
-    detail = f"generate() returned exactly {N} new token ids each time"
-    common = dict(base, clock="host_wall", device=device, verified=True, verify_detail=detail, warmup=2)
-    return [Record(**common, metric="prefill", samples_s=pre, op=f"prompt processing of {P} tokens (+ first token)",
+    common = dict(base, clock="host_wall", device=device, verified=True,
+                  verify_detail=f"{who} returned exactly {N} new token ids each time", warmup=warmup)
+    return [Record(**common, metric="prefill", samples_s=first, op=f"prompt processing of {P} tokens + the first new token",
                    work={"items": P}, params=params),
-            Record(**common, metric="generate", samples_s=dec, op=f"generation of {N - 1} tokens after the first",
+            Record(**common, metric="generate", samples_s=rest, op=f"generation of {N - 1} tokens after the first",
                    work={"items": N - 1}, params={k: params[k] for k in ("label", "case", "suite")})]
 
 
@@ -451,8 +459,7 @@ def _run_tf(case: Case, base: dict, params: dict, say) -> list[Record]:
         ok = math.isfinite(first) and ("resnet50" in case.experiment or abs(first - expect) < 0.5 * expect)
         detail = f"first loss {first:.3f} (ln(classes) = {expect:.3f}); every timed step's loss finite"
         if not ok:
-            return [Record(**base, metric="step", status=FAILED, verified=False, verify_detail=detail, params=params,
-                           reason="the check before timing failed: " + detail, device=device)]
+            return _failed_check(base, detail, params, device)
         for i in range(case.warmup):
             say(f"warm-up {i + 1}/{case.warmup}")
             model.train_on_batch(*batches[i % 4])
@@ -519,16 +526,7 @@ def _run_llamacpp(case: Case, base: dict, params: dict, say) -> list[Record]:
         first.append(a)
         rest.append(b)
         counted.append(n)
-    if any(n != N for n in counted):
-        return [Record(**base, metric="generate", status=FAILED, reason=f"asked {N} tokens, got {counted}", params=params,
-                       device=device)]
-    params.update(generated_tokens=counted)
-    detail = f"llama.cpp returned exactly {N} token ids each time"
-    common = dict(base, clock="host_wall", device=device, verified=True, verify_detail=detail, warmup=1)
-    return [Record(**common, metric="prefill", samples_s=first, op=f"prompt processing of {P} tokens + the first new token",
-                   work={"items": P}, params=params),
-            Record(**common, metric="generate", samples_s=rest, op=f"generation of {N - 1} tokens after the first",
-                   work={"items": N - 1}, params={k: params[k] for k in ("label", "case", "suite")})]
+    return _generation_records(base, params, device, "llama.cpp", P, N, first, rest, counted, warmup=1)
 
 
 # ============================================================== seed-layout CSVs, table, figure
@@ -653,10 +651,9 @@ def _ints(text: str, what: str) -> list[int]:
 def main(argv: list[str] | None = None, prog: str = "python -m bench.suite") -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--worker"]:
-        case = Case(**json.loads(Path(argv[1]).read_text()))
-        recs = run_case(case, lambda s: print(f"@progress {s}", file=sys.stderr, flush=True))
-        atomic_write_text(argv[2], json.dumps([r.to_dict() for r in recs]))
-        return 0
+        from .train import worker
+
+        return worker(argv[1], argv[2], Case, run_case)
     from rich.console import Console
 
     from ..cli import open_run

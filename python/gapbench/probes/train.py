@@ -831,11 +831,13 @@ def run_in_subprocess(case, timeout_s: float, progress=None, module: str = "gapb
                        reason=reason, params={"case": asdict(case.resolved()), "label": case.resolved().label(), "stderr_tail": tail})]
 
 
-def worker(case_path: str, out_path: str) -> int:
+def worker(case_path: str, out_path: str, case_cls=None, run=None) -> int:
+    """The child side of run_in_subprocess: read the case, run it, write its records atomically;
+    progress goes to stderr as "@progress ..." lines. Other suites pass their Case and runner."""
     from ..result import atomic_write_text
 
-    case = Case(**json.loads(Path(case_path).read_text()))
-    records = run_case(case, progress=lambda text: print(f"@progress {text}", file=sys.stderr, flush=True))
+    case = (case_cls or Case)(**json.loads(Path(case_path).read_text()))
+    records = (run or run_case)(case, lambda text: print(f"@progress {text}", file=sys.stderr, flush=True))
     atomic_write_text(out_path, json.dumps([r.to_dict() for r in records]))
     return 0
 
