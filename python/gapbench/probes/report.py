@@ -65,19 +65,13 @@ def machines_table(runs: list[Run], prices: dict[str, float] | None = None) -> T
     """Table 1's view of the machines in the report: memory, the peak compute measured on each
     (the best vendor GEMM of any BLAS run of that machine, per dtype) and the price the user
     entered (--price NAME=USD, matched against the device name); nothing is looked up."""
-    peaks: dict[str, dict[str, float]] = {}
-    for run in runs:
-        for entries in (run.run.get("roofline") or {}).values():
-            for k, v in entries.items():
-                if k != "bytes_per_s":
-                    cur = peaks.setdefault(machine_of(run), {})
-                    cur[k] = max(cur.get(k, 0.0), v["value"])
+    peaks = _peaks_by_machine(runs)
     rows = []
     for run in runs:
         mem = run.env.get("memory_bytes")
         gpus = run.env.get("nvidia_smi") or []
         mach = machine_of(run)
-        pk = peaks.get(mach, {})
+        pk = {k: v for k, v in peaks.get(mach, {}).items() if k != "bytes_per_s"}
         peak = ", ".join(f"{k} {v / 1e12:.4g}" for k, v in sorted(pk.items())) or "-"
         price = next((f"{usd:,.0f} (entered)" for name, usd in (prices or {}).items() if name.lower() in mach.lower()), "-")
         rows.append([run.path.name, mach, str(run.env.get("cpu", "")),
@@ -127,9 +121,8 @@ def launch_tables(runs: list[Run]) -> list[Table]:
                         (cls == "metal" and b not in ("torch-mps", "mlx-gpu")) or (cls == "cpu" and not b.endswith("cpu")):
                     continue
                 fw, rw = r.summary().median, raw.summary().median
-                kd = dev.summary().median if dev is not None and _ok(dev) else None
-                ladder.append([mach, b, _s(fw * 1e6), _s((fw - rw) * 1e6), _s(rw * 1e6),
-                               _s(kd * 1e6) if kd else "-", f"{fw / rw:.2f}x"])
+                ladder.append([mach, b, _us(r), _s((fw - rw) * 1e6), _us(raw),
+                               _us(dev) if dev is not None and _ok(dev) else "-", f"{fw / rw:.2f}x", _date(run)])
     out = []
     if rows:
         out.append(Table("Kernel launch (paper Table 6): cold and launch + wait, us, median [p10-p90]",
@@ -138,10 +131,10 @@ def launch_tables(runs: list[Run]) -> list[Table]:
                          ["testbed", "cold launch", "follow-up launch"],
                          [[t, _s(c * 1e3), _s(f * 1e3)] for t, c, f in pub.TABLE6]))
     if ladder:
-        out.append(Table("Overhead ladder, one-element op (us, medians): framework op = framework dispatch + raw launch + wait",
-                         ["machine", "framework", "framework op", "framework dispatch (difference)", "raw launch + wait",
-                          "kernel on the device", "x raw"], ladder,
-                         note="Each rung is measured; 'framework dispatch' is the difference of two measured medians."))
+        out.append(Table("Overhead ladder, one-element op (us, median [p10-p90]): framework op = framework dispatch + raw launch + wait",
+                         ["machine", "framework", "framework op", "framework dispatch (difference of medians)",
+                          "raw launch + wait", "kernel on the device", "x raw", "date"], ladder,
+                         note="Each rung is measured; 'framework dispatch' is the difference of the two measured medians beside it."))
     return out
 
 
@@ -190,17 +183,29 @@ def blas_tables(runs: list[Run]) -> list[Table]:
                 rate = r.rates()
                 txt = (f"{rate['flops_per_s'] / 1e12:.4g} TFLOP/s" if op == "gemm" and rate.get("flops_per_s")
                        else f"{rate.get('bytes_per_s', 0) / 1e9:.4g} GB/s")
-                rows.append([mach, op, dt, shape, name + (f" {r.variant}" if r.variant else ""), _spread(r, 1e6), txt, floor])
+                rows.append([mach, op, dt, shape, name + (f" {r.variant}" if r.variant else ""), _spread(r, 1e6), txt, floor,
+                             _date(run)])
     if not rows:
         return []
     return [Table("BLAS (paper Figures 5-7): per op, the best of each rung, us per op median [p10-p90], and the roofline floor",
-                  ["machine", "op", "dtype", "shape", "backend (best variant)", "us", "rate", "roofline floor us"], rows,
+                  ["machine", "op", "dtype", "shape", "backend (best variant)", "us", "rate", "roofline floor us", "date"], rows,
                   note="Roofline floor: declared bytes (or FLOPs) / the peak copy bandwidth (or vendor GEMM rate) measured in the same run, "
                        "or, where that run measured none, in another run of the same machine given to this report.")]
 
 
+def _peaks_by_machine(runs: list[Run]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for run in runs:
+        for entries in (run.run.get("roofline") or {}).values():
+            for k, v in entries.items():
+                cur = out.setdefault(machine_of(run), {})
+                cur[k] = max(cur.get(k, 0.0), v["value"])
+    return out
+
+
 def train_tables(runs: list[Run]) -> list[Table]:
     rows, energy = [], []
+    peaks = _peaks_by_machine(runs)
     for run in runs:
         mach = machine_of(run)
         by: dict[str, dict[str, Record]] = {}
@@ -215,18 +220,24 @@ def train_tables(runs: list[Run]) -> list[Table]:
                 rows.append([mach, label, f"{st.status}: {st.reason[:80]}", "-", "-", "-", "-", _date(run)])
                 continue
             ph = [(_spread(m[k]) if k in m and _ok(m[k]) else "-") for k in ("forward", "backward", "optimizer")]
-            rows.append([mach, label, _spread(st), *ph, f"{_s(st.rates().get('items_per_s', 0))} {st.params.get('item_unit', '')}/s",
+            prec = {"fp32": "fp32", "amp-fp16": "fp16", "amp-bf16": "bf16"}.get(st.params.get("case", {}).get("precision", ""), "")
+            peak = (st.params.get("roofline") or {}).get("flops_per_s") or peaks.get(mach, {}).get(prec)
+            floor = _s(st.work["flops"] / peak) if peak and st.work.get("flops") else "-"
+            rows.append([mach, label, _spread(st), *ph, floor, f"{_s(st.rates().get('items_per_s', 0))} {st.params.get('item_unit', '')}/s",
                          _date(run)])
             e = st.params.get("energy", {})
-            energy.append([mach, label, f"{e['joules_per_step']:.4g}" if e.get("status") == "ok" else f"unavailable: {e.get('reason', '')}"])
+            energy.append([mach, label, f"{e['joules_per_step']:.4g} over {e.get('steps', '?')} steps, {e.get('window_s', 0):.3g} s"
+                           if e.get("status") == "ok" else f"unavailable: {e.get('reason', '')}", _date(run)])
     if not rows:
         return []
-    return [Table("Training step (paper Table 4), seconds, median [p10-p90]",
-                  ["machine", "case", "step", "forward", "backward", "optimizer", "rate", "date"], rows),
+    return [Table("Training step (paper Table 4), seconds, median [p10-p90], and the roofline floor",
+                  ["machine", "case", "step", "forward", "backward", "optimizer", "roofline floor", "rate", "date"], rows,
+                  note="Roofline floor: the step's counted FLOPs / the peak GEMM rate for its precision measured on that machine."),
             Table(f"Published, not measured: {pub.SOURCE} Table 4 (GPT2-large pre-training without Hugging Face, s per pass)",
                   ["testbed", "batch", "MLX (Macs) / CUDA (A6000)", "MPS"],
                   [[t, str(b), _s(x), _s(y) if y else "-"] for t, b, x, y in pub.TABLE4]),
-            Table("GPU energy per training step (paper Table 5), joules", ["machine", "case", "J/step"], energy),
+            Table("GPU energy per training step (paper Table 5), joules", ["machine", "case", "J/step", "date"], energy,
+                  note="One counter reading over the whole timed window divided by its steps: a mean, so no per-step spread."),
             Table(f"Published, not measured: {pub.SOURCE} Table 5 (Whisper-medium, batch 4, fp32)", ["testbed", "J per iteration"],
                   [[t, _s(j)] for t, j in pub.TABLE5])]
 
