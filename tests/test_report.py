@@ -175,3 +175,16 @@ def test_table1_view_shows_measured_peak_and_entered_price(tmp_path, capsys):
     assert "| fp32 52.5 | 1,234 (entered) |" in text
     assert rp.main([str(tmp_path / "blas.json"), "--out", str(tmp_path / "r"), "--price", "GPU Z=cheap"]) == 2
     assert "NAME=USD" in capsys.readouterr().err
+
+
+def test_bert_matrix_in_the_seeds_layout_beside_its_published_table(tmp_path):
+    w = RunWriter(tmp_path / "s.json", env=_env("GPU S"), run={"probe": "suite"})
+    case = {"experiment": "bert", "model": "bert-base-cased", "mode": "training", "batch_size": 16, "seq_len": 128}
+    w.add(Record("suite", "torch-cuda", "step", variant="bert", samples_s=[0.035] * 100, params={"case": case}))
+    w.add(Record("suite", "torch-cuda", "step", variant="bert", status=ERROR, reason="out of memory: x",
+                 params={"case": dict(case, batch_size=256), "oom": True}))
+    w.finish()
+    md, _ = rp.build([str(tmp_path / "s.json")], tmp_path / "rep")
+    text = md.read_text()
+    assert "| training | 16 | 128 | 3.5s | 2m 29s | 43s | 12s | 31s |" in text
+    assert "| training | 256 | 128 | - | 50m 10s | 18m 1s | - | - |" in text

@@ -256,8 +256,31 @@ def suite_tables(runs: list[Run]) -> list[Table]:
             rows.append([machine_of(run), c.get("experiment", "?") + ("" if r.metric == "step" else f" ({r.metric})"), r.backend,
                          c.get("mode", ""), str(c.get("batch_size", "")), str(c.get("seq_len", "")),
                          _s(sum(r.samples_s)), _spread(r, 1e3) + " ms"])
-    return [Table("Seed suites: total seconds of the timed steps, and per step", ["machine", "experiment", "backend", "mode",
-                                                                                   "batch", "seq", "total s", "per step"], rows)] if rows else []
+    if not rows:
+        return []
+    out = [Table("Seed suites: total seconds of the timed steps, and per step", ["machine", "experiment", "backend", "mode",
+                                                                                "batch", "seq", "total s", "per step"], rows)]
+    # the BERT matrix in the seed's own layout: rows batch x sequence, a column per machine
+    from .suite import _dur
+
+    cols: dict[str, dict[tuple, str]] = {}
+    for run in runs:
+        for r in run.records:
+            c = r.params.get("case", {})
+            if r.probe != "suite" or c.get("experiment") != "bert" or c.get("model") != "bert-base-cased":
+                continue
+            name = f"{machine_of(run)} {r.backend} (measured)"
+            key = (c.get("mode"), c.get("batch_size"), c.get("seq_len"))
+            cols.setdefault(name, {})[key] = _dur(sum(r.samples_s)) if _ok(r) else ("-" if r.params.get("oom") else r.status)
+    if cols:
+        pubcols = list(next(iter(pub.SEED_BERT.values())))
+        keys = [k for k in pub.SEED_BERT if any(k in v for v in cols.values())]
+        out.append(Table("BERT-base in the seed's layout: time for 100 steps (published columns are the seed's, not measured here)",
+                         ["mode", "batch", "seq", *cols, *[f"{m} (published)" for m in pubcols]],
+                         [[k[0], str(k[1]), str(k[2]), *[v.get(k, "") for v in cols.values()],
+                           *[pub.SEED_BERT[k][m] for m in pubcols]] for k in keys],
+                         note=f"Published: {pub.SEED_BERT_SOURCE}."))
+    return out
 
 
 # ============================================================== A/B
