@@ -188,3 +188,15 @@ def test_bert_matrix_in_the_seeds_layout_beside_its_published_table(tmp_path):
     text = md.read_text()
     assert "| training | 16 | 128 | 3.5s | 2m 29s | 43s | 12s | 31s |" in text
     assert "| training | 256 | 128 | - | 50m 10s | 18m 1s | - | - |" in text
+
+
+def test_training_launch_cost_is_an_estimate_from_measured_parts(tmp_path):
+    w = RunWriter(tmp_path / "l.json", env=_env("GPU K"), run={"probe": "launch"})
+    w.add(Record("launch", "native-cuda", "stream_b2b", variant="null", samples_s=[5e-6 * 100] * 20, inner=100,
+                 clock="device_events"))
+    w.finish()
+    t = RunWriter(tmp_path / "t.json", env=_env("GPU K"), run={"probe": "train"})
+    t.add(Record("train", "torch-cuda", "step", samples_s=[0.1] * 5, params={"label": "x", "kernels_per_step": 2000}))
+    t.finish()
+    md, _ = rp.build([str(tmp_path / "l.json"), str(tmp_path / "t.json")], tmp_path / "rep")
+    assert "| 2000 | 0.01 (estimate) |" in md.read_text()  # 2000 kernels x 5 us

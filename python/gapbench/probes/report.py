@@ -203,9 +203,20 @@ def _peaks_by_machine(runs: list[Run]) -> dict[str, dict[str, float]]:
     return out
 
 
+def _launch_floor_by_machine(runs: list[Run]) -> dict[str, float]:
+    """Seconds per back-to-back launch of the native null kernel (as issued), per machine."""
+    out: dict[str, float] = {}
+    for run in runs:
+        for r in run.records:
+            if r.probe == "launch" and r.backend == "native-cuda" and r.variant == "null" and r.metric == "stream_b2b" and _ok(r):
+                out[machine_of(run)] = r.summary().median
+    return out
+
+
 def train_tables(runs: list[Run]) -> list[Table]:
     rows, energy = [], []
     peaks = _peaks_by_machine(runs)
+    floors = _launch_floor_by_machine(runs)
     for run in runs:
         mach = machine_of(run)
         by: dict[str, dict[str, Record]] = {}
@@ -223,16 +234,21 @@ def train_tables(runs: list[Run]) -> list[Table]:
             prec = {"fp32": "fp32", "amp-fp16": "fp16", "amp-bf16": "bf16"}.get(st.params.get("case", {}).get("precision", ""), "")
             peak = (st.params.get("roofline") or {}).get("flops_per_s") or peaks.get(mach, {}).get(prec)
             floor = _s(st.work["flops"] / peak) if peak and st.work.get("flops") else "-"
-            rows.append([mach, label, _spread(st), *ph, floor, f"{_s(st.rates().get('items_per_s', 0))} {st.params.get('item_unit', '')}/s",
-                         _date(run)])
+            kern = st.params.get("kernels_per_step")
+            est = f"{_s(kern * floors[mach])} (estimate)" if kern and mach in floors else "-"
+            rows.append([mach, label, _spread(st), *ph, floor, str(kern) if kern else "-", est,
+                         f"{_s(st.rates().get('items_per_s', 0))} {st.params.get('item_unit', '')}/s", _date(run)])
             e = st.params.get("energy", {})
             energy.append([mach, label, f"{e['joules_per_step']:.4g} over {e.get('steps', '?')} steps, {e.get('window_s', 0):.3g} s"
                            if e.get("status") == "ok" else f"unavailable: {e.get('reason', '')}", _date(run)])
     if not rows:
         return []
     return [Table("Training step (paper Table 4), seconds, median [p10-p90], and the roofline floor",
-                  ["machine", "case", "step", "forward", "backward", "optimizer", "roofline floor", "rate", "date"], rows,
-                  note="Roofline floor: the step's counted FLOPs / the peak GEMM rate for its precision measured on that machine."),
+                  ["machine", "case", "step", "forward", "backward", "optimizer", "roofline floor", "kernels/step",
+                   "launch cost", "rate", "date"], rows,
+                  note="Roofline floor: the step's counted FLOPs / the peak GEMM rate for its precision measured on that machine. "
+                       "Kernels/step: counted by torch's profiler on one extra step. Launch cost is an ESTIMATE: kernels/step x "
+                       "the native null kernel's back-to-back launch time measured by bench.launch on that machine."),
             Table(f"Published, not measured: {pub.SOURCE} Table 4 (GPT2-large pre-training without Hugging Face, s per pass)",
                   ["testbed", "batch", "MLX (Macs) / CUDA (A6000)", "MPS"],
                   [[t, str(b), _s(x), _s(y) if y else "-"] for t, b, x, y in pub.TABLE4]),

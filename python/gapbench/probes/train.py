@@ -434,6 +434,22 @@ class TorchWorkload:
         how += "; the CPU's fused SDPA is not counted)" if self.device == "cpu" else ")"
         return float(fc.get_total_flops()) or None, how
 
+    def kernels_per_step(self) -> int | None:
+        """GPU kernels (and copies/memsets) one training step launches, counted by torch's
+        profiler on one extra, untimed step; None off CUDA. The report multiplies it by the
+        native launch cost to estimate a step's launch overhead (labelled as an estimate)."""
+        if self.device != "cuda":
+            return None
+        from torch.autograd import DeviceType
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            self.forward(0)
+            self.backward(0)
+            self.optimizer(0)
+            self.sync()
+        return sum(1 for e in prof.events() if e.device_type == DeviceType.CUDA)
+
     def items_per_step(self) -> tuple[int, str]:
         if self.family == "whisper":
             return self.case.batch_size, "samples"
@@ -663,6 +679,8 @@ def _run_case(case: Case, base: dict, params: dict, progress) -> list[Record]:
         check_loss(f"warm-up step {i}")
         i += 1
     flops, flops_how = wl.flops_per_step()
+    if not is_mlx:
+        params["kernels_per_step"] = wl.kernels_per_step()
     items, item_unit = wl.items_per_step()
     work = {"items": items}
     if flops:
