@@ -196,7 +196,7 @@ def test_training_launch_cost_is_an_estimate_from_measured_parts(tmp_path):
                  clock="device_events"))
     w.finish()
     t = RunWriter(tmp_path / "t.json", env=_env("GPU K"), run={"probe": "train"})
-    t.add(Record("train", "torch-cuda", "step", samples_s=[0.1] * 5, params={"label": "x", "kernels_per_step": 2000}))
+    t.add(Record("train", "torch-cuda", "step", samples_s=[0.1] * 5, params={"label": "x", "kernels_per_step": 2000, "kernel_time_per_step_s": 0.08}))
     t.finish()
     md, _ = rp.build([str(tmp_path / "l.json"), str(tmp_path / "t.json")], tmp_path / "rep")
-    assert "| 2000 | 0.01 (estimate) |" in md.read_text()  # 2000 kernels x 5 us
+    assert "| 0.08 | 2000 | 0.01 (estimate) |" in md.read_text()  # 2000 kernels x 5 us

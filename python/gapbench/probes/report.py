@@ -236,7 +236,8 @@ def train_tables(runs: list[Run]) -> list[Table]:
             floor = _s(st.work["flops"] / peak) if peak and st.work.get("flops") else "-"
             kern = st.params.get("kernels_per_step")
             est = f"{_s(kern * floors[mach])} (estimate)" if kern and mach in floors else "-"
-            rows.append([mach, label, _spread(st), *ph, floor, str(kern) if kern else "-", est,
+            ktime = st.params.get("kernel_time_per_step_s")
+            rows.append([mach, label, _spread(st), *ph, floor, _s(ktime) if ktime else "-", str(kern) if kern else "-", est,
                          f"{_s(st.rates().get('items_per_s', 0))} {st.params.get('item_unit', '')}/s", _date(run)])
             e = st.params.get("energy", {})
             energy.append([mach, label, f"{e['joules_per_step']:.4g} over {e.get('steps', '?')} steps, {e.get('window_s', 0):.3g} s"
@@ -244,10 +245,10 @@ def train_tables(runs: list[Run]) -> list[Table]:
     if not rows:
         return []
     return [Table("Training step (paper Table 4), seconds, median [p10-p90], and the roofline floor",
-                  ["machine", "case", "step", "forward", "backward", "optimizer", "roofline floor", "kernels/step",
-                   "launch cost", "rate", "date"], rows,
+                  ["machine", "case", "step", "forward", "backward", "optimizer", "roofline floor", "kernels on the device",
+                   "kernels/step", "launch cost", "rate", "date"], rows,
                   note="Roofline floor: the step's counted FLOPs / the peak GEMM rate for its precision measured on that machine. "
-                       "Kernels/step: counted by torch's profiler on one extra step. Launch cost is an ESTIMATE: kernels/step x "
+                       "Kernels/step and their summed time on the device: torch's profiler on one extra step after the timing. Launch cost is an ESTIMATE: kernels/step x "
                        "the native null kernel's back-to-back launch time measured by bench.launch on that machine."),
             Table(f"Published, not measured: {pub.SOURCE} Table 4 (GPT2-large pre-training without Hugging Face, s per pass)",
                   ["testbed", "batch", "MLX (Macs) / CUDA (A6000)", "MPS"],

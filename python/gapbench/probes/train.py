@@ -448,7 +448,9 @@ class TorchWorkload:
             self.backward(0)
             self.optimizer(0)
             self.sync()
-        return sum(1 for e in prof.events() if e.device_type == DeviceType.CUDA)
+        dev = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+        self.kernel_time_s = sum(e.time_range.elapsed_us() for e in dev) * 1e-6  # busy time on the GPU
+        return len(dev)
 
     def items_per_step(self) -> tuple[int, str]:
         if self.family == "whisper":
@@ -763,6 +765,8 @@ def _run_case(case: Case, base: dict, params: dict, progress) -> list[Record]:
         # After all timing: once CUPTI has profiled a process, launches in it stay slower (on
         # the H200 a launch-bound GPT-2 bf16 step went from 34 to 52 ms when counted first).
         params["kernels_per_step"] = wl.kernels_per_step()
+        if params["kernels_per_step"] is not None:
+            params["kernel_time_per_step_s"] = wl.kernel_time_s  # sum of the profiled kernels' durations
     wl.close()
     common = dict(base, device=device)
     pclock = "host_wall" if is_mlx else wl.phase_clock
