@@ -176,6 +176,147 @@ __global__ void vjp_dx_fused(const T* __restrict__ W, const T* __restrict__ v, T
   if (threadIdx.x == 0) counters[blockIdx.x] = 0;
 }
 
+// Variants 7-8: the block splits ROWS among its warps instead of columns. A block owns only 32
+// packs of columns (256 fp16 / 128 fp32: 512 B of every row, four full 128-byte lines per warp
+// load) and its WARPS warps take interleaved groups of R rows of its slice, so at any moment the
+// block streams WARPS*R consecutive rows. The warps' sums meet in shared memory and the block
+// writes ONE partial row of 32*N floats: the partials (and the reduce kernel's loop) shrink by
+// WARPS x against variant 4, whose 66 slices at 16384^2 fp16 wrote and re-read 8.6 MB (1.6% of
+// the pass) and left the reduce 66 dependent-ish L2 loads per column. The R cotangent values a
+// warp needs are loaded as whole 16-byte packs (one load instead of R scalar ones), halving the
+// load instructions per row for 2-byte types.
+template <class T, int R>
+__device__ __forceinline__ void load_v_rows(const T* __restrict__ v, long long g, float (&vi)[R]) {
+  constexpr int N = Pack<T>::N;
+  if constexpr (R % N == 0) {
+#pragma unroll
+    for (int q = 0; q < R / N; ++q) {
+      Pack<T> p = *reinterpret_cast<const Pack<T>*>(v + g + q * N);
+#pragma unroll
+      for (int e = 0; e < N; ++e) vi[q * N + e] = to_f(p.v[e]);
+    }
+  } else {
+#pragma unroll
+    for (int u = 0; u < R; ++u) vi[u] = to_f(v[g + u]);
+  }
+}
+
+// The WARPS warps' column sums through shared memory; returns, for thread t < 32*N, the block's
+// sum for local column t (column order, so the caller's stores are coalesced). The row pitch of
+// N+1 floats keeps both the pack-order writes and the column-order reads bank-conflict free.
+template <int N, int WARPS>
+__device__ __forceinline__ void block_column_sums(const float (&acc)[N], float* red, int lane, int warp) {
+#pragma unroll
+  for (int e = 0; e < N; ++e) red[warp * 32 * (N + 1) + lane * (N + 1) + e] = acc[e];
+  __syncthreads();
+  for (int c = threadIdx.x; c < 32 * N; c += WARPS * 32) {
+    float s = 0.f;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) s += red[w * 32 * (N + 1) + c + c / N];
+    red[WARPS * 32 * (N + 1) + c] = s;
+  }
+  __syncthreads();
+}
+
+template <class T, int R, int WARPS>
+__device__ __forceinline__ void warp_rows_accumulate(const T* __restrict__ W, const T* __restrict__ v,
+                                                     float (&acc)[Pack<T>::N], long long col0, long long r0,
+                                                     long long r1, long long k, int warp) {
+  constexpr int N = Pack<T>::N;
+#pragma unroll
+  for (int e = 0; e < N; ++e) acc[e] = 0.f;
+  for (long long g = r0 + (long long)warp * R; g < r1; g += (long long)WARPS * R) {
+    if (g + R <= r1) {
+      Pack<T> w[R];
+      float vi[R];
+#pragma unroll
+      for (int u = 0; u < R; ++u) w[u] = *reinterpret_cast<const Pack<T>*>(W + (g + u) * k + col0);
+      load_v_rows<T, R>(v, g, vi);
+#pragma unroll
+      for (int u = 0; u < R; ++u)
+#pragma unroll
+        for (int e = 0; e < N; ++e) acc[e] += to_f(w[u].v[e]) * vi[u];
+    } else {
+      for (long long i = g; i < r1; ++i) {
+        Pack<T> w = *reinterpret_cast<const Pack<T>*>(W + i * k + col0);
+        float vi = to_f(v[i]);
+#pragma unroll
+        for (int e = 0; e < N; ++e) acc[e] += to_f(w.v[e]) * vi;
+      }
+    }
+  }
+}
+
+// Variant 7's slice kernel: per block one partial row, then the reduce kernel (PDL on sm_90+).
+template <class T, int R, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32)
+    vjp_dx_warp_rows(const T* __restrict__ W, const T* __restrict__ v, float* __restrict__ part, long long m,
+                     long long k, long long rows_per_slice) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+  constexpr int N = Pack<T>::N;
+  __shared__ float red[(WARPS + 1) * 32 * (N + 1)];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  long long cb = blockIdx.x * 32LL * N;  // the block's first column
+  long long col0 = cb + (long long)lane * N;
+  long long r0 = blockIdx.y * rows_per_slice;
+  long long r1 = r0 + rows_per_slice < m ? r0 + rows_per_slice : m;
+  float acc[N];
+  if (col0 < k) warp_rows_accumulate<T, R, WARPS>(W, v, acc, col0, r0, r1, k, warp);
+  else
+#pragma unroll
+    for (int e = 0; e < N; ++e) acc[e] = 0.f;
+  block_column_sums<N, WARPS>(acc, red, lane, warp);
+  for (int c = threadIdx.x; c < 32 * N && cb + c < k; c += WARPS * 32)
+    part[blockIdx.y * k + cb + c] = red[WARPS * 32 * (N + 1) + c];
+}
+
+// Variant 8: variant 7 in one launch without re-reading partials: each block adds its partial row
+// into an fp32 accumulator with red.global.add (vector form on sm_90, done in L2, no DRAM
+// traffic), and the last block of a column range converts the sums to T and zeroes the
+// accumulator and its counter again for the next call.
+template <class T, int R, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32)
+    vjp_dx_warp_rows_atomic(const T* __restrict__ W, const T* __restrict__ v, T* __restrict__ dx,
+                            float* __restrict__ accum, unsigned* __restrict__ counters, long long m, long long k,
+                            long long rows_per_slice) {
+  constexpr int N = Pack<T>::N;
+  __shared__ float red[(WARPS + 1) * 32 * (N + 1)];
+  __shared__ bool last;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  long long cb = blockIdx.x * 32LL * N;
+  long long col0 = cb + (long long)lane * N;
+  long long r0 = blockIdx.y * rows_per_slice;
+  long long r1 = r0 + rows_per_slice < m ? r0 + rows_per_slice : m;
+  float acc[N];
+  if (col0 < k) warp_rows_accumulate<T, R, WARPS>(W, v, acc, col0, r0, r1, k, warp);
+  else
+#pragma unroll
+    for (int e = 0; e < N; ++e) acc[e] = 0.f;
+  block_column_sums<N, WARPS>(acc, red, lane, warp);
+  const float* sums = red + WARPS * 32 * (N + 1);
+  // k is a multiple of N (checked by the launcher) and cb of 32*N, so 4-float groups never straddle k.
+  for (int c = 4 * threadIdx.x; c < 32 * N && cb + c < k; c += 4 * WARPS * 32) {
+#if __CUDA_ARCH__ >= 900
+    atomicAdd(reinterpret_cast<float4*>(accum + cb + c), make_float4(sums[c], sums[c + 1], sums[c + 2], sums[c + 3]));
+#else
+    for (int e = 0; e < 4; ++e) atomicAdd(accum + cb + c + e, sums[c + e]);
+#endif
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(&counters[blockIdx.x], 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int c = threadIdx.x; c < 32 * N && cb + c < k; c += WARPS * 32) {
+    dx[cb + c] = from_f<T>(__ldcg(accum + cb + c));
+    accum[cb + c] = 0.f;
+  }
+  if (threadIdx.x == 0) counters[blockIdx.x] = 0;
+}
+
 template <class T, bool Pdl = false>
 __global__ void vjp_dx_reduce(const float* __restrict__ part, T* __restrict__ dx, long long k, int slices) {
   if constexpr (Pdl) {
@@ -209,30 +350,103 @@ static constexpr int kDxBlocksPerSmV3 = 16;
 // are 4x fewer.
 static constexpr int kDxBlocksPerSmV4 = 4;
 
-// Partials for the most slices any variant uses, then (variant 5) one counter per column block.
-static long long dx_counter_offset(long long m, long long k, int sms) {
+// Variants 7-8: blocks of 32 column packs; slices so that ~bps blocks per SM are resident, each
+// slice a whole number of R-row groups (so a warp's R cotangent values are one aligned load).
+static void warp_rows_geometry(long long m, long long k, int pack, int warps, int rows, int sms, int bps,
+                               long long* xblocks, long long* slices, long long* rows_per_slice) {
+  *xblocks = (k + 32LL * pack - 1) / (32LL * pack);
+  long long want = ((long long)bps * sms + *xblocks - 1) / *xblocks;
+  long long max_slices = m / ((long long)warps * rows) > 0 ? m / ((long long)warps * rows) : 1;
+  *slices = want < 1 ? 1 : (want > max_slices ? max_slices : want);
+  long long rps = (m + *slices - 1) / *slices;
+  *rows_per_slice = (rps + rows - 1) / rows * rows;
+  *slices = (m + *rows_per_slice - 1) / *rows_per_slice;
+}
+
+// The tuned configuration of variants 7 and 8 (cuda/tune/vjp_dx_sweep.cu measured the others).
+static constexpr int kDxV7Rows = 8, kDxV7Warps = 8, kDxV7BlocksPerSm = 4;
+
+// Workspace layout (floats): [partials: the most slices any variant uses x k]
+// [variant 5's counters, one per column block] [variant 8's fp32 accumulator, k]
+// [variant 8's counters]. Counters and accumulator start zeroed and reset themselves.
+static long long dx_partials_floats(long long m, long long k, int sms) {
   long long most = 1;
-  for (int pack : {4, 8})
+  for (int pack : {4, 8}) {
     for (int bps : {8, kDxBlocksPerSmV3, kDxBlocksPerSmV4}) {
       long long xb, sl, rps;
       dx_geometry(m, k, pack, sms, &xb, &sl, &rps, bps);
       most = sl > most ? sl : most;
     }
-  return (most * k + 3) / 4 * 4;  // 16-byte aligned counters
+    long long xb, sl, rps;
+    warp_rows_geometry(m, k, pack, kDxV7Warps, kDxV7Rows, sms, kDxV7BlocksPerSm, &xb, &sl, &rps);
+    most = sl > most ? sl : most;
+  }
+  return (most * k + 3) / 4 * 4;  // 16-byte aligned from here on
+}
+static long long dx_counter_offset(long long m, long long k, int sms) { return dx_partials_floats(m, k, sms); }
+static long long dx_accum_offset(long long m, long long k, int sms) {
+  long long xblocks = ((k + 3) / 4 + kDxBlock - 1) / kDxBlock;  // most column blocks (fp32 packs)
+  return dx_counter_offset(m, k, sms) + (xblocks + 3) / 4 * 4;
+}
+static long long dx_accum_counter_offset(long long m, long long k, int sms) {
+  return dx_accum_offset(m, k, sms) + (k + 3) / 4 * 4;
 }
 
 long long vjp_dx_work_floats(long long m, long long k, int sms) {
-  long long xblocks = ((k + 3) / 4 + kDxBlock - 1) / kDxBlock;  // most column blocks (fp32 packs)
-  return dx_counter_offset(m, k, sms) + xblocks;
+  return dx_accum_counter_offset(m, k, sms) + (k + 127) / 128;  // variant 8: fp32 packs, 128 columns a block
+}
+
+// Variant 7 (slice kernel + reduce, the reduce a programmatic dependent where sm_90 allows) or
+// variant 8 (one kernel, atomic accumulation), for one (R, WARPS) configuration; the sweep in
+// cuda/tune/ calls this with others.
+template <class T, int R, int WARPS>
+void launch_dx_warp_rows(bool atomic, const T* W, const T* v, T* dx, float* work, long long m, long long k,
+                         int sms, int bps, bool pdl, cudaStream_t s) {
+  long long xblocks, slices, rps;
+  warp_rows_geometry(m, k, Pack<T>::N, WARPS, R, sms, bps, &xblocks, &slices, &rps);
+  dim3 grid((unsigned)xblocks, (unsigned)slices);
+  if (atomic) {
+    vjp_dx_warp_rows_atomic<T, R, WARPS><<<grid, WARPS * 32, 0, s>>>(
+        W, v, dx, work + dx_accum_offset(m, k, sms),
+        reinterpret_cast<unsigned*>(work + dx_accum_counter_offset(m, k, sms)), m, k, rps);
+    return;
+  }
+  vjp_dx_warp_rows<T, R, WARPS><<<grid, WARPS * 32, 0, s>>>(W, v, work, m, k, rps);
+  if (!pdl) {
+    vjp_dx_reduce<T><<<(unsigned)((k + 255) / 256), 256, 0, s>>>(work, dx, k, (int)slices);
+    return;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)((k + 255) / 256));
+  cfg.blockDim = dim3(256);
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cudaLaunchKernelEx(&cfg, vjp_dx_reduce<T, true>, static_cast<const float*>(work), dx, k, (int)slices);
+}
+
+static bool has_sm90() {
+  int dev = 0, major = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  return major >= 9;
 }
 
 bool launch_vjp_dx(int variant, int dt, const void* W, const void* v, void* dx, float* work, long long m,
                    long long k, int sms, cudaStream_t s) {
+  if (variant == 7 || variant == 8) {
+    if (k % 8 != 0) return false;  // whole 16-byte packs for every dtype
+    return dispatch_dtype(dt, [&]<class T>() {
+      launch_dx_warp_rows<T, kDxV7Rows, kDxV7Warps>(variant == 8, static_cast<const T*>(W), static_cast<const T*>(v),
+                                                    static_cast<T*>(dx), work, m, k, sms, kDxV7BlocksPerSm,
+                                                    has_sm90(), s);
+    });
+  }
   if (variant == 6) {
-    int dev = 0, major = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    if (major < 9)
+    if (!has_sm90())
       throw std::invalid_argument("no variant 6 here: programmatic dependent launch needs sm_90 or newer");
     if (k % 8 != 0) return false;
     return dispatch_dtype(dt, [&]<class T>() {

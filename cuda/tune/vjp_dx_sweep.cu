@@ -1,0 +1,225 @@
+// tune/vjp_dx_sweep.cu: how vjp_dx variants 7-8 got their configuration. Measures, in one process
+// and interleaved round by round, cuBLAS (the vendor floor), the library's dx variants 4, 6, 7, 8
+// and variant 7/8's kernels over rows-in-flight R x warps per block x resident blocks per SM,
+// on the shapes where dx is bandwidth-bound. Every configuration is checked against a float64
+// host reference (output poisoned with NaN first) before it is timed; one that fails is reported
+// and not timed. Timing as the harness: a spin kernel holds the device while the host queues the
+// start event and the call, device events, warm-up, then median and p10/p90.
+// Not part of `pip install .` (a tuning tool). Build and run on the GPU machine:
+//   nvcc -O3 -std=c++20 -arch=sm_90 -Icuda cuda/tune/vjp_dx_sweep.cu cuda/cublas_loader.cpp -o /tmp/dx_sweep
+//   /tmp/dx_sweep LIBCUBLAS [samples] > sweep.txt
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "../plain/fill.cuh"
+#include "../plain/plain_check.h"
+#include "../spin.cuh"
+#include "../vjp.cu"
+#include "cublas_loader.h"
+
+using namespace gb::blas;
+
+struct Config {
+  std::string name;
+  std::function<void()> run;
+  std::vector<double> samples;
+  double err = 0;
+  bool ok = false;
+};
+
+static double host_value(const void* p, long long i, int dt) {
+  if (dt == kF32) return static_cast<const float*>(p)[i];
+  unsigned short h = static_cast<const unsigned short*>(p)[i];
+  if (dt == kBF16) {
+    unsigned u = (unsigned)h << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+  __half_raw r;
+  r.x = h;
+  return __half2float(__half(r));
+}
+
+static double pct(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  double pos = q * (v.size() - 1);
+  size_t lo = (size_t)pos;
+  size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - lo);
+}
+
+template <class T>
+static void add_warp_rows(std::vector<Config>& cfgs, const char* tname, const void* W, const void* v, void* dx,
+                          float* big, float* work, long long m, long long k, int sms) {
+  auto add = [&]<int R, int WARPS>() {
+    for (int bps : {2, 4, 8}) {
+      if (bps * WARPS * 32 > 2048) continue;  // more than an SM's resident threads
+      for (int mode = 0; mode < 2; ++mode) {
+        char name[96];
+        std::snprintf(name, sizeof name, "%s R%d W%d bps%d", mode ? "atomic" : "pdl   ", R, WARPS, bps);
+        bool atomic = mode == 1;
+        float* buf = atomic ? work : big;
+        cfgs.push_back({name, [=] {
+                          launch_dx_warp_rows<T, R, WARPS>(atomic, static_cast<const T*>(W), static_cast<const T*>(v),
+                                                           static_cast<T*>(dx), buf, m, k, sms, bps, true, 0);
+                        }});
+      }
+    }
+  };
+  add.template operator()<4, 8>();
+  add.template operator()<8, 4>();
+  add.template operator()<8, 8>();
+  add.template operator()<16, 4>();
+  add.template operator()<16, 8>();
+  (void)tname;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s LIBCUBLAS [samples]\n", argv[0]);
+    return 1;
+  }
+  std::string why;
+  std::string lib = gb::cuda::cublas::load({argv[1]}, &why);
+  if (lib.empty()) {
+    std::fprintf(stderr, "%s\n", why.c_str());
+    return 4;
+  }
+  int samples = argc > 2 ? std::atoi(argv[2]) : 100, warmup = 10;
+  const auto& api = gb::cuda::cublas::api();
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  int drv = 0, rt = 0, khz = 0;
+  cudaDriverGetVersion(&drv);
+  cudaRuntimeGetVersion(&rt);
+  CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+  int sms = prop.multiProcessorCount;
+  std::printf("device %s, %d SMs, driver API %d, runtime %d, cuBLAS %s, %d samples after %d warm-up\n", prop.name,
+              sms, drv, rt, lib.c_str(), samples, warmup);
+  gb::cuda::cublas::Handle h;
+  if (api.create(&h) != 0) return 3;
+  long long hold = (long long)(khz / 1000) * 50;  // ~50 us of SM clocks
+
+  struct Shape {
+    long long m, k;
+  };
+  for (Shape sh : {Shape{16384, 16384}, Shape{8192, 8192}, Shape{4096, 16384}, Shape{16384, 4096}}) {
+    for (int dt : {kF16, kBF16, kF32}) {
+      long long m = sh.m, k = sh.k;
+      size_t es = dt == kF32 ? 4 : 2;
+      void *W, *v, *dx;
+      float *big, *work;
+      long long big_floats = (m / 32 + 1) * k, work_floats = vjp_dx_work_floats(m, k, sms);
+      CHECK(cudaMalloc(&W, m * k * es));
+      CHECK(cudaMalloc(&v, m * es));
+      CHECK(cudaMalloc(&dx, k * es));
+      CHECK(cudaMalloc(&big, big_floats * 4));
+      CHECK(cudaMalloc(&work, work_floats * 4));
+      CHECK(cudaMemset(work, 0, work_floats * 4));  // variant 5/8 counters and accumulator start at zero
+      gb::plain::fill<<<(unsigned)((m * k + 255) / 256), 256>>>(W, m * k, dt, 1);
+      gb::plain::fill<<<(unsigned)((m + 255) / 256), 256>>>(v, m, dt, 2);
+      CHECK(cudaDeviceSynchronize());
+      std::vector<unsigned char> hW(m * k * es), hv(m * es), hdx(k * es);
+      CHECK(cudaMemcpy(hW.data(), W, hW.size(), cudaMemcpyDeviceToHost));
+      CHECK(cudaMemcpy(hv.data(), v, hv.size(), cudaMemcpyDeviceToHost));
+      std::vector<double> ref(k, 0.0);
+      for (long long i = 0; i < m; ++i) {
+        double vi = host_value(hv.data(), i, dt);
+        for (long long j = 0; j < k; ++j) ref[j] += host_value(hW.data(), i * k + j, dt) * vi;
+      }
+      double rn = 0;
+      for (double r : ref) rn += r * r;
+      rn = std::sqrt(rn);
+
+      std::vector<Config> cfgs;
+      cudaDataType t = dt == kF32 ? CUDA_R_32F : (dt == kF16 ? CUDA_R_16F : CUDA_R_16BF);
+      int K = (int)k, M = (int)m;
+      const float one = 1.f, zero = 0.f;
+      cfgs.push_back({"cuBLAS", [=, &api] {
+                        if (dt == kF32)
+                          api.sgemv(h, 0, K, M, &one, (const float*)W, K, (const float*)v, 1, &zero, (float*)dx, 1);
+                        else
+                          api.gemm_ex(h, 0, 0, K, 1, M, &one, W, t, K, v, t, M, &zero, dx, t, K, 68, -1);
+                      }});
+      for (int var : {4, 6, 7, 8}) {
+        char name[32];
+        std::snprintf(name, sizeof name, "library v%d", var);
+        cfgs.push_back({name, [=] { launch_vjp_dx(var, dt, W, v, dx, work, m, k, sms, 0); }});
+      }
+      dispatch_dtype(dt, [&]<class T>() { add_warp_rows<T>(cfgs, "", W, v, dx, big, work, m, k, sms); });
+
+      // Correct before fast: poison, run once, compare with the float64 reference.
+      for (auto& c : cfgs) {
+        CHECK(cudaMemset(dx, 0xFF, k * es));
+        c.run();
+        CHECK(cudaGetLastError());
+        CHECK(cudaDeviceSynchronize());
+        CHECK(cudaMemcpy(hdx.data(), dx, hdx.size(), cudaMemcpyDeviceToHost));
+        double en = 0;
+        bool finite = true;
+        for (long long j = 0; j < k; ++j) {
+          double o = host_value(hdx.data(), j, dt);
+          finite = finite && std::isfinite(o);
+          en += (o - ref[j]) * (o - ref[j]);
+        }
+        c.err = finite ? std::sqrt(en) / rn : INFINITY;
+        double bound = dt == kF32 ? 1e-4 : (dt == kF16 ? 5e-3 : 3e-2);
+        c.ok = c.err <= bound;
+      }
+      cudaEvent_t e0, e1;
+      CHECK(cudaEventCreate(&e0));
+      CHECK(cudaEventCreate(&e1));
+      // Interleaved: each round times every configuration once, so clock or thermal drift lands
+      // on all of them alike.
+      for (int it = 0; it < warmup + samples; ++it) {
+        for (auto& c : cfgs) {
+          if (!c.ok) continue;
+          gb::launch::spin_kernel<<<1, 1>>>(hold);
+          CHECK(cudaEventRecord(e0));
+          c.run();
+          CHECK(cudaEventRecord(e1));
+          CHECK(cudaEventSynchronize(e1));
+          float ms;
+          CHECK(cudaEventElapsedTime(&ms, e0, e1));
+          if (it >= warmup) c.samples.push_back(ms * 1e-3);
+        }
+      }
+      CHECK(cudaGetLastError());
+      double bytes = (double)(m * k + m + k) * es;
+      double cub = pct(cfgs[0].samples, 0.5);
+      std::printf("\nvjp_dx %lldx%lld %s (%.1f MB moved)\n", m, k, dt == kF32 ? "fp32" : (dt == kF16 ? "fp16" : "bf16"),
+                  bytes / 1e6);
+      std::printf("  %-22s %10s %10s %10s %8s %12s %10s\n", "config", "median us", "p10", "p90", "TB/s", "speed/cuBLAS",
+                  "rel.err");
+      for (auto& c : cfgs) {
+        if (!c.ok) {
+          std::printf("  %-22s FAILED verification: rel. error %.3e\n", c.name.c_str(), c.err);
+          continue;
+        }
+        double med = pct(c.samples, 0.5);
+        std::printf("  %-22s %10.2f %10.2f %10.2f %8.3f %11.1f%% %10.2e\n", c.name.c_str(), med * 1e6,
+                    pct(c.samples, 0.1) * 1e6, pct(c.samples, 0.9) * 1e6, bytes / med / 1e12, 100.0 * cub / med,
+                    c.err);
+      }
+      std::fflush(stdout);
+      cudaEventDestroy(e0);
+      cudaEventDestroy(e1);
+      cudaFree(W);
+      cudaFree(v);
+      cudaFree(dx);
+      cudaFree(big);
+      cudaFree(work);
+    }
+  }
+  api.destroy(h);
+  return 0;
+}
