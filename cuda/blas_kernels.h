@@ -18,6 +18,10 @@ long long gemv_work_floats(long long m, long long k, int sms);
 //                                       4 8 rows' loads in flight, 4x fewer slices,
 //                                       5 as 4 in one launch (last slice block reduces); `work`
 //                                         must be zeroed once when allocated (self-resetting counters)
+//                                       6 as 4, the reduce a programmatic dependent launch (sm_90+)
+//                                       7 rows split among a block's warps, one partial row a block
+//                                       8 as 7 in one launch, partial rows added atomically in L2
+//                                       9 TMA ring, equal work per resident block (sm_90+)
 bool launch_vjp_dx(int variant, int dt, const void* W, const void* v, void* dx, float* work, long long m,
                    long long k, int sms, cudaStream_t s);
 long long vjp_dx_work_floats(long long m, long long k, int sms);

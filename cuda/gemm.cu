@@ -23,6 +23,7 @@
 #include "blas_kernels.h"
 #include "dtype.cuh"
 #include "ptx.cuh"
+#include "tensor_map.h"
 
 namespace gb::blas {
 
@@ -506,20 +507,6 @@ int compute_capability() {
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
   return major * 10 + minor;
-}
-
-// cuTensorMapEncodeTiled is a driver API: fetched through the runtime so that the module keeps
-// linking only the static cudart (and imports on machines without a driver).
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      p = nullptr;
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
 }
 
 // A 3-D (inner, outer, batch) map over a row-major batch of matrices, 128-byte swizzled boxes.

@@ -102,6 +102,15 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap* map
       : "memory");
 }
 
+// One TMA tile load of a 2-D tensor map (coordinates innermost first), completing on `bar`.
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], "
+      "[%2];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1)
+      : "memory");
+}
+
 // ------------------------------------------------------------------ wgmma (sm_90a)
 // Shared-memory matrix descriptor, 128-byte swizzle: start address, leading and stride byte
 // offsets, all in 16-byte units (PTX ISA "Matrix Descriptor Format").

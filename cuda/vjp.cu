@@ -13,10 +13,17 @@
 //   dx variant 6 (sm_90+): variant 4, its reduce kernel launched as a programmatic dependent
 //     (PDL), so the second launch's latency overlaps the slice kernel's tail instead of following it.
 // Run: python -m bench.blas --ops vjp
+#include <map>
+#include <mutex>
 #include <stdexcept>
+#include <string>
+#include <tuple>
+#include <type_traits>
 
 #include "blas_kernels.h"
 #include "dtype.cuh"
+#include "ptx.cuh"
+#include "tensor_map.h"
 
 namespace gb::blas {
 
@@ -317,6 +324,102 @@ __global__ void __launch_bounds__(WARPS * 32)
   if (threadIdx.x == 0) counters[blockIdx.x] = 0;
 }
 
+// Variant 9 (sm_90): the Tensor Memory Accelerator streams W. A block owns a contiguous, equal
+// share of all (column block, TR-row tile) units, so every SM gets the same bytes whatever the
+// shape (no slice rounding, no second wave). One thread issues one TMA load per 512 B x TR tile
+// into an S-stage shared-memory ring, so the bytes in flight per SM (up to S x TR x 512) no longer
+// depend on registers and warps; warps only read shared memory and multiply. Rows past m and
+// columns past k arrive as zeros. When its range leaves a column block, the block adds its sums
+// into the fp32 accumulator (red.global.add in L2) and counts the tiles it did there; whoever
+// completes a column block's count writes dx and clears the accumulator, as variant 8.
+template <class T, int NW, int TR, int S>
+__global__ void __launch_bounds__(NW * 32)
+    vjp_dx_tma(const __grid_constant__ CUtensorMap map, const T* __restrict__ v, T* __restrict__ dx,
+               float* __restrict__ accum, unsigned* __restrict__ counters, long long m, long long k,
+               long long row_tiles, long long units) {
+#if __CUDA_ARCH__ >= 900
+  constexpr int N = Pack<T>::N, RPW = TR / NW;  // rows per warp per tile
+  static_assert(TR % NW == 0, "each warp takes whole rows of a tile");
+  extern __shared__ unsigned char vjp_tma_dyn[];
+  // TMA destinations must be 128-byte aligned; the launcher adds 128 bytes of slack.
+  Pack<T>* tiles = reinterpret_cast<Pack<T>*>(vjp_tma_dyn + ((128 - (gb::ptx::smem_addr(vjp_tma_dyn) & 127)) & 127));
+  __shared__ __align__(8) uint64_t full[S];
+  __shared__ float red[(NW + 1) * 32 * (N + 1)];
+  __shared__ bool last;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long u0 = units * blockIdx.x / gridDim.x, u1 = units * (blockIdx.x + 1) / gridDim.x;
+  const int n = (int)(u1 - u0);
+  if (threadIdx.x == 0) {
+    for (int st = 0; st < S; ++st) gb::ptx::mbar_init(&full[st], 1);
+    gb::ptx::mbar_fence_init();
+  }
+  __syncthreads();
+  auto issue = [&](int t) {
+    long long u = u0 + t;
+    gb::ptx::mbar_arrive_expect_tx(&full[t % S], TR * 32 * 16);
+    gb::ptx::tma_load_2d(gb::ptx::smem_addr(tiles + (t % S) * TR * 32), &map, &full[t % S],
+                         (int)((u / row_tiles) * 32 * N), (int)((u % row_tiles) * TR));
+  };
+  if (threadIdx.x == 0)
+    for (int t = 0; t < S && t < n; ++t) issue(t);
+  auto load_v = [&](long long u, float(&vi)[RPW]) {
+    long long g = (u % row_tiles) * TR + (long long)warp * RPW;
+    if (g + RPW <= m) {
+      load_v_rows<T, RPW>(v, g, vi);
+    } else {
+#pragma unroll
+      for (int j = 0; j < RPW; ++j) vi[j] = g + j < m ? to_f(v[g + j]) : 0.f;
+    }
+  };
+  float acc[N], vi[RPW], vn[RPW];
+#pragma unroll
+  for (int e = 0; e < N; ++e) acc[e] = 0.f;
+  if (n > 0) load_v(u0, vi);
+  int t_first = 0;  // this block's first tile in the current column block
+  for (int t = 0; t < n; ++t) {
+    const long long u = u0 + t, cbi = u / row_tiles;
+    if (t + 1 < n) load_v(u + 1, vn);  // one tile ahead: the L2 latency of v hides behind this tile
+    gb::ptx::mbar_wait(&full[t % S], (t / S) & 1);
+    const Pack<T>* tile = tiles + (t % S) * TR * 32;
+#pragma unroll
+    for (int j = 0; j < RPW; ++j) {
+      Pack<T> w = tile[(warp * RPW + j) * 32 + lane];
+#pragma unroll
+      for (int e = 0; e < N; ++e) acc[e] += to_f(w.v[e]) * vi[j];
+    }
+    __syncthreads();  // every warp is done with this stage: it may be refilled
+    if (threadIdx.x == 0 && t + S < n) issue(t + S);
+#pragma unroll
+    for (int j = 0; j < RPW; ++j) vi[j] = vn[j];
+    if (t == n - 1 || (u + 1) / row_tiles != cbi) {  // leaving this column block (block-uniform)
+      block_column_sums<N, NW>(acc, red, lane, warp);
+      const float* sums = red + NW * 32 * (N + 1);
+      const long long cb = cbi * 32 * N;
+      for (int c = 4 * threadIdx.x; c < 32 * N && cb + c < k; c += 4 * NW * 32)
+        atomicAdd(reinterpret_cast<float4*>(accum + cb + c), make_float4(sums[c], sums[c + 1], sums[c + 2], sums[c + 3]));
+      __threadfence();
+      __syncthreads();
+      const unsigned done = (unsigned)(t - t_first + 1);
+      if (threadIdx.x == 0) last = atomicAdd(&counters[cbi], done) + done == (unsigned)row_tiles;
+      __syncthreads();
+      if (last) {
+        __threadfence();
+        for (int c = threadIdx.x; c < 32 * N && cb + c < k; c += NW * 32) {
+          dx[cb + c] = from_f<T>(__ldcg(accum + cb + c));
+          accum[cb + c] = 0.f;
+        }
+        if (threadIdx.x == 0) counters[cbi] = 0;
+      }
+      t_first = t + 1;
+#pragma unroll
+      for (int e = 0; e < N; ++e) acc[e] = 0.f;
+    }
+  }
+#elif defined(__CUDA_ARCH__)
+  __trap();  // built without sm_90 code: the launcher refuses before this can run
+#endif
+}
+
 template <class T, bool Pdl = false>
 __global__ void vjp_dx_reduce(const float* __restrict__ part, T* __restrict__ dx, long long k, int slices) {
   if constexpr (Pdl) {
@@ -428,6 +531,71 @@ void launch_dx_warp_rows(bool atomic, const T* W, const T* v, T* dx, float* work
   cudaLaunchKernelEx(&cfg, vjp_dx_reduce<T, true>, static_cast<const float*>(work), dx, k, (int)slices);
 }
 
+[[noreturn]] static void refuse_dx(int variant, const std::string& why) {
+  throw std::invalid_argument("no variant " + std::to_string(variant) + " here: " + why);
+}
+
+template <class T>
+static CUtensorMap dx_tile_map(const T* W, long long m, long long k, int box_rows) {
+  auto encode = tensor_map_encoder();
+  if (!encode) refuse_dx(9, "cuTensorMapEncodeTiled is not available from this driver");
+  constexpr CUtensorMapDataType type = std::is_same_v<T, float>    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                       : std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                   : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  CUtensorMap map{};
+  cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)m};
+  cuuint64_t strides[1] = {(cuuint64_t)(k * sizeof(T))};
+  cuuint32_t box[2] = {(cuuint32_t)(32 * Pack<T>::N), (cuuint32_t)box_rows}, estr[2] = {1, 1};
+  CUresult rc = encode(&map, type, 2, const_cast<T*>(W), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                       CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (rc != CUDA_SUCCESS) throw std::runtime_error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(rc));
+  return map;
+}
+
+// Variant 9 for one (warps, tile rows, stages) configuration; the sweep in cuda/tune/ calls others.
+// One grid of exactly the resident blocks (occupancy set by the ring's shared memory).
+template <class T, int NW, int TR, int S>
+void launch_dx_tma(const T* W, const T* v, T* dx, float* work, long long m, long long k, int sms, cudaStream_t s) {
+  constexpr int SMEM = S * TR * 32 * 16 + 128;
+  static std::once_flag once;
+  static cudaError_t rc = cudaSuccess;
+  static int binary = 0, resident = 0;
+  std::call_once(once, [] {
+    cudaFuncAttributes fa{};
+    rc = cudaFuncGetAttributes(&fa, vjp_dx_tma<T, NW, TR, S>);
+    binary = fa.binaryVersion;
+    if (rc == cudaSuccess)
+      rc = cudaFuncSetAttribute(vjp_dx_tma<T, NW, TR, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    if (rc == cudaSuccess)
+      rc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, vjp_dx_tma<T, NW, TR, S>, NW * 32, SMEM);
+  });
+  if (rc != cudaSuccess || binary < 90)
+    refuse_dx(9, "this build has no sm_90 code for the TMA kernel (binary sm_" + std::to_string(binary) + ")");
+  if (m > INT32_MAX || k > INT32_MAX) refuse_dx(9, "TMA coordinates are 32-bit: m and k must fit");
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, long long, long long>, CUtensorMap> cache;
+  CUtensorMap map;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto key = std::make_tuple(static_cast<const void*>(W), m, k);
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      if (cache.size() > 64) cache.clear();
+      it = cache.emplace(key, dx_tile_map(W, m, k, TR)).first;
+    }
+    map = it->second;
+  }
+  long long row_tiles = (m + TR - 1) / TR, xblocks = (k + 32LL * Pack<T>::N - 1) / (32LL * Pack<T>::N);
+  long long units = row_tiles * xblocks, grid = (long long)(resident > 0 ? resident : 1) * sms;
+  if (grid > units) grid = units;
+  vjp_dx_tma<T, NW, TR, S><<<(unsigned)grid, NW * 32, SMEM, s>>>(
+      map, v, dx, work + dx_accum_offset(m, k, sms),
+      reinterpret_cast<unsigned*>(work + dx_accum_counter_offset(m, k, sms)), m, k, row_tiles, units);
+}
+
+static constexpr int kDxV9Warps = 8, kDxV9Rows = 64, kDxV9Stages = 4;
+
 static bool has_sm90() {
   int dev = 0, major = 0;
   cudaGetDevice(&dev);
@@ -437,6 +605,14 @@ static bool has_sm90() {
 
 bool launch_vjp_dx(int variant, int dt, const void* W, const void* v, void* dx, float* work, long long m,
                    long long k, int sms, cudaStream_t s) {
+  if (variant == 9) {
+    if (!has_sm90()) refuse_dx(9, "the Tensor Memory Accelerator needs sm_90 or newer");
+    if (k % 8 != 0) return false;  // 16-byte row pitch for the TMA, every dtype
+    return dispatch_dtype(dt, [&]<class T>() {
+      launch_dx_tma<T, kDxV9Warps, kDxV9Rows, kDxV9Stages>(static_cast<const T*>(W), static_cast<const T*>(v),
+                                                          static_cast<T*>(dx), work, m, k, sms, s);
+    });
+  }
   if (variant == 7 || variant == 8) {
     if (k % 8 != 0) return false;  // whole 16-byte packs for every dtype
     return dispatch_dtype(dt, [&]<class T>() {

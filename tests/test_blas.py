@@ -175,11 +175,33 @@ def test_every_cuda_variant_verifies_on_gpu(tmp_path):
     tensor_core_fp32 = {("gemm", v, "fp32") for v in ("v4", "v6", "v7", "v8")}  # fp16/bf16-only variants
     na = [r for r in recs if r.status == NOT_APPLICABLE
           and (r.params["op"], r.variant, r.params["dtype"]) not in tensor_core_fp32]
-    # the only other refusals allowed: the Hopper variants (wgmma GEMM v7/v8, PDL vjp_dx v6) on a
-    # GPU older than sm_90, saying so
-    hopper = {("gemm", "v7"), ("gemm", "v8"), ("vjp_dx", "v6")}
+    # the only other refusals allowed: the Hopper variants (wgmma GEMM v7/v8, PDL vjp_dx v6, TMA
+    # vjp_dx v9) on a GPU older than sm_90, saying so
+    hopper = {("gemm", "v7"), ("gemm", "v8"), ("vjp_dx", "v6"), ("vjp_dx", "v9")}
     assert all((r.params["op"], r.variant) in hopper and "sm_90" in r.reason for r in na), [(r.variant, r.reason) for r in na]
     assert json.loads(out.read_text())["run"]["roofline"]["cuda"]["bytes_per_s"]["value"] > 0
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not registry.info("native-cuda").available,
+                    reason="needs an NVIDIA GPU and driver: " + registry.info("native-cuda").reason)
+def test_vjp_variants_verify_on_ragged_shapes_on_gpu(tmp_path):
+    # Shapes no tile divides: odd row counts (last row tile / slice partly past m), a last column
+    # block partly past k, a k that is not a multiple of 8 (16-byte-pack variants refuse it), and
+    # fewer rows than one tile. Every variant that runs must match float64.
+    out = tmp_path / "ragged.json"
+    p = run_module("bench.blas", "--ops", "vjp", "--shapes", "1001x1336,77x4104,2049x1000,3x264,129x100",
+                   "--samples", "3", "--warmup", "1", "--no-progress", "--no-plain", "--backends", "native-cuda",
+                   "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    recs = [r for r in load_run(out).records if r.backend == "native-cuda" and r.variant.startswith("v")]
+    ran = [r for r in recs if r.status != NOT_APPLICABLE]
+    assert {r.params["shape_text"] for r in ran} == {"1001x1336", "77x4104", "2049x1000", "3x264", "129x100"}
+    assert all(r.status == OK and r.verified for r in ran), [(r.variant, r.params["shape_text"], r.reason)
+                                                              for r in ran if r.status != OK]
+    for v in ("v7", "v8", "v9"):
+        assert any(r.variant == v and r.params["op"] == "vjp_dx" and r.params["shape_text"] == "77x4104"
+                   and r.status == OK for r in recs), v
 
 
 @pytest.mark.apple

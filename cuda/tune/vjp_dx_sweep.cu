@@ -1,6 +1,7 @@
-// tune/vjp_dx_sweep.cu: how vjp_dx variants 7-8 got their configuration. Measures, in one process
-// and interleaved round by round, cuBLAS (the vendor floor), the library's dx variants 4, 6, 7, 8
-// and variant 7/8's kernels over rows-in-flight R x warps per block x resident blocks per SM,
+// tune/vjp_dx_sweep.cu: how vjp_dx variants 7-9 got their configurations. Measures, in one process
+// and interleaved round by round, cuBLAS (the vendor floor), the library's dx variants 4, 6-9,
+// variant 7/8's kernels over rows-in-flight R x warps per block x blocks per SM, and variant 9's
+// TMA ring over warps x tile rows x stages,
 // on the shapes where dx is bandwidth-bound. Every configuration is checked against a float64
 // host reference (output poisoned with NaN first) before it is timed; one that fails is reported
 // and not timed. Timing as the harness: a spin kernel holds the device while the host queues the
@@ -79,8 +80,29 @@ static void add_warp_rows(std::vector<Config>& cfgs, const char* tname, const vo
   add.template operator()<8, 4>();
   add.template operator()<8, 8>();
   add.template operator()<16, 4>();
-  add.template operator()<16, 8>();
   (void)tname;
+}
+
+// Variant 9's TMA ring over warps x tile rows x stages (the grid is whatever is resident).
+template <class T>
+static void add_tma(std::vector<Config>& cfgs, const void* W, const void* v, void* dx, float* work, long long m,
+                    long long k, int sms) {
+  auto add = [&]<int NW, int TR, int S>() {
+    char name[96];
+    std::snprintf(name, sizeof name, "tma    W%d TR%d S%d", NW, TR, S);
+    cfgs.push_back({name, [=] {
+                      launch_dx_tma<T, NW, TR, S>(static_cast<const T*>(W), static_cast<const T*>(v),
+                                                  static_cast<T*>(dx), work, m, k, sms, 0);
+                    }});
+  };
+  add.template operator()<8, 64, 4>();
+  add.template operator()<8, 64, 3>();
+  add.template operator()<8, 64, 6>();
+  add.template operator()<8, 32, 4>();
+  add.template operator()<8, 32, 6>();
+  add.template operator()<4, 32, 4>();
+  add.template operator()<16, 128, 3>();
+  add.template operator()<8, 128, 2>();
 }
 
 int main(int argc, char** argv) {
@@ -150,12 +172,15 @@ int main(int argc, char** argv) {
                         else
                           api.gemm_ex(h, 0, 0, K, 1, M, &one, W, t, K, v, t, M, &zero, dx, t, K, 68, -1);
                       }});
-      for (int var : {4, 6, 7, 8}) {
+      for (int var : {4, 6, 7, 8, 9}) {
         char name[32];
         std::snprintf(name, sizeof name, "library v%d", var);
         cfgs.push_back({name, [=] { launch_vjp_dx(var, dt, W, v, dx, work, m, k, sms, 0); }});
       }
-      dispatch_dtype(dt, [&]<class T>() { add_warp_rows<T>(cfgs, "", W, v, dx, big, work, m, k, sms); });
+      dispatch_dtype(dt, [&]<class T>() {
+        add_tma<T>(cfgs, W, v, dx, work, m, k, sms);
+        add_warp_rows<T>(cfgs, "", W, v, dx, big, work, m, k, sms);
+      });
 
       // Correct before fast: poison, run once, compare with the float64 reference.
       for (auto& c : cfgs) {
