@@ -1,11 +1,14 @@
-// tune/vjp_dx_sweep.cu: how vjp_dx variants 7-9 got their configurations. Measures, in one process
+// tune/vjp_dx_sweep.cu: how vjp_dx variants 7-8 got their configuration (variant 9's TMA ring was
+// swept over warps x tile rows x stages by this file's version in commit 349853d). Measures, in one process
 // and interleaved round by round, cuBLAS (the vendor floor), the library's dx variants 4, 6-9,
-// variant 7/8's kernels over rows-in-flight R x warps per block x blocks per SM, and variant 9's
-// TMA ring over warps x tile rows x stages,
+// and variant 7/8's kernels over rows-in-flight R x warps per block x blocks per SM
 // on the shapes where dx is bandwidth-bound. Every configuration is checked against a float64
 // host reference (output poisoned with NaN first) before it is timed; one that fails is reported
-// and not timed. Timing as the harness: a spin kernel holds the device while the host queues the
-// start event and the call, device events, warm-up, then median and p10/p90.
+// and not timed. Timing as the harness's cold mode: L2 is written over (twice its size) before
+// each call, which also holds the device while the host queues the start event and the call;
+// device events, warm-up, then median and p10/p90. Cold, because the matrices are larger than
+// L2 and configurations are interleaved: a hot L2 would hold the tail of whichever configuration
+// ran before, and a kernel that happens to start where its predecessor ended would win by order.
 // Not part of `pip install .` (a tuning tool). Build and run on the GPU machine:
 //   nvcc -O3 -std=c++20 -arch=sm_90 -Icuda cuda/tune/vjp_dx_sweep.cu cuda/cublas_loader.cpp -o /tmp/dx_sweep
 //   /tmp/dx_sweep LIBCUBLAS [samples] > sweep.txt
@@ -22,7 +25,6 @@
 
 #include "../plain/fill.cuh"
 #include "../plain/plain_check.h"
-#include "../spin.cuh"
 #include "../vjp.cu"
 #include "cublas_loader.h"
 
@@ -62,7 +64,7 @@ template <class T>
 static void add_warp_rows(std::vector<Config>& cfgs, const char* tname, const void* W, const void* v, void* dx,
                           float* big, float* work, long long m, long long k, int sms) {
   auto add = [&]<int R, int WARPS>() {
-    for (int bps : {2, 4, 8}) {
+    for (int bps : {4, 8}) {
       if (bps * WARPS * 32 > 2048) continue;  // more than an SM's resident threads
       for (int mode = 0; mode < 2; ++mode) {
         char name[96];
@@ -83,28 +85,6 @@ static void add_warp_rows(std::vector<Config>& cfgs, const char* tname, const vo
   (void)tname;
 }
 
-// Variant 9's TMA ring over warps x tile rows x stages (the grid is whatever is resident).
-template <class T>
-static void add_tma(std::vector<Config>& cfgs, const void* W, const void* v, void* dx, float* work, long long m,
-                    long long k, int sms) {
-  auto add = [&]<int NW, int TR, int S>() {
-    char name[96];
-    std::snprintf(name, sizeof name, "tma    W%d TR%d S%d", NW, TR, S);
-    cfgs.push_back({name, [=] {
-                      launch_dx_tma<T, NW, TR, S>(static_cast<const T*>(W), static_cast<const T*>(v),
-                                                  static_cast<T*>(dx), work, m, k, sms, 0);
-                    }});
-  };
-  add.template operator()<8, 64, 4>();
-  add.template operator()<8, 64, 3>();
-  add.template operator()<8, 64, 6>();
-  add.template operator()<8, 32, 4>();
-  add.template operator()<8, 32, 6>();
-  add.template operator()<4, 32, 4>();
-  add.template operator()<16, 128, 3>();
-  add.template operator()<8, 128, 2>();
-}
-
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: %s LIBCUBLAS [samples]\n", argv[0]);
@@ -120,16 +100,19 @@ int main(int argc, char** argv) {
   const auto& api = gb::cuda::cublas::api();
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
-  int drv = 0, rt = 0, khz = 0;
+  int drv = 0, rt = 0;
   cudaDriverGetVersion(&drv);
   cudaRuntimeGetVersion(&rt);
-  CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
   int sms = prop.multiProcessorCount;
-  std::printf("device %s, %d SMs, driver API %d, runtime %d, cuBLAS %s, %d samples after %d warm-up\n", prop.name,
+  std::printf("cold L2 (scrubbed before each call); device %s, %d SMs, driver API %d, runtime %d, cuBLAS %s, %d samples after %d warm-up\n", prop.name,
               sms, drv, rt, lib.c_str(), samples, warmup);
   gb::cuda::cublas::Handle h;
   if (api.create(&h) != 0) return 3;
-  long long hold = (long long)(khz / 1000) * 50;  // ~50 us of SM clocks
+  int l2 = 0;
+  CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+  size_t scrub_bytes = 2 * (size_t)l2;
+  void* scrub;
+  CHECK(cudaMalloc(&scrub, scrub_bytes));
 
   struct Shape {
     long long m, k;
@@ -178,7 +161,6 @@ int main(int argc, char** argv) {
         cfgs.push_back({name, [=] { launch_vjp_dx(var, dt, W, v, dx, work, m, k, sms, 0); }});
       }
       dispatch_dtype(dt, [&]<class T>() {
-        add_tma<T>(cfgs, W, v, dx, work, m, k, sms);
         add_warp_rows<T>(cfgs, "", W, v, dx, big, work, m, k, sms);
       });
 
@@ -208,7 +190,7 @@ int main(int argc, char** argv) {
       for (int it = 0; it < warmup + samples; ++it) {
         for (auto& c : cfgs) {
           if (!c.ok) continue;
-          gb::launch::spin_kernel<<<1, 1>>>(hold);
+          CHECK(cudaMemsetAsync(scrub, it & 0xFF, scrub_bytes));
           CHECK(cudaEventRecord(e0));
           c.run();
           CHECK(cudaEventRecord(e1));
