@@ -12,6 +12,14 @@
 //     whose gap is ~2% of a 16384^2 fp16 pass), and W is read with evict-first loads.
 //   dx variant 6 (sm_90+): variant 4, its reduce kernel launched as a programmatic dependent
 //     (PDL), so the second launch's latency overlaps the slice kernel's tail instead of following it.
+//   dx variant 7: a block owns 32 column packs (512 B of each row) and splits the ROWS of its slice
+//     among its warps; the warps' sums meet in shared memory, so a block writes one partial row and
+//     the partials shrink 8x (at 16384^2 fp16, v4's 8.6 MB of partial traffic was 1.6% of the pass).
+//   dx variant 8: variant 7 in one launch with finer blocks: partial rows are added into an fp32
+//     accumulator with red.global.add (done in L2), the last block of a column range converts.
+//   dx variant 9 (sm_90+): a TMA ring streams W tiles into shared memory, equal work per resident
+//     block. Correct, and slower (81-99% of cuBLAS on an H200): kept as the measured negative result.
+// The configurations of 7-8 come from cuda/tune/vjp_dx_sweep.cu (cold L2, interleaved).
 // Run: python -m bench.blas --ops vjp
 #include <map>
 #include <mutex>
@@ -466,8 +474,13 @@ static void warp_rows_geometry(long long m, long long k, int pack, int warps, in
   *slices = (m + *rows_per_slice - 1) / *rows_per_slice;
 }
 
-// The tuned configuration of variants 7 and 8 (cuda/tune/vjp_dx_sweep.cu measured the others).
+// The configurations of variants 7 and 8, from cuda/tune/vjp_dx_sweep.cu on an H200 (cold L2,
+// 12 shape/dtype cases, docs/results/vjp-dx-sweep-h200-2026-11-22-cold.txt): 8 rows in flight
+// per warp and ~32 resident warps per SM in both. Variant 8 uses 4-warp blocks, 8 per SM: the
+// finer blocks were the best configuration in the worst case (97.9% of cuBLAS) and on average
+// (102.7%); with a second launch to amortise (variant 7), 8-warp blocks, 4 per SM, did better.
 static constexpr int kDxV7Rows = 8, kDxV7Warps = 8, kDxV7BlocksPerSm = 4;
+static constexpr int kDxV8Rows = 8, kDxV8Warps = 4, kDxV8BlocksPerSm = 8;
 
 // Workspace layout (floats): [partials: the most slices any variant uses x k]
 // [variant 5's counters, one per column block] [variant 8's fp32 accumulator, k]
@@ -482,7 +495,7 @@ static long long dx_partials_floats(long long m, long long k, int sms) {
     }
     long long xb, sl, rps;
     warp_rows_geometry(m, k, pack, kDxV7Warps, kDxV7Rows, sms, kDxV7BlocksPerSm, &xb, &sl, &rps);
-    most = sl > most ? sl : most;
+    most = sl > most ? sl : most;  // (variant 8 keeps no partials)
   }
   return (most * k + 3) / 4 * 4;  // 16-byte aligned from here on
 }
@@ -616,9 +629,14 @@ bool launch_vjp_dx(int variant, int dt, const void* W, const void* v, void* dx, 
   if (variant == 7 || variant == 8) {
     if (k % 8 != 0) return false;  // whole 16-byte packs for every dtype
     return dispatch_dtype(dt, [&]<class T>() {
-      launch_dx_warp_rows<T, kDxV7Rows, kDxV7Warps>(variant == 8, static_cast<const T*>(W), static_cast<const T*>(v),
-                                                    static_cast<T*>(dx), work, m, k, sms, kDxV7BlocksPerSm,
-                                                    has_sm90(), s);
+      auto w = static_cast<const T*>(W);
+      auto vv = static_cast<const T*>(v);
+      auto out = static_cast<T*>(dx);
+      if (variant == 7)
+        launch_dx_warp_rows<T, kDxV7Rows, kDxV7Warps>(false, w, vv, out, work, m, k, sms, kDxV7BlocksPerSm,
+                                                      has_sm90(), s);
+      else
+        launch_dx_warp_rows<T, kDxV8Rows, kDxV8Warps>(true, w, vv, out, work, m, k, sms, kDxV8BlocksPerSm, false, s);
     });
   }
   if (variant == 6) {

@@ -43,7 +43,7 @@ DX = OpSpec(
               5: "as 4 in one launch: last slice block reduces; evict-first loads",
               6: "as 4, the reduce launched as a programmatic dependent (sm_90+)",
               7: "rows split among a block's warps, one partial row per block, PDL reduce",
-              8: "as 7 in one launch: partial rows added atomically in L2",
+              8: "as 7 in one launch, 4-warp blocks: partial rows added atomically in L2",
               9: "TMA ring streams W, equal work per resident block, atomic finish (sm_90+)"},
     shapes=shapes,
     inputs=lambda s, rng: [uniform(rng, s["m"], s["k"]), uniform(rng, s["m"])],
