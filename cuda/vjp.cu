@@ -262,6 +262,60 @@ __device__ __forceinline__ void warp_rows_accumulate(const T* __restrict__ W, co
   }
 }
 
+// Variants 7-8: the block's column sums over its slice of rows (blockIdx.x: 32 column packs,
+// blockIdx.y: the slice); returns the shared-memory row of 32*N sums.
+template <class T, int R, int WARPS>
+__device__ __forceinline__ const float* slice_column_sums(const T* __restrict__ W, const T* __restrict__ v,
+                                                          float* red, long long m, long long k,
+                                                          long long rows_per_slice) {
+  constexpr int N = Pack<T>::N;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  long long col0 = blockIdx.x * 32LL * N + (long long)lane * N;
+  long long r0 = blockIdx.y * rows_per_slice;
+  long long r1 = r0 + rows_per_slice < m ? r0 + rows_per_slice : m;
+  float acc[N];
+  if (col0 < k) {
+    warp_rows_accumulate<T, R, WARPS>(W, v, acc, col0, r0, r1, k, warp);
+  } else {
+#pragma unroll
+    for (int e = 0; e < N; ++e) acc[e] = 0.f;
+  }
+  block_column_sums<N, WARPS>(acc, red, lane, warp);
+  return red + WARPS * 32 * (N + 1);
+}
+
+// Variants 8-9's finish: add a block's sums for column block `cbi` into the fp32 accumulator
+// (red.global.add, vector form on sm_90: done in L2, no DRAM traffic), then count the `done`
+// units it covered there; the block whose count completes `total` converts the sums to T and
+// zeroes the accumulator and the counter again for the next call. Block-uniform; `last` is shared.
+template <class T, int THREADS>
+__device__ __forceinline__ void add_and_finish(const float* sums, T* __restrict__ dx, float* __restrict__ accum,
+                                               unsigned* __restrict__ counters, long long cbi, long long k,
+                                               unsigned done, unsigned total, bool* last) {
+  constexpr int N = Pack<T>::N;
+  const long long cb = cbi * 32 * N;
+  // k is a multiple of N (checked by the launchers) and cb of 32*N: 4-float groups never straddle k.
+  for (int c = 4 * threadIdx.x; c < 32 * N && cb + c < k; c += 4 * THREADS) {
+#if __CUDA_ARCH__ >= 900
+    atomicAdd(reinterpret_cast<float4*>(accum + cb + c), make_float4(sums[c], sums[c + 1], sums[c + 2], sums[c + 3]));
+#else
+    for (int e = 0; e < 4; ++e) atomicAdd(accum + cb + c + e, sums[c + e]);
+#endif
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) *last = atomicAdd(&counters[cbi], done) + done == total;
+  __syncthreads();
+  if (*last) {
+    __threadfence();
+    for (int c = threadIdx.x; c < 32 * N && cb + c < k; c += THREADS) {
+      dx[cb + c] = from_f<T>(__ldcg(accum + cb + c));
+      accum[cb + c] = 0.f;
+    }
+    if (threadIdx.x == 0) counters[cbi] = 0;
+  }
+}
+
 // Variant 7's slice kernel: per block one partial row, then the reduce kernel (PDL on sm_90+).
 template <class T, int R, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32)
@@ -272,19 +326,9 @@ __global__ void __launch_bounds__(WARPS * 32)
 #endif
   constexpr int N = Pack<T>::N;
   __shared__ float red[(WARPS + 1) * 32 * (N + 1)];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  long long cb = blockIdx.x * 32LL * N;  // the block's first column
-  long long col0 = cb + (long long)lane * N;
-  long long r0 = blockIdx.y * rows_per_slice;
-  long long r1 = r0 + rows_per_slice < m ? r0 + rows_per_slice : m;
-  float acc[N];
-  if (col0 < k) warp_rows_accumulate<T, R, WARPS>(W, v, acc, col0, r0, r1, k, warp);
-  else
-#pragma unroll
-    for (int e = 0; e < N; ++e) acc[e] = 0.f;
-  block_column_sums<N, WARPS>(acc, red, lane, warp);
-  for (int c = threadIdx.x; c < 32 * N && cb + c < k; c += WARPS * 32)
-    part[blockIdx.y * k + cb + c] = red[WARPS * 32 * (N + 1) + c];
+  const float* sums = slice_column_sums<T, R, WARPS>(W, v, red, m, k, rows_per_slice);
+  const long long cb = blockIdx.x * 32LL * N;
+  for (int c = threadIdx.x; c < 32 * N && cb + c < k; c += WARPS * 32) part[blockIdx.y * k + cb + c] = sums[c];
 }
 
 // Variant 8: variant 7 in one launch without re-reading partials: each block adds its partial row
@@ -299,37 +343,8 @@ __global__ void __launch_bounds__(WARPS * 32)
   constexpr int N = Pack<T>::N;
   __shared__ float red[(WARPS + 1) * 32 * (N + 1)];
   __shared__ bool last;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  long long cb = blockIdx.x * 32LL * N;
-  long long col0 = cb + (long long)lane * N;
-  long long r0 = blockIdx.y * rows_per_slice;
-  long long r1 = r0 + rows_per_slice < m ? r0 + rows_per_slice : m;
-  float acc[N];
-  if (col0 < k) warp_rows_accumulate<T, R, WARPS>(W, v, acc, col0, r0, r1, k, warp);
-  else
-#pragma unroll
-    for (int e = 0; e < N; ++e) acc[e] = 0.f;
-  block_column_sums<N, WARPS>(acc, red, lane, warp);
-  const float* sums = red + WARPS * 32 * (N + 1);
-  // k is a multiple of N (checked by the launcher) and cb of 32*N, so 4-float groups never straddle k.
-  for (int c = 4 * threadIdx.x; c < 32 * N && cb + c < k; c += 4 * WARPS * 32) {
-#if __CUDA_ARCH__ >= 900
-    atomicAdd(reinterpret_cast<float4*>(accum + cb + c), make_float4(sums[c], sums[c + 1], sums[c + 2], sums[c + 3]));
-#else
-    for (int e = 0; e < 4; ++e) atomicAdd(accum + cb + c + e, sums[c + e]);
-#endif
-  }
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(&counters[blockIdx.x], 1u) == gridDim.y - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  for (int c = threadIdx.x; c < 32 * N && cb + c < k; c += WARPS * 32) {
-    dx[cb + c] = from_f<T>(__ldcg(accum + cb + c));
-    accum[cb + c] = 0.f;
-  }
-  if (threadIdx.x == 0) counters[blockIdx.x] = 0;
+  const float* sums = slice_column_sums<T, R, WARPS>(W, v, red, m, k, rows_per_slice);
+  add_and_finish<T, WARPS * 32>(sums, dx, accum, counters, blockIdx.x, k, 1u, gridDim.y, &last);
 }
 
 // Variant 9 (sm_90): the Tensor Memory Accelerator streams W. A block owns a contiguous, equal
@@ -401,23 +416,8 @@ __global__ void __launch_bounds__(NW * 32)
     for (int j = 0; j < RPW; ++j) vi[j] = vn[j];
     if (t == n - 1 || (u + 1) / row_tiles != cbi) {  // leaving this column block (block-uniform)
       block_column_sums<N, NW>(acc, red, lane, warp);
-      const float* sums = red + NW * 32 * (N + 1);
-      const long long cb = cbi * 32 * N;
-      for (int c = 4 * threadIdx.x; c < 32 * N && cb + c < k; c += 4 * NW * 32)
-        atomicAdd(reinterpret_cast<float4*>(accum + cb + c), make_float4(sums[c], sums[c + 1], sums[c + 2], sums[c + 3]));
-      __threadfence();
-      __syncthreads();
-      const unsigned done = (unsigned)(t - t_first + 1);
-      if (threadIdx.x == 0) last = atomicAdd(&counters[cbi], done) + done == (unsigned)row_tiles;
-      __syncthreads();
-      if (last) {
-        __threadfence();
-        for (int c = threadIdx.x; c < 32 * N && cb + c < k; c += NW * 32) {
-          dx[cb + c] = from_f<T>(__ldcg(accum + cb + c));
-          accum[cb + c] = 0.f;
-        }
-        if (threadIdx.x == 0) counters[cbi] = 0;
-      }
+      add_and_finish<T, NW * 32>(red + NW * 32 * (N + 1), dx, accum, counters, cbi, k, (unsigned)(t - t_first + 1),
+                                 (unsigned)row_tiles, &last);
       t_first = t + 1;
 #pragma unroll
       for (int e = 0; e < N; ++e) acc[e] = 0.f;
@@ -440,6 +440,26 @@ __global__ void vjp_dx_reduce(const float* __restrict__ part, T* __restrict__ dx
   float acc = 0.f;
   for (int s = 0; s < slices; ++s) acc += part[s * k + j];
   dx[j] = from_f<T>(acc);
+}
+
+// The slices' sum, one thread per column; with `pdl` (sm_90+) a programmatic dependent launch: it
+// is scheduled while the slice kernel drains and waits in-kernel for its writes.
+template <class T>
+static void launch_dx_reduce(const float* part, T* dx, long long k, int slices, bool pdl, cudaStream_t s) {
+  if (!pdl) {
+    vjp_dx_reduce<T><<<(unsigned)((k + 255) / 256), 256, 0, s>>>(part, dx, k, slices);
+    return;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)((k + 255) / 256));
+  cfg.blockDim = dim3(256);
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cudaLaunchKernelEx(&cfg, vjp_dx_reduce<T, true>, part, dx, k, slices);
 }
 
 static constexpr int kDxBlock = 256;
@@ -528,20 +548,7 @@ void launch_dx_warp_rows(bool atomic, const T* W, const T* v, T* dx, float* work
     return;
   }
   vjp_dx_warp_rows<T, R, WARPS><<<grid, WARPS * 32, 0, s>>>(W, v, work, m, k, rps);
-  if (!pdl) {
-    vjp_dx_reduce<T><<<(unsigned)((k + 255) / 256), 256, 0, s>>>(work, dx, k, (int)slices);
-    return;
-  }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)((k + 255) / 256));
-  cfg.blockDim = dim3(256);
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  cudaLaunchKernelEx(&cfg, vjp_dx_reduce<T, true>, static_cast<const float*>(work), dx, k, (int)slices);
+  launch_dx_reduce(work, dx, k, (int)slices, pdl, s);
 }
 
 [[noreturn]] static void refuse_dx(int variant, const std::string& why) {
@@ -648,17 +655,7 @@ bool launch_vjp_dx(int variant, int dt, const void* W, const void* v, void* dx, 
       dx_geometry(m, k, Pack<T>::N, sms, &xblocks, &slices, &rps, kDxBlocksPerSmV4);
       vjp_dx_partial_rows<T, 8, true><<<dim3((unsigned)xblocks, (unsigned)slices), kDxBlock, 0, s>>>(
           static_cast<const T*>(W), static_cast<const T*>(v), work, m, k, rps);
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = dim3((unsigned)((k + 255) / 256));
-      cfg.blockDim = dim3(256);
-      cfg.stream = s;
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attr[0].val.programmaticStreamSerializationAllowed = 1;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-      cudaLaunchKernelEx(&cfg, vjp_dx_reduce<T, true>, static_cast<const float*>(work), static_cast<T*>(dx), k,
-                         (int)slices);
+      launch_dx_reduce(work, static_cast<T*>(dx), k, (int)slices, true, s);
     });
   }
   if (variant == 5) {

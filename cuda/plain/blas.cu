@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cublas_loader.h"
+#include "cublas_or_exit.h"
 #include "fill.cuh"
 #include "plain_check.h"
 #include "spin.cuh"
@@ -34,12 +35,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s LIBCUBLAS gemm|gemv DTYPE B M N K SAMPLES WARMUP\n", argv[0]);
     return 1;
   }
-  std::string why;
-  std::string lib = gb::cuda::cublas::load({argv[1]}, &why);
-  if (lib.empty()) {
-    std::fprintf(stderr, "%s\n", why.c_str());
-    return 4;
-  }
+  std::string lib = gb::plain::load_cublas_or_exit(argv[1]);
   const auto& api = gb::cuda::cublas::api();
   bool gemm = std::strcmp(argv[2], "gemm") == 0;
   int dt = std::atoi(argv[3]);

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "../plain/cublas_or_exit.h"
 #include "../plain/fill.cuh"
 #include "../plain/plain_check.h"
 #include "../vjp.cu"
@@ -90,12 +91,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s LIBCUBLAS [samples]\n", argv[0]);
     return 1;
   }
-  std::string why;
-  std::string lib = gb::cuda::cublas::load({argv[1]}, &why);
-  if (lib.empty()) {
-    std::fprintf(stderr, "%s\n", why.c_str());
-    return 4;
-  }
+  std::string lib = gb::plain::load_cublas_or_exit(argv[1]);
   int samples = argc > 2 ? std::atoi(argv[2]) : 100, warmup = 10;
   const auto& api = gb::cuda::cublas::api();
   cudaDeviceProp prop;
