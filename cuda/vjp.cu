@@ -18,7 +18,7 @@
 //   dx variant 8: variant 7 in one launch with finer blocks: partial rows are added into an fp32
 //     accumulator with red.global.add (done in L2), the last block of a column range converts.
 //   dx variant 9 (sm_90+): a TMA ring streams W tiles into shared memory, equal work per resident
-//     block. Correct, and slower (81-99% of cuBLAS on an H200): kept as the measured negative result.
+//     block. Correct, and slower (80-98% of cuBLAS on an H200): kept as the measured negative result.
 // The configurations of 7-8 come from cuda/tune/vjp_dx_sweep.cu (cold L2, interleaved).
 // Run: python -m bench.blas --ops vjp
 #include <map>
