@@ -19,6 +19,8 @@
 //     accumulator with red.global.add (done in L2), the last block of a column range converts.
 //   dx variant 9 (sm_90+): a TMA ring streams W tiles into shared memory, equal work per resident
 //     block. Correct, and slower (80-98% of cuBLAS on an H200): kept as the measured negative result.
+//   dx variant 10: variant 8's loads and finish, variant 9's schedule: a grid of exactly the
+//     resident blocks, each an equal contiguous share of the work, so no block starts late.
 // The configurations of 7-8 come from cuda/tune/vjp_dx_sweep.cu (cold L2, interleaved).
 // Run: python -m bench.blas --ops vjp
 #include <map>
@@ -347,6 +349,65 @@ __global__ void __launch_bounds__(WARPS * 32)
   add_and_finish<T, WARPS * 32>(sums, dx, accum, counters, blockIdx.x, k, 1u, gridDim.y, &last);
 }
 
+// Variant 10: variant 8's register loads and atomic finish on variant 9's schedule. The grid is
+// exactly the blocks the SMs hold at once, and each block owns a contiguous, equal share of the
+// (column block, WARPS*R-row group) units, column block by column block. Variant 8's grid is
+// rounded to whole slices, so it is a few % larger than the resident blocks (1088 for 1056 slots
+// at 16384^2 fp16 on 132 SMs) and its last blocks start when the others end and run nearly alone:
+// a tail where too few loads are in flight to keep DRAM busy. Here every block ends within one
+// unit (R*WARPS rows x 512 B) of the others. A block adds its sums into the accumulator whenever
+// its range leaves a column block (at most a few times), with the units it did there as its count.
+template <class T, int R, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32)
+    vjp_dx_persistent(const T* __restrict__ W, const T* __restrict__ v, T* __restrict__ dx,
+                      float* __restrict__ accum, unsigned* __restrict__ counters, long long m, long long k,
+                      long long groups, long long units) {
+  constexpr int N = Pack<T>::N;
+  constexpr long long G = (long long)R * WARPS;
+  __shared__ float red[(WARPS + 1) * 32 * (N + 1)];
+  __shared__ bool last;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const long long u0 = units * blockIdx.x / gridDim.x, u1 = units * (blockIdx.x + 1) / gridDim.x;
+  long long cbi = u0 / groups, gi = u0 % groups;  // advanced incrementally: no 64-bit division per unit
+  float acc[N];
+#pragma unroll
+  for (int e = 0; e < N; ++e) acc[e] = 0.f;
+  unsigned done = 0;
+  for (long long u = u0; u < u1; ++u) {
+    const long long col0 = cbi * 32 * N + (long long)lane * N, g = gi * G + (long long)warp * R;
+    if (col0 < k) {
+      if (g + R <= m) {
+        Pack<T> w[R];
+        float vi[R];
+#pragma unroll
+        for (int q = 0; q < R; ++q) w[q] = *reinterpret_cast<const Pack<T>*>(W + (g + q) * k + col0);
+        load_v_rows<T, R>(v, g, vi);
+#pragma unroll
+        for (int q = 0; q < R; ++q)
+#pragma unroll
+          for (int e = 0; e < N; ++e) acc[e] += to_f(w[q].v[e]) * vi[q];
+      } else {
+        for (long long i = g; i < m; ++i) {  // the last row group of a ragged m
+          Pack<T> w = *reinterpret_cast<const Pack<T>*>(W + i * k + col0);
+          float vi = to_f(v[i]);
+#pragma unroll
+          for (int e = 0; e < N; ++e) acc[e] += to_f(w.v[e]) * vi;
+        }
+      }
+    }
+    ++done;
+    if (++gi == groups || u + 1 == u1) {  // leaving this column block (block-uniform)
+      block_column_sums<N, WARPS>(acc, red, lane, warp);
+      add_and_finish<T, WARPS * 32>(red + WARPS * 32 * (N + 1), dx, accum, counters, cbi, k, done,
+                                    (unsigned)groups, &last);
+      done = 0;
+#pragma unroll
+      for (int e = 0; e < N; ++e) acc[e] = 0.f;
+      if (gi == groups) gi = 0, ++cbi;
+    }
+  }
+}
+
 // Variant 9 (sm_90): the Tensor Memory Accelerator streams W. A block owns a contiguous, equal
 // share of all (column block, TR-row tile) units, so every SM gets the same bytes whatever the
 // shape (no slice rounding, no second wave). One thread issues one TMA load per 512 B x TR tile
@@ -555,6 +616,28 @@ void launch_dx_warp_rows(bool atomic, const T* W, const T* v, T* dx, float* work
   throw std::invalid_argument("no variant " + std::to_string(variant) + " here: " + why);
 }
 
+// Variant 10 for one (R, WARPS) configuration, at most `bps` blocks per SM (fewer if the SM holds
+// fewer); the sweep in cuda/tune/ calls this with others.
+template <class T, int R, int WARPS>
+void launch_dx_persistent(const T* W, const T* v, T* dx, float* work, long long m, long long k, int sms, int bps,
+                          cudaStream_t s) {
+  static std::once_flag once;
+  static int resident = 0;
+  std::call_once(once, [] {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, vjp_dx_persistent<T, R, WARPS>, WARPS * 32, 0) !=
+        cudaSuccess)
+      resident = 0;
+  });
+  if (resident < 1) refuse_dx(10, "the persistent kernel does not fit on an SM (occupancy query failed)");
+  long long groups = (m + (long long)R * WARPS - 1) / ((long long)R * WARPS);
+  long long units = groups * ((k + 32LL * Pack<T>::N - 1) / (32LL * Pack<T>::N));
+  long long grid = (long long)(bps < resident ? bps : resident) * sms;
+  if (grid > units) grid = units;
+  vjp_dx_persistent<T, R, WARPS><<<(unsigned)grid, WARPS * 32, 0, s>>>(
+      W, v, dx, work + dx_accum_offset(m, k, sms),
+      reinterpret_cast<unsigned*>(work + dx_accum_counter_offset(m, k, sms)), m, k, groups, units);
+}
+
 template <class T>
 static CUtensorMap dx_tile_map(const T* W, long long m, long long k, int box_rows) {
   auto encode = tensor_map_encoder();
@@ -615,6 +698,7 @@ void launch_dx_tma(const T* W, const T* v, T* dx, float* work, long long m, long
 }
 
 static constexpr int kDxV9Warps = 8, kDxV9Rows = 64, kDxV9Stages = 4;
+static constexpr int kDxV10Rows = 8, kDxV10Warps = 4, kDxV10BlocksPerSm = 16;
 
 static bool has_sm90() {
   int dev = 0, major = 0;
@@ -631,6 +715,13 @@ bool launch_vjp_dx(int variant, int dt, const void* W, const void* v, void* dx, 
     return dispatch_dtype(dt, [&]<class T>() {
       launch_dx_tma<T, kDxV9Warps, kDxV9Rows, kDxV9Stages>(static_cast<const T*>(W), static_cast<const T*>(v),
                                                           static_cast<T*>(dx), work, m, k, sms, s);
+    });
+  }
+  if (variant == 10) {
+    if (k % 8 != 0) return false;  // whole 16-byte packs for every dtype
+    return dispatch_dtype(dt, [&]<class T>() {
+      launch_dx_persistent<T, kDxV10Rows, kDxV10Warps>(static_cast<const T*>(W), static_cast<const T*>(v),
+                                                       static_cast<T*>(dx), work, m, k, sms, kDxV10BlocksPerSm, s);
     });
   }
   if (variant == 7 || variant == 8) {

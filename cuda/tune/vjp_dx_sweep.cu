@@ -1,7 +1,7 @@
-// tune/vjp_dx_sweep.cu: how vjp_dx variants 7-8 got their configuration (variant 9's TMA ring was
+// tune/vjp_dx_sweep.cu: how vjp_dx variants 7, 8 and 10 got their configuration (variant 9's TMA ring was
 // swept over warps x tile rows x stages by this file's version in commit 349853d). Measures, in one process
-// and interleaved round by round, cuBLAS (the vendor floor), the library's dx variants 4, 6-9,
-// and variant 7/8's kernels over rows-in-flight R x warps per block x blocks per SM
+// and interleaved round by round, cuBLAS (the vendor floor), the library's dx variants 4, 6-10,
+// and variant 7/8/10's kernels over rows-in-flight R x warps per block x blocks per SM
 // on the shapes where dx is bandwidth-bound. Every configuration is checked against a float64
 // host reference (output poisoned with NaN first) before it is timed; one that fails is reported
 // and not timed. Timing as the harness's cold mode: L2 is written over (twice its size) before
@@ -11,7 +11,9 @@
 // ran before, and a kernel that happens to start where its predecessor ended would win by order.
 // Not part of `pip install .` (a tuning tool). Build and run on the GPU machine:
 //   nvcc -O3 -std=c++20 -arch=sm_90 -Icuda cuda/tune/vjp_dx_sweep.cu cuda/cublas_loader.cpp -o /tmp/dx_sweep
-//   /tmp/dx_sweep LIBCUBLAS [samples] > sweep.txt
+//   /tmp/dx_sweep LIBCUBLAS [samples] [families] [shapes] > sweep.txt
+// families: "all" (default) or any of pdl (variant 7's kernel), atomic (8's), persistent (10's);
+// shapes: MxK,MxK,... (default 16384x16384,8192x8192,4096x16384,16384x4096).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -61,15 +63,27 @@ static double pct(std::vector<double> v, double q) {
   return v[lo] + (v[hi] - v[lo]) * (pos - lo);
 }
 
+// Variant 7/8's kernels (families "pdl" and "atomic") and variant 10's (family "persistent") over
+// rows in flight R x warps per block x blocks per SM, for the families named in `want`.
 template <class T>
-static void add_warp_rows(std::vector<Config>& cfgs, const char* tname, const void* W, const void* v, void* dx,
-                          float* big, float* work, long long m, long long k, int sms) {
+static void add_warp_rows(std::vector<Config>& cfgs, const std::string& want, const void* W, const void* v,
+                          void* dx, float* big, float* work, long long m, long long k, int sms) {
+  auto wanted = [&](const char* family) { return want == "all" || want.find(family) != std::string::npos; };
   auto add = [&]<int R, int WARPS>() {
-    for (int bps : {4, 8}) {
+    for (int bps : {4, 8, 16}) {
       if (bps * WARPS * 32 > 2048) continue;  // more than an SM's resident threads
-      for (int mode = 0; mode < 2; ++mode) {
+      for (int mode = 0; mode < 3; ++mode) {
+        const char* family = mode == 0 ? "pdl" : (mode == 1 ? "atomic" : "persistent");
+        if (!wanted(family) || (mode < 2 && bps == 16)) continue;
         char name[96];
-        std::snprintf(name, sizeof name, "%s R%d W%d bps%d", mode ? "atomic" : "pdl   ", R, WARPS, bps);
+        std::snprintf(name, sizeof name, "%s R%d W%d bps%d", family, R, WARPS, bps);
+        if (mode == 2) {
+          cfgs.push_back({name, [=] {
+                            launch_dx_persistent<T, R, WARPS>(static_cast<const T*>(W), static_cast<const T*>(v),
+                                                              static_cast<T*>(dx), work, m, k, sms, bps, 0);
+                          }});
+          continue;
+        }
         bool atomic = mode == 1;
         float* buf = atomic ? work : big;
         cfgs.push_back({name, [=] {
@@ -83,16 +97,33 @@ static void add_warp_rows(std::vector<Config>& cfgs, const char* tname, const vo
   add.template operator()<8, 4>();
   add.template operator()<8, 8>();
   add.template operator()<16, 4>();
-  (void)tname;
 }
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s LIBCUBLAS [samples]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s LIBCUBLAS [samples] [families: all | any of pdl,atomic,persistent] [shapes: MxK,...]\n", argv[0]);
     return 1;
   }
   std::string lib = gb::plain::load_cublas_or_exit(argv[1]);
   int samples = argc > 2 ? std::atoi(argv[2]) : 100, warmup = 10;
+  std::string families = argc > 3 ? argv[3] : "all";
+  struct Shape {
+    long long m, k;
+  };
+  std::vector<Shape> shapes = {{16384, 16384}, {8192, 8192}, {4096, 16384}, {16384, 4096}};
+  if (argc > 4) {
+    shapes.clear();
+    for (const char* p = argv[4]; *p;) {
+      char* end;
+      long long m = std::strtoll(p, &end, 10), k = *end == 'x' ? std::strtoll(end + 1, &end, 10) : 0;
+      if (m < 1 || k < 1 || k % 8 != 0) {
+        std::fprintf(stderr, "bad shape list '%s': want MxK,MxK,... with K a multiple of 8\n", argv[4]);
+        return 1;
+      }
+      shapes.push_back({m, k});
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
   const auto& api = gb::cuda::cublas::api();
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -110,10 +141,7 @@ int main(int argc, char** argv) {
   void* scrub;
   CHECK(cudaMalloc(&scrub, scrub_bytes));
 
-  struct Shape {
-    long long m, k;
-  };
-  for (Shape sh : {Shape{16384, 16384}, Shape{8192, 8192}, Shape{4096, 16384}, Shape{16384, 4096}}) {
+  for (Shape sh : shapes) {
     for (int dt : {kF16, kBF16, kF32}) {
       long long m = sh.m, k = sh.k;
       size_t es = dt == kF32 ? 4 : 2;
@@ -151,13 +179,13 @@ int main(int argc, char** argv) {
                         else
                           api.gemm_ex(h, 0, 0, K, 1, M, &one, W, t, K, v, t, M, &zero, dx, t, K, 68, -1);
                       }});
-      for (int var : {4, 6, 7, 8, 9}) {
+      for (int var : {4, 6, 7, 8, 9, 10}) {
         char name[32];
         std::snprintf(name, sizeof name, "library v%d", var);
         cfgs.push_back({name, [=] { launch_vjp_dx(var, dt, W, v, dx, work, m, k, sms, 0); }});
       }
       dispatch_dtype(dt, [&]<class T>() {
-        add_warp_rows<T>(cfgs, "", W, v, dx, big, work, m, k, sms);
+        add_warp_rows<T>(cfgs, families, W, v, dx, big, work, m, k, sms);
       });
 
       // Correct before fast: poison, run once, compare with the float64 reference.
