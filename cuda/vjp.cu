@@ -21,6 +21,8 @@
 //     block. Correct, and slower (80-98% of cuBLAS on an H200): kept as the measured negative result.
 //   dx variant 10: variant 8's loads and finish, variant 9's schedule: a grid of exactly the
 //     resident blocks, each an equal contiguous share of the work, so no block starts late.
+//   dx variant 11: narrow column strips (128 B of a row) so that at wide k each block owns its
+//     columns over all rows and writes dx itself: no cross-block finish at all.
 // The configurations of 7-8 come from cuda/tune/vjp_dx_sweep.cu (cold L2, interleaved).
 // Run: python -m bench.blas --ops vjp
 #include <map>
@@ -290,14 +292,14 @@ __device__ __forceinline__ const float* slice_column_sums(const T* __restrict__ 
 // (red.global.add, vector form on sm_90: done in L2, no DRAM traffic), then count the `done`
 // units it covered there; the block whose count completes `total` converts the sums to T and
 // zeroes the accumulator and the counter again for the next call. Block-uniform; `last` is shared.
-template <class T, int THREADS>
+template <class T, int THREADS, int COLS = 32 * Pack<T>::N>
 __device__ __forceinline__ void add_and_finish(const float* sums, T* __restrict__ dx, float* __restrict__ accum,
                                                unsigned* __restrict__ counters, long long cbi, long long k,
                                                unsigned done, unsigned total, bool* last) {
-  constexpr int N = Pack<T>::N;
-  const long long cb = cbi * 32 * N;
-  // k is a multiple of N (checked by the launchers) and cb of 32*N: 4-float groups never straddle k.
-  for (int c = 4 * threadIdx.x; c < 32 * N && cb + c < k; c += 4 * THREADS) {
+  static_assert(COLS % 4 == 0, "whole 4-float groups");
+  const long long cb = cbi * COLS;
+  // k is a multiple of 8 (checked by the launchers) and cb of COLS: 4-float groups never straddle k.
+  for (int c = 4 * threadIdx.x; c < COLS && cb + c < k; c += 4 * THREADS) {
 #if __CUDA_ARCH__ >= 900
     atomicAdd(reinterpret_cast<float4*>(accum + cb + c), make_float4(sums[c], sums[c + 1], sums[c + 2], sums[c + 3]));
 #else
@@ -310,7 +312,7 @@ __device__ __forceinline__ void add_and_finish(const float* sums, T* __restrict_
   __syncthreads();
   if (*last) {
     __threadfence();
-    for (int c = threadIdx.x; c < 32 * N && cb + c < k; c += THREADS) {
+    for (int c = threadIdx.x; c < COLS && cb + c < k; c += THREADS) {
       dx[cb + c] = from_f<T>(__ldcg(accum + cb + c));
       accum[cb + c] = 0.f;
     }
@@ -406,6 +408,79 @@ __global__ void __launch_bounds__(WARPS * 32)
       if (gi == groups) gi = 0, ++cbi;
     }
   }
+}
+
+// Variant 11: narrow column strips, so that at wide k no block shares its columns with another.
+// L lanes (L x 16 B) span a strip's row; a warp load instruction covers 32/L rows (still whole
+// 128-byte lines at L = 8). With k wide enough the grid is one slice of strips: every block walks
+// all m rows of its strip and writes its dx values itself: no partials, no atomics, no finishing
+// block. Variant 8's finish is a chain of L2 round trips (vector reds, fence, counter, re-read)
+// that ends each call; cuBLAS's fp16 kernel at 16384^2 on an H200 (nvjet ..._128x8_...: 128
+// blocks of 256-byte strips, no split) has none, and that chain is the ~2 us by which variant 8
+// trailed it. Where there are too few strips to fill the GPU, slices of rows share a strip and
+// finish as variant 8 does.
+template <class T, int L, int R, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32)
+    vjp_dx_strips(const T* __restrict__ W, const T* __restrict__ v, T* __restrict__ dx, float* __restrict__ accum,
+                  unsigned* __restrict__ counters, long long m, long long k, long long rows_per_slice) {
+  constexpr int N = Pack<T>::N, RW = 32 / L, COLS = L * N;
+  static_assert(32 % L == 0 && COLS % 4 == 0, "a strip is whole lanes of a warp and whole 4-float groups");
+  __shared__ float red[WARPS][COLS];
+  __shared__ float sums[COLS];
+  __shared__ bool last;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane / L;
+  const long long col0 = blockIdx.x * (long long)COLS + (long long)(lane % L) * N;
+  const long long r0 = blockIdx.y * rows_per_slice, r1 = r0 + rows_per_slice < m ? r0 + rows_per_slice : m;
+  float acc[N];
+#pragma unroll
+  for (int e = 0; e < N; ++e) acc[e] = 0.f;
+  if (col0 < k) {
+    // A warp's unit: R load instructions of RW rows each, all issued before the first FMA.
+    for (long long g = r0 + (long long)warp * R * RW; g < r1; g += (long long)WARPS * R * RW) {
+      if (g + R * RW <= r1) {
+        Pack<T> w[R];
+        float vi[R];
+#pragma unroll
+        for (int q = 0; q < R; ++q) w[q] = *reinterpret_cast<const Pack<T>*>(W + (g + q * RW + sub) * k + col0);
+#pragma unroll
+        for (int q = 0; q < R; ++q) vi[q] = to_f(v[g + q * RW + sub]);
+#pragma unroll
+        for (int q = 0; q < R; ++q)
+#pragma unroll
+          for (int e = 0; e < N; ++e) acc[e] += to_f(w[q].v[e]) * vi[q];
+      } else {
+        for (long long i = g + sub; i < r1; i += RW) {  // the slice's last, partial unit
+          Pack<T> w = *reinterpret_cast<const Pack<T>*>(W + i * k + col0);
+          float vi = to_f(v[i]);
+#pragma unroll
+          for (int e = 0; e < N; ++e) acc[e] += to_f(w.v[e]) * vi;
+        }
+      }
+    }
+  }
+  // Lanes lane%L alike hold the same columns for different rows: fold them, then the warps.
+#pragma unroll
+  for (int off = L; off < 32; off <<= 1)
+#pragma unroll
+    for (int e = 0; e < N; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], off);
+  if (sub == 0)
+#pragma unroll
+    for (int e = 0; e < N; ++e) red[warp][(lane % L) * N + e] = acc[e];
+  __syncthreads();
+  const long long cb = blockIdx.x * (long long)COLS;
+  for (int c = threadIdx.x; c < COLS; c += WARPS * 32) {
+    float t = 0.f;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) t += red[w][c];
+    if (gridDim.y == 1) {
+      if (cb + c < k) dx[cb + c] = from_f<T>(t);
+    } else {
+      sums[c] = t;
+    }
+  }
+  if (gridDim.y == 1) return;  // grid-uniform
+  __syncthreads();
+  add_and_finish<T, WARPS * 32, COLS>(sums, dx, accum, counters, blockIdx.x, k, 1u, gridDim.y, &last);
 }
 
 // Variant 9 (sm_90): the Tensor Memory Accelerator streams W. A block owns a contiguous, equal
@@ -590,7 +665,8 @@ static long long dx_accum_counter_offset(long long m, long long k, int sms) {
 }
 
 long long vjp_dx_work_floats(long long m, long long k, int sms) {
-  return dx_accum_counter_offset(m, k, sms) + (k + 127) / 128;  // variant 8: fp32 packs, 128 columns a block
+  // one counter per column block: variant 8's are 128 columns or more, variant 11's 32 or more
+  return dx_accum_counter_offset(m, k, sms) + (k + 31) / 32;
 }
 
 // Variant 7 (slice kernel + reduce, the reduce a programmatic dependent where sm_90 allows) or
@@ -636,6 +712,23 @@ void launch_dx_persistent(const T* W, const T* v, T* dx, float* work, long long 
   vjp_dx_persistent<T, R, WARPS><<<(unsigned)grid, WARPS * 32, 0, s>>>(
       W, v, dx, work + dx_accum_offset(m, k, sms),
       reinterpret_cast<unsigned*>(work + dx_accum_counter_offset(m, k, sms)), m, k, groups, units);
+}
+
+// Variant 11 for one (L, R, WARPS) configuration: one slice when there are at least half as many
+// strips as the `bps` x SMs blocks wanted, else as many slices as bring the grid near that.
+template <class T, int L, int R, int WARPS>
+void launch_dx_strips(const T* W, const T* v, T* dx, float* work, long long m, long long k, int sms, int bps,
+                      cudaStream_t s) {
+  constexpr long long COLS = (long long)L * Pack<T>::N, UNIT = (long long)R * (32 / L);
+  long long strips = (k + COLS - 1) / COLS, want = (long long)bps * sms;
+  long long slices = (want + strips / 2) / strips, most = m / (UNIT * WARPS);
+  slices = slices < 1 ? 1 : (slices > most ? (most > 0 ? most : 1) : slices);
+  long long rps = (m + slices - 1) / slices;
+  rps = (rps + UNIT - 1) / UNIT * UNIT;
+  slices = (m + rps - 1) / rps;
+  vjp_dx_strips<T, L, R, WARPS><<<dim3((unsigned)strips, (unsigned)slices), WARPS * 32, 0, s>>>(
+      W, v, dx, work + dx_accum_offset(m, k, sms),
+      reinterpret_cast<unsigned*>(work + dx_accum_counter_offset(m, k, sms)), m, k, rps);
 }
 
 template <class T>
@@ -699,6 +792,7 @@ void launch_dx_tma(const T* W, const T* v, T* dx, float* work, long long m, long
 
 static constexpr int kDxV9Warps = 8, kDxV9Rows = 64, kDxV9Stages = 4;
 static constexpr int kDxV10Rows = 8, kDxV10Warps = 4, kDxV10BlocksPerSm = 16;
+static constexpr int kDxV11Lanes = 8, kDxV11Rows = 8, kDxV11Warps = 16, kDxV11BlocksPerSm = 2;
 
 static bool has_sm90() {
   int dev = 0, major = 0;
@@ -715,6 +809,14 @@ bool launch_vjp_dx(int variant, int dt, const void* W, const void* v, void* dx, 
     return dispatch_dtype(dt, [&]<class T>() {
       launch_dx_tma<T, kDxV9Warps, kDxV9Rows, kDxV9Stages>(static_cast<const T*>(W), static_cast<const T*>(v),
                                                           static_cast<T*>(dx), work, m, k, sms, s);
+    });
+  }
+  if (variant == 11) {
+    if (k % 8 != 0) return false;  // whole 16-byte packs for every dtype
+    return dispatch_dtype(dt, [&]<class T>() {
+      launch_dx_strips<T, kDxV11Lanes, kDxV11Rows, kDxV11Warps>(static_cast<const T*>(W), static_cast<const T*>(v),
+                                                                static_cast<T*>(dx), work, m, k, sms,
+                                                                kDxV11BlocksPerSm, s);
     });
   }
   if (variant == 10) {

@@ -1,7 +1,7 @@
-// tune/vjp_dx_sweep.cu: how vjp_dx variants 7, 8 and 10 got their configuration (variant 9's TMA ring was
+// tune/vjp_dx_sweep.cu: how vjp_dx variants 7, 8, 10 and 11 got their configuration (variant 9's TMA ring was
 // swept over warps x tile rows x stages by this file's version in commit 349853d). Measures, in one process
-// and interleaved round by round, cuBLAS (the vendor floor), the library's dx variants 4, 6-10,
-// and variant 7/8/10's kernels over rows-in-flight R x warps per block x blocks per SM
+// and interleaved round by round, cuBLAS (the vendor floor), the library's dx variants 4, 6-11,
+// and variant 7/8/10/11's kernels over rows-in-flight R x warps per block x blocks per SM
 // on the shapes where dx is bandwidth-bound. Every configuration is checked against a float64
 // host reference (output poisoned with NaN first) before it is timed; one that fails is reported
 // and not timed. Timing as the harness's cold mode: L2 is written over (twice its size) before
@@ -12,7 +12,8 @@
 // Not part of `pip install .` (a tuning tool). Build and run on the GPU machine:
 //   nvcc -O3 -std=c++20 -arch=sm_90 -Icuda cuda/tune/vjp_dx_sweep.cu cuda/cublas_loader.cpp -o /tmp/dx_sweep
 //   /tmp/dx_sweep LIBCUBLAS [samples] [families] [shapes] > sweep.txt
-// families: "all" (default) or any of pdl (variant 7's kernel), atomic (8's), persistent (10's);
+// families: "all" (default) or any of pdl (variant 7's kernel), atomic (8's), persistent (10's),
+// strips (11's);
 // shapes: MxK,MxK,... (default 16384x16384,8192x8192,4096x16384,16384x4096).
 #include <cuda_runtime.h>
 
@@ -64,7 +65,8 @@ static double pct(std::vector<double> v, double q) {
 }
 
 // Variant 7/8's kernels (families "pdl" and "atomic") and variant 10's (family "persistent") over
-// rows in flight R x warps per block x blocks per SM, for the families named in `want`.
+// rows in flight R x warps per block x blocks per SM, and variant 11's (family "strips") over
+// lanes per strip row L x R x warps x blocks per SM, for the families named in `want`.
 template <class T>
 static void add_warp_rows(std::vector<Config>& cfgs, const std::string& want, const void* W, const void* v,
                           void* dx, float* big, float* work, long long m, long long k, int sms) {
@@ -97,6 +99,24 @@ static void add_warp_rows(std::vector<Config>& cfgs, const std::string& want, co
   add.template operator()<8, 4>();
   add.template operator()<8, 8>();
   add.template operator()<16, 4>();
+  if (!wanted("strips")) return;
+  auto strips = [&]<int L, int R, int WARPS>() {
+    for (int bps : {1, 2, 4}) {
+      if (bps * WARPS * 32 > 2048) continue;
+      char name[96];
+      std::snprintf(name, sizeof name, "strips L%d R%d W%d bps%d", L, R, WARPS, bps);
+      cfgs.push_back({name, [=] {
+                        launch_dx_strips<T, L, R, WARPS>(static_cast<const T*>(W), static_cast<const T*>(v),
+                                                         static_cast<T*>(dx), work, m, k, sms, bps, 0);
+                      }});
+    }
+  };
+  strips.template operator()<8, 8, 16>();
+  strips.template operator()<8, 4, 16>();
+  strips.template operator()<8, 8, 8>();
+  strips.template operator()<8, 16, 8>();
+  strips.template operator()<16, 8, 16>();
+  strips.template operator()<16, 8, 8>();
 }
 
 int main(int argc, char** argv) {
@@ -179,7 +199,7 @@ int main(int argc, char** argv) {
                         else
                           api.gemm_ex(h, 0, 0, K, 1, M, &one, W, t, K, v, t, M, &zero, dx, t, K, 68, -1);
                       }});
-      for (int var : {4, 6, 7, 8, 9, 10}) {
+      for (int var : {4, 6, 7, 8, 9, 10, 11}) {
         char name[32];
         std::snprintf(name, sizeof name, "library v%d", var);
         cfgs.push_back({name, [=] { launch_vjp_dx(var, dt, W, v, dx, work, m, k, sms, 0); }});
