@@ -117,6 +117,9 @@ static void add_warp_rows(std::vector<Config>& cfgs, const std::string& want, co
   strips.template operator()<8, 16, 8>();
   strips.template operator()<16, 8, 16>();
   strips.template operator()<16, 8, 8>();
+  strips.template operator()<8, 8, 32>();
+  strips.template operator()<8, 4, 32>();
+  strips.template operator()<16, 8, 32>();
 }
 
 int main(int argc, char** argv) {
