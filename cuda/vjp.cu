@@ -792,7 +792,10 @@ void launch_dx_tma(const T* W, const T* v, T* dx, float* work, long long m, long
 
 static constexpr int kDxV9Warps = 8, kDxV9Rows = 64, kDxV9Stages = 4;
 static constexpr int kDxV10Rows = 8, kDxV10Warps = 4, kDxV10BlocksPerSm = 16;
-static constexpr int kDxV11Lanes = 8, kDxV11Rows = 8, kDxV11Warps = 16, kDxV11BlocksPerSm = 2;
+// Variant 11: 8 lanes (128 B) per strip row, 8 loads in flight per warp; the block size follows
+// the number of strips (see launch_vjp_dx). From the sweep's "strips" family on an H200
+// (docs/results/vjp-dx-sweep-h200-2026-11-22-strips.txt): worst case 99.2% of cuBLAS over 18 cases.
+static constexpr int kDxV11Lanes = 8, kDxV11Rows = 8;
 
 static bool has_sm90() {
   int dev = 0, major = 0;
@@ -814,9 +817,15 @@ bool launch_vjp_dx(int variant, int dt, const void* W, const void* v, void* dx, 
   if (variant == 11) {
     if (k % 8 != 0) return false;  // whole 16-byte packs for every dtype
     return dispatch_dtype(dt, [&]<class T>() {
-      launch_dx_strips<T, kDxV11Lanes, kDxV11Rows, kDxV11Warps>(static_cast<const T*>(W), static_cast<const T*>(v),
-                                                                static_cast<T*>(dx), work, m, k, sms,
-                                                                kDxV11BlocksPerSm, s);
+      auto w = static_cast<const T*>(W);
+      auto vv = static_cast<const T*>(v);
+      auto out = static_cast<T*>(dx);
+      // More strips than SMs: 16-warp blocks, two per SM. Fewer: one 32-warp block per SM, so
+      // that a strip needs no second slice (and no finish) until the strips no longer fill the GPU.
+      if ((k + kDxV11Lanes * Pack<T>::N - 1) / (kDxV11Lanes * Pack<T>::N) > sms)
+        launch_dx_strips<T, kDxV11Lanes, kDxV11Rows, 16>(w, vv, out, work, m, k, sms, 2, s);
+      else
+        launch_dx_strips<T, kDxV11Lanes, kDxV11Rows, 32>(w, vv, out, work, m, k, sms, 1, s);
     });
   }
   if (variant == 10) {
