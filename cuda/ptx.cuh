@@ -23,6 +23,19 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// ------------------------------------------------------------------ streaming global loads
+// 16 bytes of read-only data that will not be read again: no L1 allocation, and the L2 fetches
+// the whole aligned 256-byte block around it from DRAM (the neighbouring 128-byte line is another
+// block's strip of the same row, wanted at about the same time). Not volatile: it may be
+// scheduled like any load.
+__device__ __forceinline__ uint4 ld_stream_l2_256(const void* p) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+      : "l"(p));
+  return r;
+}
+
 // ------------------------------------------------------------------ cp.async, ldmatrix, mma.sync
 // 16 bytes global -> shared; with valid == false nothing is read and the 16 bytes are zeroed
 // (src-size 0), which is how tiles past the matrix edge become zeros without a branch.

@@ -419,7 +419,20 @@ __global__ void __launch_bounds__(WARPS * 32)
 // blocks of 256-byte strips, no split) has none, and that chain is the ~2 us by which variant 8
 // trailed it. Where there are too few strips to fill the GPU, slices of rows share a strip and
 // finish as variant 8 does.
-template <class T, int L, int R, int WARPS>
+// W's 16-byte packs for variant 11: LD 0 a plain load, 1 evict-first (__ldcs), 2 no L1
+// allocation with a 256-byte L2 fetch (gb::ptx::ld_stream_l2_256).
+template <class T, int LD>
+__device__ __forceinline__ Pack<T> load_w_pack(const T* p) {
+  if constexpr (LD == 0) {
+    return *reinterpret_cast<const Pack<T>*>(p);
+  } else {
+    Pack<T> r;
+    *reinterpret_cast<uint4*>(&r) = LD == 1 ? __ldcs(reinterpret_cast<const uint4*>(p)) : gb::ptx::ld_stream_l2_256(p);
+    return r;
+  }
+}
+
+template <class T, int L, int R, int WARPS, int LD = 0>
 __global__ void __launch_bounds__(WARPS * 32)
     vjp_dx_strips(const T* __restrict__ W, const T* __restrict__ v, T* __restrict__ dx, float* __restrict__ accum,
                   unsigned* __restrict__ counters, long long m, long long k, long long rows_per_slice) {
@@ -441,7 +454,7 @@ __global__ void __launch_bounds__(WARPS * 32)
         Pack<T> w[R];
         float vi[R];
 #pragma unroll
-        for (int q = 0; q < R; ++q) w[q] = *reinterpret_cast<const Pack<T>*>(W + (g + q * RW + sub) * k + col0);
+        for (int q = 0; q < R; ++q) w[q] = load_w_pack<T, LD>(W + (g + q * RW + sub) * k + col0);
 #pragma unroll
         for (int q = 0; q < R; ++q) vi[q] = to_f(v[g + q * RW + sub]);
 #pragma unroll
@@ -450,7 +463,7 @@ __global__ void __launch_bounds__(WARPS * 32)
           for (int e = 0; e < N; ++e) acc[e] += to_f(w[q].v[e]) * vi[q];
       } else {
         for (long long i = g + sub; i < r1; i += RW) {  // the slice's last, partial unit
-          Pack<T> w = *reinterpret_cast<const Pack<T>*>(W + i * k + col0);
+          Pack<T> w = load_w_pack<T, LD>(W + i * k + col0);
           float vi = to_f(v[i]);
 #pragma unroll
           for (int e = 0; e < N; ++e) acc[e] += to_f(w.v[e]) * vi;
@@ -716,7 +729,7 @@ void launch_dx_persistent(const T* W, const T* v, T* dx, float* work, long long 
 
 // Variant 11 for one (L, R, WARPS) configuration: one slice when there are at least half as many
 // strips as the `bps` x SMs blocks wanted, else as many slices as bring the grid near that.
-template <class T, int L, int R, int WARPS>
+template <class T, int L, int R, int WARPS, int LD = 0>
 void launch_dx_strips(const T* W, const T* v, T* dx, float* work, long long m, long long k, int sms, int bps,
                       cudaStream_t s) {
   constexpr long long COLS = (long long)L * Pack<T>::N, UNIT = (long long)R * (32 / L);
@@ -726,7 +739,7 @@ void launch_dx_strips(const T* W, const T* v, T* dx, float* work, long long m, l
   long long rps = (m + slices - 1) / slices;
   rps = (rps + UNIT - 1) / UNIT * UNIT;
   slices = (m + rps - 1) / rps;
-  vjp_dx_strips<T, L, R, WARPS><<<dim3((unsigned)strips, (unsigned)slices), WARPS * 32, 0, s>>>(
+  vjp_dx_strips<T, L, R, WARPS, LD><<<dim3((unsigned)strips, (unsigned)slices), WARPS * 32, 0, s>>>(
       W, v, dx, work + dx_accum_offset(m, k, sms),
       reinterpret_cast<unsigned*>(work + dx_accum_counter_offset(m, k, sms)), m, k, rps);
 }

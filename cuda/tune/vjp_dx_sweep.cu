@@ -13,7 +13,7 @@
 //   nvcc -O3 -std=c++20 -arch=sm_90 -Icuda cuda/tune/vjp_dx_sweep.cu cuda/cublas_loader.cpp -o /tmp/dx_sweep
 //   /tmp/dx_sweep LIBCUBLAS [samples] [families] [shapes] > sweep.txt
 // families: "all" (default) or any of pdl (variant 7's kernel), atomic (8's), persistent (10's),
-// strips (11's);
+// strips (11's), loads (11's rule with each load policy for W);
 // shapes: MxK,MxK,... (default 16384x16384,8192x8192,4096x16384,16384x4096).
 #include <cuda_runtime.h>
 
@@ -99,7 +99,6 @@ static void add_warp_rows(std::vector<Config>& cfgs, const std::string& want, co
   add.template operator()<8, 4>();
   add.template operator()<8, 8>();
   add.template operator()<16, 4>();
-  if (!wanted("strips")) return;
   auto strips = [&]<int L, int R, int WARPS>() {
     for (int bps : {1, 2, 4}) {
       if (bps * WARPS * 32 > 2048) continue;
@@ -111,20 +110,40 @@ static void add_warp_rows(std::vector<Config>& cfgs, const std::string& want, co
                       }});
     }
   };
-  strips.template operator()<8, 8, 16>();
-  strips.template operator()<8, 4, 16>();
-  strips.template operator()<8, 8, 8>();
-  strips.template operator()<8, 16, 8>();
-  strips.template operator()<16, 8, 16>();
-  strips.template operator()<16, 8, 8>();
-  strips.template operator()<8, 8, 32>();
-  strips.template operator()<8, 4, 32>();
-  strips.template operator()<16, 8, 32>();
+  if (wanted("strips")) {
+    strips.template operator()<8, 8, 16>();
+    strips.template operator()<8, 4, 16>();
+    strips.template operator()<8, 8, 8>();
+    strips.template operator()<8, 16, 8>();
+    strips.template operator()<16, 8, 16>();
+    strips.template operator()<16, 8, 8>();
+    strips.template operator()<8, 8, 32>();
+    strips.template operator()<8, 4, 32>();
+    strips.template operator()<16, 8, 32>();
+  }
+  if (!wanted("loads")) return;
+  // variant 11's block-size rule (as the library) with each load policy
+  auto loads = [&]<int LD>() {
+    char name[96];
+    std::snprintf(name, sizeof name, "strips v11 LD%d", LD);
+    cfgs.push_back({name, [=] {
+                      auto w = static_cast<const T*>(W);
+                      auto vv = static_cast<const T*>(v);
+                      auto out = static_cast<T*>(dx);
+                      if ((k + 8 * Pack<T>::N - 1) / (8 * Pack<T>::N) > sms)
+                        launch_dx_strips<T, 8, 8, 16, LD>(w, vv, out, work, m, k, sms, 2, 0);
+                      else
+                        launch_dx_strips<T, 8, 8, 32, LD>(w, vv, out, work, m, k, sms, 1, 0);
+                    }});
+  };
+  loads.template operator()<0>();
+  loads.template operator()<1>();
+  loads.template operator()<2>();
 }
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s LIBCUBLAS [samples] [families: all | any of pdl,atomic,persistent] [shapes: MxK,...]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s LIBCUBLAS [samples] [families: all | any of pdl,atomic,persistent,strips,loads] [shapes: MxK,...]\n", argv[0]);
     return 1;
   }
   std::string lib = gb::plain::load_cublas_or_exit(argv[1]);
