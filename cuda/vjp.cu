@@ -21,8 +21,10 @@
 //     block. Correct, and slower (80-98% of cuBLAS on an H200): kept as the measured negative result.
 //   dx variant 10: variant 8's loads and finish, variant 9's schedule: a grid of exactly the
 //     resident blocks, each an equal contiguous share of the work, so no block starts late.
+//     Correct, and 1-3% slower than variant 8 on an H200 (whose grid all fits at once anyway).
 //   dx variant 11: narrow column strips (128 B of a row) so that at wide k each block owns its
-//     columns over all rows and writes dx itself: no cross-block finish at all.
+//     columns over all rows and writes dx itself: no cross-block finish at all (the structure of
+//     cuBLAS's fp16 kernel there). Level with cuBLAS on an H200 (98.7-102.6% in fp16/bf16).
 // The configurations of 7-8 come from cuda/tune/vjp_dx_sweep.cu (cold L2, interleaved).
 // Run: python -m bench.blas --ops vjp
 #include <map>
@@ -237,6 +239,33 @@ __device__ __forceinline__ void block_column_sums(const float (&acc)[N], float* 
   __syncthreads();
 }
 
+// Adds rows [g, min(g + R, r1)) of the 16-byte column pack at col0, each times its v, into acc:
+// a whole group's R loads are all issued before the first FMA.
+template <class T, int R>
+__device__ __forceinline__ void add_row_group(const T* __restrict__ W, const T* __restrict__ v,
+                                              float (&acc)[Pack<T>::N], long long g, long long r1, long long k,
+                                              long long col0) {
+  constexpr int N = Pack<T>::N;
+  if (g + R <= r1) {
+    Pack<T> w[R];
+    float vi[R];
+#pragma unroll
+    for (int u = 0; u < R; ++u) w[u] = *reinterpret_cast<const Pack<T>*>(W + (g + u) * k + col0);
+    load_v_rows<T, R>(v, g, vi);
+#pragma unroll
+    for (int u = 0; u < R; ++u)
+#pragma unroll
+      for (int e = 0; e < N; ++e) acc[e] += to_f(w[u].v[e]) * vi[u];
+  } else {
+    for (long long i = g; i < r1; ++i) {
+      Pack<T> w = *reinterpret_cast<const Pack<T>*>(W + i * k + col0);
+      float vi = to_f(v[i]);
+#pragma unroll
+      for (int e = 0; e < N; ++e) acc[e] += to_f(w.v[e]) * vi;
+    }
+  }
+}
+
 template <class T, int R, int WARPS>
 __device__ __forceinline__ void warp_rows_accumulate(const T* __restrict__ W, const T* __restrict__ v,
                                                      float (&acc)[Pack<T>::N], long long col0, long long r0,
@@ -244,26 +273,8 @@ __device__ __forceinline__ void warp_rows_accumulate(const T* __restrict__ W, co
   constexpr int N = Pack<T>::N;
 #pragma unroll
   for (int e = 0; e < N; ++e) acc[e] = 0.f;
-  for (long long g = r0 + (long long)warp * R; g < r1; g += (long long)WARPS * R) {
-    if (g + R <= r1) {
-      Pack<T> w[R];
-      float vi[R];
-#pragma unroll
-      for (int u = 0; u < R; ++u) w[u] = *reinterpret_cast<const Pack<T>*>(W + (g + u) * k + col0);
-      load_v_rows<T, R>(v, g, vi);
-#pragma unroll
-      for (int u = 0; u < R; ++u)
-#pragma unroll
-        for (int e = 0; e < N; ++e) acc[e] += to_f(w[u].v[e]) * vi[u];
-    } else {
-      for (long long i = g; i < r1; ++i) {
-        Pack<T> w = *reinterpret_cast<const Pack<T>*>(W + i * k + col0);
-        float vi = to_f(v[i]);
-#pragma unroll
-        for (int e = 0; e < N; ++e) acc[e] += to_f(w.v[e]) * vi;
-      }
-    }
-  }
+  for (long long g = r0 + (long long)warp * R; g < r1; g += (long long)WARPS * R)
+    add_row_group<T, R>(W, v, acc, g, r1, k, col0);
 }
 
 // Variants 7-8: the block's column sums over its slice of rows (blockIdx.x: 32 column packs,
@@ -377,26 +388,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   unsigned done = 0;
   for (long long u = u0; u < u1; ++u) {
     const long long col0 = cbi * 32 * N + (long long)lane * N, g = gi * G + (long long)warp * R;
-    if (col0 < k) {
-      if (g + R <= m) {
-        Pack<T> w[R];
-        float vi[R];
-#pragma unroll
-        for (int q = 0; q < R; ++q) w[q] = *reinterpret_cast<const Pack<T>*>(W + (g + q) * k + col0);
-        load_v_rows<T, R>(v, g, vi);
-#pragma unroll
-        for (int q = 0; q < R; ++q)
-#pragma unroll
-          for (int e = 0; e < N; ++e) acc[e] += to_f(w[q].v[e]) * vi[q];
-      } else {
-        for (long long i = g; i < m; ++i) {  // the last row group of a ragged m
-          Pack<T> w = *reinterpret_cast<const Pack<T>*>(W + i * k + col0);
-          float vi = to_f(v[i]);
-#pragma unroll
-          for (int e = 0; e < N; ++e) acc[e] += to_f(w.v[e]) * vi;
-        }
-      }
-    }
+    if (col0 < k) add_row_group<T, R>(W, v, acc, g, m, k, col0);  // (the last group of a ragged m is partial)
     ++done;
     if (++gi == groups || u + 1 == u1) {  // leaving this column block (block-uniform)
       block_column_sums<N, WARPS>(acc, red, lane, warp);
@@ -416,9 +408,9 @@ __global__ void __launch_bounds__(WARPS * 32)
 // all m rows of its strip and writes its dx values itself: no partials, no atomics, no finishing
 // block. Variant 8's finish is a chain of L2 round trips (vector reds, fence, counter, re-read)
 // that ends each call; cuBLAS's fp16 kernel at 16384^2 on an H200 (nvjet ..._128x8_...: 128
-// blocks of 256-byte strips, no split) has none, and that chain is the ~2 us by which variant 8
-// trailed it. Where there are too few strips to fill the GPU, slices of rows share a strip and
-// finish as variant 8 does.
+// blocks of 256-byte strips, no split) has none. Dropping it took about half of the ~2 us by which
+// variant 8 trailed cuBLAS there. Where there are too few strips to fill the GPU, slices of rows
+// share a strip and finish as variant 8 does.
 // W's 16-byte packs for variant 11: LD 0 a plain load, 1 evict-first (__ldcs), 2 no L1
 // allocation with a 256-byte L2 fetch (gb::ptx::ld_stream_l2_256).
 template <class T, int LD>
@@ -807,7 +799,9 @@ static constexpr int kDxV9Warps = 8, kDxV9Rows = 64, kDxV9Stages = 4;
 static constexpr int kDxV10Rows = 8, kDxV10Warps = 4, kDxV10BlocksPerSm = 16;
 // Variant 11: 8 lanes (128 B) per strip row, 8 loads in flight per warp; the block size follows
 // the number of strips (see launch_vjp_dx). From the sweep's "strips" family on an H200
-// (docs/results/vjp-dx-sweep-h200-2026-11-22-strips.txt): worst case 99.2% of cuBLAS over 18 cases.
+// (docs/results/vjp-dx-sweep-h200-2026-11-22-strips.txt): with more strips than SMs, 16-warp
+// blocks two per SM (L8 R8 W16 bps2) were best or within noise; with fewer, one 32-warp block per
+// SM (L8 R8 W32 bps1) avoided the second slice that cost 8192^2 bf16 3% there.
 static constexpr int kDxV11Lanes = 8, kDxV11Rows = 8;
 
 static bool has_sm90() {
