@@ -13,7 +13,8 @@
 //   nvcc -O3 -std=c++20 -arch=sm_90 -Icuda cuda/tune/vjp_dx_sweep.cu cuda/cublas_loader.cpp -o /tmp/dx_sweep
 //   /tmp/dx_sweep LIBCUBLAS [samples] [families] [shapes] > sweep.txt
 // families: "all" (default) or any of pdl (variant 7's kernel), atomic (8's), persistent (10's),
-// strips (11's), loads (11's rule with each load policy for W);
+// strips (11's), loads (11's rule with each load policy for W), ws (an experiment: cuBLAS's
+// warp-specialized TMA structure), none (the library variants only);
 // shapes: MxK,MxK,... (default 16384x16384,8192x8192,4096x16384,16384x4096).
 #include <cuda_runtime.h>
 
@@ -62,6 +63,109 @@ static double pct(std::vector<double> v, double q) {
   size_t lo = (size_t)pos;
   size_t hi = std::min(lo + 1, v.size() - 1);
   return v[lo] + (v[hi] - v[lo]) * (pos - lo);
+}
+
+// Experiment (family "ws"; not in the library): cuBLAS's structure for dx as profiled on the H200
+// (docs/results/cublas-dx-kernels-h200-2026-11-22.txt): a block per 256-byte column strip walking
+// all m rows; one producer warp streams 256 B x TR-row tiles by TMA into an S-stage ring with a
+// full and an empty mbarrier per stage; C consumer warps multiply out of shared memory and free a
+// stage by arriving on its empty barrier, so no block-wide barrier sits in the loop (variant 9 had
+// one per tile). One block per SM (the ring is most of the shared memory); more strips than SMs
+// run as a second wave, so this is only a contender at k*bytes ~ SMs * 256 B.
+template <class T, int C, int TR, int S>
+__global__ void __launch_bounds__((C + 1) * 32)
+    dx_ws(const __grid_constant__ CUtensorMap map, const T* __restrict__ v, T* __restrict__ dx, long long m,
+          long long k) {
+#if __CUDA_ARCH__ >= 900
+  constexpr int N = Pack<T>::N, RPW = TR / C;  // rows of a tile per consumer warp
+  static_assert(TR % C == 0 && RPW % 2 == 0, "a consumer warp reads whole row pairs");
+  extern __shared__ unsigned char ws_dyn[];
+  Pack<T>* tiles = reinterpret_cast<Pack<T>*>(ws_dyn + ((128 - (gb::ptx::smem_addr(ws_dyn) & 127)) & 127));
+  __shared__ __align__(8) uint64_t full[S], empty[S];
+  __shared__ float red[C][16 * N];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const long long col_base = blockIdx.x * 16LL * N;
+  const int ntiles = (int)((m + TR - 1) / TR);
+  if (threadIdx.x == 0) {
+    for (int st = 0; st < S; ++st) {
+      gb::ptx::mbar_init(&full[st], 1);
+      gb::ptx::mbar_init(&empty[st], C);
+    }
+    gb::ptx::mbar_fence_init();
+  }
+  __syncthreads();
+  if (warp == C) {  // producer
+    if (lane == 0)
+      for (int t = 0; t < ntiles; ++t) {
+        const int st = t % S;
+        if (t >= S) gb::ptx::mbar_wait(&empty[st], ((t / S) - 1) & 1);
+        gb::ptx::mbar_arrive_expect_tx(&full[st], TR * 256);
+        gb::ptx::tma_load_2d(gb::ptx::smem_addr(tiles + st * TR * 16), &map, &full[st], (int)col_base, t * TR);
+      }
+    return;
+  }
+  const int sub = lane >> 4, cl = lane & 15;  // a row is 16 lanes x 16 B: a warp load covers 2 rows
+  float acc[N];
+#pragma unroll
+  for (int e = 0; e < N; ++e) acc[e] = 0.f;
+  for (int t = 0; t < ntiles; ++t) {
+    const int st = t % S;
+    float vi[RPW / 2];
+#pragma unroll
+    for (int j = 0; j < RPW / 2; ++j) {
+      long long r = (long long)t * TR + warp * RPW + 2 * j + sub;
+      vi[j] = r < m ? to_f(v[r]) : 0.f;
+    }
+    gb::ptx::mbar_wait(&full[st], (t / S) & 1);
+#pragma unroll
+    for (int j = 0; j < RPW / 2; ++j) {
+      Pack<T> w = tiles[st * TR * 16 + (warp * RPW + 2 * j + sub) * 16 + cl];
+#pragma unroll
+      for (int e = 0; e < N; ++e) acc[e] += to_f(w.v[e]) * vi[j];
+    }
+    __syncwarp();
+    if (lane == 0) gb::ptx::mbar_arrive(&empty[st]);
+  }
+#pragma unroll
+  for (int e = 0; e < N; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], 16);
+  if (sub == 0)
+#pragma unroll
+    for (int e = 0; e < N; ++e) red[warp][cl * N + e] = acc[e];
+  asm volatile("bar.sync 1, %0;" ::"n"(C * 32) : "memory");  // the consumer warps only
+  for (int c = threadIdx.x; c < 16 * N; c += C * 32) {
+    float sum = 0.f;
+#pragma unroll
+    for (int w = 0; w < C; ++w) sum += red[w][c];
+    if (col_base + c < k) dx[col_base + c] = from_f<T>(sum);
+  }
+#endif
+}
+
+template <class T, int C, int TR, int S>
+static void launch_dx_ws(const T* W, const T* v, T* dx, long long m, long long k) {
+  constexpr int SMEM = S * TR * 256 + 128;
+  static CUtensorMap map;
+  static const void* mapped = nullptr;
+  static long long mm = -1, mk = -1;
+  if (mapped != W || mm != m || mk != k) {
+    auto encode = tensor_map_encoder();
+    constexpr CUtensorMapDataType type = std::is_same_v<T, float>    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                         : std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                     : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    cuuint64_t dims[2] = {(cuuint64_t)k, (cuuint64_t)m};
+    cuuint64_t strides[1] = {(cuuint64_t)(k * sizeof(T))};
+    cuuint32_t box[2] = {(cuuint32_t)(16 * Pack<T>::N), (cuuint32_t)TR}, estr[2] = {1, 1};
+    if (!encode || encode(&map, type, 2, const_cast<T*>(W), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                          CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+      std::fprintf(stderr, "tensor map encode failed\n");
+      std::exit(4);
+    }
+    cudaFuncSetAttribute(dx_ws<T, C, TR, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    mapped = W, mm = m, mk = k;
+  }
+  long long strips = (k + 16LL * Pack<T>::N - 1) / (16LL * Pack<T>::N);
+  dx_ws<T, C, TR, S><<<(unsigned)strips, (C + 1) * 32, SMEM>>>(map, v, dx, m, k);
 }
 
 // Variant 7/8's kernels (families "pdl" and "atomic") and variant 10's (family "persistent") over
@@ -120,6 +224,20 @@ static void add_warp_rows(std::vector<Config>& cfgs, const std::string& want, co
     strips.template operator()<8, 8, 32>();
     strips.template operator()<8, 4, 32>();
     strips.template operator()<16, 8, 32>();
+  }
+  if (wanted("ws")) {
+    auto ws = [&]<int C, int TR, int S>() {
+      char name[96];
+      std::snprintf(name, sizeof name, "ws C%d TR%d S%d", C, TR, S);
+      cfgs.push_back({name, [=] {
+                        launch_dx_ws<T, C, TR, S>(static_cast<const T*>(W), static_cast<const T*>(v), static_cast<T*>(dx),
+                                                  m, k);
+                      }});
+    };
+    ws.template operator()<8, 64, 12>();
+    ws.template operator()<8, 64, 8>();
+    ws.template operator()<4, 64, 12>();
+    ws.template operator()<8, 32, 16>();
   }
   if (!wanted("loads")) return;
   // variant 11's block-size rule (as the library) with each load policy
