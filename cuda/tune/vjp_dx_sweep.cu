@@ -71,8 +71,10 @@ static double pct(std::vector<double> v, double q) {
 // full and an empty mbarrier per stage; C consumer warps multiply out of shared memory and free a
 // stage by arriving on its empty barrier, so no block-wide barrier sits in the loop (variant 9 had
 // one per tile). One block per SM (the ring is most of the shared memory); more strips than SMs
-// run as a second wave, so this is only a contender at k*bytes ~ SMs * 256 B.
-template <class T, int C, int TR, int S>
+// run as a second wave, so this is only a contender at k*bytes ~ SMs * 256 B. VB = 1: the tile's
+// v slice comes with it by a bulk copy on the same barrier (first version: v from global memory,
+// an L2 round trip per tile in every consumer warp's path).
+template <class T, int C, int TR, int S, int VB>
 __global__ void __launch_bounds__((C + 1) * 32)
     dx_ws(const __grid_constant__ CUtensorMap map, const T* __restrict__ v, T* __restrict__ dx, long long m,
           long long k) {
@@ -82,6 +84,7 @@ __global__ void __launch_bounds__((C + 1) * 32)
   extern __shared__ unsigned char ws_dyn[];
   Pack<T>* tiles = reinterpret_cast<Pack<T>*>(ws_dyn + ((128 - (gb::ptx::smem_addr(ws_dyn) & 127)) & 127));
   __shared__ __align__(8) uint64_t full[S], empty[S];
+  __shared__ __align__(16) T vstage[VB ? S : 1][TR];  // VB: the tile's v slice arrives with its W tile
   __shared__ float red[C][16 * N];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const long long col_base = blockIdx.x * 16LL * N;
@@ -99,8 +102,15 @@ __global__ void __launch_bounds__((C + 1) * 32)
       for (int t = 0; t < ntiles; ++t) {
         const int st = t % S;
         if (t >= S) gb::ptx::mbar_wait(&empty[st], ((t / S) - 1) & 1);
-        gb::ptx::mbar_arrive_expect_tx(&full[st], TR * 256);
+        const unsigned vbytes = VB ? (unsigned)(((m - (long long)t * TR < TR ? m - (long long)t * TR : TR) * sizeof(T) + 15) / 16 * 16) : 0u;
+        gb::ptx::mbar_arrive_expect_tx(&full[st], TR * 256 + vbytes);
         gb::ptx::tma_load_2d(gb::ptx::smem_addr(tiles + st * TR * 16), &map, &full[st], (int)col_base, t * TR);
+        if (VB)
+          asm volatile(
+              "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                  gb::ptx::smem_addr(&vstage[VB ? st : 0][0])),
+              "l"(v + (long long)t * TR), "r"(vbytes), "r"(gb::ptx::smem_addr(&full[st]))
+              : "memory");
       }
     return;
   }
@@ -111,12 +121,21 @@ __global__ void __launch_bounds__((C + 1) * 32)
   for (int t = 0; t < ntiles; ++t) {
     const int st = t % S;
     float vi[RPW / 2];
+    if (!VB) {
 #pragma unroll
-    for (int j = 0; j < RPW / 2; ++j) {
-      long long r = (long long)t * TR + warp * RPW + 2 * j + sub;
-      vi[j] = r < m ? to_f(v[r]) : 0.f;
+      for (int j = 0; j < RPW / 2; ++j) {
+        long long r = (long long)t * TR + warp * RPW + 2 * j + sub;
+        vi[j] = r < m ? to_f(v[r]) : 0.f;
+      }
     }
     gb::ptx::mbar_wait(&full[st], (t / S) & 1);
+    if (VB) {
+#pragma unroll
+      for (int j = 0; j < RPW / 2; ++j) {
+        long long r = (long long)t * TR + warp * RPW + 2 * j + sub;
+        vi[j] = r < m ? to_f(vstage[VB ? st : 0][warp * RPW + 2 * j + sub]) : 0.f;
+      }
+    }
 #pragma unroll
     for (int j = 0; j < RPW / 2; ++j) {
       Pack<T> w = tiles[st * TR * 16 + (warp * RPW + 2 * j + sub) * 16 + cl];
@@ -141,7 +160,7 @@ __global__ void __launch_bounds__((C + 1) * 32)
 #endif
 }
 
-template <class T, int C, int TR, int S>
+template <class T, int C, int TR, int S, int VB>
 static void launch_dx_ws(const T* W, const T* v, T* dx, long long m, long long k) {
   constexpr int SMEM = S * TR * 256 + 128;
   static CUtensorMap map;
@@ -161,11 +180,11 @@ static void launch_dx_ws(const T* W, const T* v, T* dx, long long m, long long k
       std::fprintf(stderr, "tensor map encode failed\n");
       std::exit(4);
     }
-    cudaFuncSetAttribute(dx_ws<T, C, TR, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+    cudaFuncSetAttribute(dx_ws<T, C, TR, S, VB>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
     mapped = W, mm = m, mk = k;
   }
   long long strips = (k + 16LL * Pack<T>::N - 1) / (16LL * Pack<T>::N);
-  dx_ws<T, C, TR, S><<<(unsigned)strips, (C + 1) * 32, SMEM>>>(map, v, dx, m, k);
+  dx_ws<T, C, TR, S, VB><<<(unsigned)strips, (C + 1) * 32, SMEM>>>(map, v, dx, m, k);
 }
 
 // Variant 7/8's kernels (families "pdl" and "atomic") and variant 10's (family "persistent") over
@@ -226,18 +245,19 @@ static void add_warp_rows(std::vector<Config>& cfgs, const std::string& want, co
     strips.template operator()<16, 8, 32>();
   }
   if (wanted("ws")) {
-    auto ws = [&]<int C, int TR, int S>() {
+    auto ws = [&]<int C, int TR, int S, int VB>() {
       char name[96];
-      std::snprintf(name, sizeof name, "ws C%d TR%d S%d", C, TR, S);
+      std::snprintf(name, sizeof name, "ws C%d TR%d S%d%s", C, TR, S, VB ? " vTMA" : "");
       cfgs.push_back({name, [=] {
-                        launch_dx_ws<T, C, TR, S>(static_cast<const T*>(W), static_cast<const T*>(v), static_cast<T*>(dx),
-                                                  m, k);
+                        launch_dx_ws<T, C, TR, S, VB>(static_cast<const T*>(W), static_cast<const T*>(v),
+                                                      static_cast<T*>(dx), m, k);
                       }});
     };
-    ws.template operator()<8, 64, 12>();
-    ws.template operator()<8, 64, 8>();
-    ws.template operator()<4, 64, 12>();
-    ws.template operator()<8, 32, 16>();
+    ws.template operator()<8, 64, 12, 0>();
+    ws.template operator()<8, 64, 8, 0>();
+    ws.template operator()<8, 64, 12, 1>();
+    ws.template operator()<8, 64, 8, 1>();
+    ws.template operator()<4, 64, 12, 1>();
   }
   if (!wanted("loads")) return;
   // variant 11's block-size rule (as the library) with each load policy
