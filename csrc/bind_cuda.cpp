@@ -61,7 +61,7 @@ void register_cuda(py::module_& m) {
       .def_property_readonly("rotations", &Case::rotations)
       .def("input_bytes", &Case::input_bytes)
       .def("time", &Case::time, py::arg("variant"), py::arg("samples"), py::arg("warmup"),
-           py::arg("cold_cache") = false, rel());
+           py::arg("cache") = 0, rel());
   c.def("cublas_load", &gb::cuda::blas::cublas_load, py::arg("candidates"), rel());
   c.def("cublas_error", &gb::cuda::blas::cublas_error);
 #else

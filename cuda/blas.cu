@@ -4,6 +4,7 @@
 #include "cublas_loader.h"
 #include "cuda_check.h"
 #include "dtype.cuh"
+#include "l2_scrub.cuh"
 #include "spin.cuh"
 
 #include <stdexcept>
@@ -37,8 +38,7 @@ struct Case::Impl {
   std::size_t out_bytes = 0;
   std::vector<Set> sets;
   float* work = nullptr;  // split-k / row-slice partial sums (gemv, vjp_dx)
-  void* scrub = nullptr;  // cold-cache: written over before each run to evict L2
-  std::size_t scrub_bytes = 0;
+  gb::cache::L2Scrub scrub;  // cold-cache modes: evicts L2 before each run (l2_scrub.cuh)
   cudaStream_t stream = nullptr;
   cudaEvent_t e0 = nullptr, e1 = nullptr;
   cublas::Handle handle = nullptr;
@@ -153,8 +153,7 @@ Case::Case(int op, int dtype, long long batch, long long m, long long n, long lo
     GB_CUDA_CHECK(cudaMemset(s.work, 0, bytes));  // vjp_dx v5's counters start at zero, reset themselves
   }
   if (op == kGemv) GB_CUDA_CHECK(cudaMalloc(&s.work, sizeof(float) * gb::blas::gemv_work_floats(m, k, s.sms)));
-  s.scrub_bytes = 2 * (std::size_t)l2;
-  GB_CUDA_CHECK(cudaMalloc(&s.scrub, s.scrub_bytes));
+  GB_CUDA_CHECK(s.scrub.alloc(device));
 }
 
 Case::~Case() {
@@ -167,7 +166,7 @@ Case::~Case() {
     cudaFree(st.out);
   }
   cudaFree(s.work);
-  cudaFree(s.scrub);
+  s.scrub.release();
   if (s.e0) cudaEventDestroy(s.e0);
   if (s.e1) cudaEventDestroy(s.e1);
   if (s.stream) cudaStreamDestroy(s.stream);
@@ -198,20 +197,23 @@ std::vector<std::uint8_t> Case::run_once(int variant) {
   return host;
 }
 
-std::vector<double> Case::time(int variant, int samples, int warmup, bool cold_cache) {
+std::vector<double> Case::time(int variant, int samples, int warmup, int cache) {
   auto& s = *impl_;
+  if (cache != gb::cache::kHot && cache != gb::cache::kColdClean && cache != gb::cache::kColdDirty)
+    throw std::invalid_argument("cache mode " + std::to_string(cache) + ": want 0 (hot), 1 (cold, read scrub) or 2 (cold, memset scrub)");
+  const bool cold = cache != gb::cache::kHot;
   std::vector<double> out;
   out.reserve(samples);
   int khz = 0;
   GB_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, s.device));
   long long hold = (long long)(khz / 1000) * 50;  // ~50 us of SM clocks
   for (int i = 0; i < warmup + samples; ++i) {
-    const Set& st = s.sets[cold_cache ? 0 : i % s.sets.size()];
+    const Set& st = s.sets[cold ? 0 : i % s.sets.size()];
     // Keep the device busy while the host queues start event, run and stop event: otherwise, on
     // an idle GPU, the host's submission gap after the start event is timed as if it were the
-    // kernel (several us, which dominates small ops). The L2 scrub does this in cold mode.
-    if (cold_cache)
-      GB_CUDA_CHECK(cudaMemsetAsync(s.scrub, i & 0xFF, s.scrub_bytes, s.stream));
+    // kernel (several us, which dominates small ops). The L2 scrub does this in cold modes.
+    if (cold)
+      GB_CUDA_CHECK(s.scrub.run(cache, i, s.stream));
     else
       gb::launch::spin_kernel<<<1, 1, 0, s.stream>>>(hold);
     GB_CUDA_CHECK(cudaEventRecord(s.e0, s.stream));

@@ -31,9 +31,12 @@ class Case {
   void set_input(int i, const void* data, std::size_t bytes);
   // Poison the output (all-ones bytes: NaN in every float format), run once, return the output.
   std::vector<std::uint8_t> run_once(int variant);
-  // Device seconds per run: events around each run, after `warmup` untimed runs. Hot cache: the
-  // sets rotate so inputs are not simply re-read from L2. Cold: L2 scrubbed before each run.
-  std::vector<double> time(int variant, int samples, int warmup, bool cold_cache);
+  // Device seconds per run: events around each run, after `warmup` untimed runs. cache 0 (hot):
+  // the sets rotate so inputs are not simply re-read from L2. 1 (cold, clean): a read pass of 2x
+  // L2 before each run leaves L2 holding none of the op's data and no dirty lines. 2 (cold,
+  // dirty): a 2x-L2 memset before each run, which also leaves dirty lines for the op to write back
+  // (see l2_scrub.cuh). Any other value: std::invalid_argument.
+  std::vector<double> time(int variant, int samples, int warmup, int cache);
 
  private:
   struct Impl;

@@ -136,7 +136,8 @@ def test_roofline_keeps_tf32_apart():
 
 
 @pytest.mark.parametrize("args,msg", [(["--ops", "conv"], "unknown op"), (["--dtypes", "fp8"], "unknown dtype"),
-                                      (["--shapes", "3x"], "bad shape"), (["--backends", "tpu"], "unknown backend")])
+                                      (["--shapes", "3x"], "bad shape"), (["--backends", "tpu"], "unknown backend"),
+                                      (["--cold", "flush"], "unknown --cold scrub")])
 def test_cli_errors(tmp_path, args, msg):
     p = run_module("bench.blas", *args, "--out", str(tmp_path / "x.json"))
     assert p.returncode == 2 and msg in p.stdout
@@ -167,11 +168,20 @@ def test_failed_verification_is_not_timed(monkeypatch):
                     reason="needs an NVIDIA GPU and driver: " + registry.info("native-cuda").reason)
 def test_every_cuda_variant_verifies_on_gpu(tmp_path):
     out = tmp_path / "gpu.json"
-    p = run_module("bench.blas", "--quick", "--no-progress", "--backends", "native-cuda", "--out", str(out))
+    p = run_module("bench.blas", "--quick", "--no-progress", "--backends", "native-cuda", "--cold", "read,write",
+                   "--out", str(out))
     assert p.returncode == 0, p.stderr
     recs = [r for r in load_run(out).records if r.backend == "native-cuda"]
     hand = [r for r in recs if r.variant.startswith("v") and r.status != NOT_APPLICABLE]
     assert hand and all(r.status == OK and r.verified for r in hand), [(r.variant, r.reason) for r in hand if r.status != OK]
+    # every timed variant (cuBLAS too) also has both cold modes, each with its own samples
+    timed = {(r.params["op"], r.params["dtype"], r.params["shape_text"], r.variant) for r in recs
+             if r.status == OK and r.metric == "time"}
+    for metric, word in (("time_cold", "read pass"), ("time_cold_dirty", "memset")):
+        cold = {(r.params["op"], r.params["dtype"], r.params["shape_text"], r.variant): r for r in recs
+                if r.status == OK and r.metric == metric}
+        assert set(cold) == timed, (metric, timed ^ set(cold))
+        assert all(len(r.samples_s) >= 5 and min(r.samples_s) > 0 and word in r.params["cache"] for r in cold.values())
     tensor_core_fp32 = {("gemm", v, "fp32") for v in ("v4", "v6", "v7", "v8")}  # fp16/bf16-only variants
     na = [r for r in recs if r.status == NOT_APPLICABLE
           and (r.params["op"], r.variant, r.params["dtype"]) not in tensor_core_fp32]

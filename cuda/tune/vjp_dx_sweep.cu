@@ -4,14 +4,17 @@
 // and variant 7/8/10/11's kernels over rows-in-flight R x warps per block x blocks per SM
 // on the shapes where dx is bandwidth-bound. Every configuration is checked against a float64
 // host reference (output poisoned with NaN first) before it is timed; one that fails is reported
-// and not timed. Timing as the harness's cold mode: L2 is written over (twice its size) before
-// each call, which also holds the device while the host queues the start event and the call;
-// device events, warm-up, then median and p10/p90. Cold, because the matrices are larger than
-// L2 and configurations are interleaved: a hot L2 would hold the tail of whichever configuration
-// ran before, and a kernel that happens to start where its predecessor ended would win by order.
+// and not timed. Timing as the harness's cold modes: L2 is scrubbed before each call (`read`: a
+// 2x-L2 read pass, L2 left clean; `write`: a 2x-L2 memset, L2 left dirty, the only mode of the
+// sweeps recorded before the read pass was added), which also holds the device while the host queues the start
+// event and the call; device events, warm-up, then median and p10/p90. Cold, because the
+// matrices are larger than L2 and configurations are interleaved: a hot L2 would hold the tail of
+// whichever configuration ran before, and a kernel that happens to start where its predecessor
+// ended would win by order. `hot` (a spin kernel instead of a scrub) exists to show what the
+// scrubs evict, on shapes that fit in L2.
 // Not part of `pip install .` (a tuning tool). Build and run on the GPU machine:
 //   nvcc -O3 -std=c++20 -arch=sm_90 -Icuda cuda/tune/vjp_dx_sweep.cu cuda/cublas_loader.cpp -o /tmp/dx_sweep
-//   /tmp/dx_sweep LIBCUBLAS [samples] [families] [shapes] > sweep.txt
+//   /tmp/dx_sweep LIBCUBLAS [samples] [families] [shapes] [read|write|hot] > sweep.txt
 // families: "all" (default) or any of pdl (variant 7's kernel), atomic (8's), persistent (10's),
 // strips (11's), loads (11's rule with each load policy for W), ws (an experiment: cuBLAS's
 // warp-specialized TMA structure), none (the library variants only);
@@ -27,7 +30,9 @@
 #include <string>
 #include <vector>
 
+#include "../l2_scrub.cuh"
 #include "../plain/cublas_or_exit.h"
+#include "../spin.cuh"
 #include "../plain/fill.cuh"
 #include "../plain/plain_check.h"
 #include "../vjp.cu"
@@ -281,12 +286,21 @@ static void add_warp_rows(std::vector<Config>& cfgs, const std::string& want, co
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s LIBCUBLAS [samples] [families: all | any of pdl,atomic,persistent,strips,loads] [shapes: MxK,...]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s LIBCUBLAS [samples] [families: all | none | any of pdl,atomic,persistent,strips,loads,ws] [shapes: MxK,...] [scrub: read | write | hot]\n", argv[0]);
     return 1;
   }
   std::string lib = gb::plain::load_cublas_or_exit(argv[1]);
   int samples = argc > 2 ? std::atoi(argv[2]) : 100, warmup = 10;
   std::string families = argc > 3 ? argv[3] : "all";
+  std::string scrub_name = argc > 5 ? argv[5] : "read";
+  int scrub_mode = scrub_name == "read" ? gb::cache::kColdClean
+                   : scrub_name == "write" ? gb::cache::kColdDirty
+                   : scrub_name == "hot"   ? gb::cache::kHot
+                                           : -1;
+  if (scrub_mode < 0) {
+    std::fprintf(stderr, "bad scrub '%s': want read (2x-L2 read pass), write (2x-L2 memset) or hot (no scrub)\n", argv[5]);
+    return 1;
+  }
   struct Shape {
     long long m, k;
   };
@@ -311,15 +325,18 @@ int main(int argc, char** argv) {
   cudaDriverGetVersion(&drv);
   cudaRuntimeGetVersion(&rt);
   int sms = prop.multiProcessorCount;
-  std::printf("cold L2 (scrubbed before each call); device %s, %d SMs, driver API %d, runtime %d, cuBLAS %s, %d samples after %d warm-up\n", prop.name,
+  const char* scrub_text = scrub_mode == gb::cache::kColdClean ? "cold L2 (2x-L2 read pass before each call: clean)"
+                           : scrub_mode == gb::cache::kColdDirty ? "cold L2 (2x-L2 memset before each call: dirty)"
+                                                                 : "hot L2 (spin kernel before each call, no scrub)";
+  std::printf("%s; device %s, %d SMs, driver API %d, runtime %d, cuBLAS %s, %d samples after %d warm-up\n", scrub_text, prop.name,
               sms, drv, rt, lib.c_str(), samples, warmup);
   gb::cuda::cublas::Handle h;
   if (api.create(&h) != 0) return 3;
-  int l2 = 0;
-  CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
-  size_t scrub_bytes = 2 * (size_t)l2;
-  void* scrub;
-  CHECK(cudaMalloc(&scrub, scrub_bytes));
+  gb::cache::L2Scrub scrub;
+  CHECK(scrub.alloc(0));
+  int khz = 0;
+  CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+  long long hold = (long long)(khz / 1000) * 50;  // hot: ~50 us of SM clocks
 
   for (Shape sh : shapes) {
     for (int dt : {kF16, kBF16, kF32}) {
@@ -394,7 +411,10 @@ int main(int argc, char** argv) {
       for (int it = 0; it < warmup + samples; ++it) {
         for (auto& c : cfgs) {
           if (!c.ok) continue;
-          CHECK(cudaMemsetAsync(scrub, it & 0xFF, scrub_bytes));
+          if (scrub_mode == gb::cache::kHot)
+            gb::launch::spin_kernel<<<1, 1>>>(hold);
+          else
+            CHECK(scrub.run(scrub_mode, it, 0));
           CHECK(cudaEventRecord(e0));
           c.run();
           CHECK(cudaEventRecord(e1));
@@ -431,6 +451,7 @@ int main(int argc, char** argv) {
       cudaFree(work);
     }
   }
+  scrub.release();
   api.destroy(h);
   return 0;
 }

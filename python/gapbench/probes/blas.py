@@ -6,8 +6,10 @@ the copy probe, peak compute from the best GEMM at the largest size.
 Every result is checked against a float64 reference (on the inputs as rounded to the dtype, the
 output poisoned first for native kernels) before it is timed; a failed check is a `failed` row.
 Native timing: CUDA events around each run, inputs rotated through enough buffer sets to defeat
-L2 (hot) or L2 scrubbed before each run (--cold). Frameworks: device events (torch, cupy) or host
-clock with a sync (mlx)."""
+L2 (hot), and with --cold also with L2 scrubbed before each run: `read` (default) reads 2x L2 so
+the op starts with none of its data in L2 and no dirty lines, `write` memsets 2x L2 (nvbench's
+flush) so the op also writes back the dirty lines the scrub leaves. Frameworks: device events
+(torch, cupy) or host clock with a sync (mlx)."""
 from __future__ import annotations
 
 import argparse
@@ -41,6 +43,14 @@ DATASHEET = {
 }
 
 
+# --cold scrub -> (native cache code, metric, the `cache` param written with the samples);
+# codes as in cuda/l2_scrub.cuh.
+COLD_MODES = {
+    "read": (1, "time_cold", "cold (L2 flushed clean: 2x-L2 read pass before each run)"),
+    "write": (2, "time_cold_dirty", "cold (L2 scrubbed dirty: 2x-L2 memset before each run)"),
+}
+
+
 @dataclass
 class Config:
     ops: list[str] = field(default_factory=lambda: list(OPS))
@@ -49,7 +59,7 @@ class Config:
     samples: int = 100
     warmup: int = 10
     budget_s: float = 3.0  # timed seconds allowed per variant; samples are cut to fit (min 5)
-    cold: bool = False
+    cold: list[str] = field(default_factory=list)  # cold-cache scrubs to time native CUDA with: COLD_MODES keys
     quick: bool = False
     seed: int | None = None
 
@@ -118,10 +128,11 @@ def _native_cuda(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray
         todo.append((code, name, desc, tol))
 
     def measure(code):
-        n = timer.count(case.time(code, 1, 1, False)[0])
-        for metric, cold in [("time", False)] + ([("time_cold", True)] if cfg.cold else []):
-            yield metric, case.time(code, n, cfg.warmup, cold), {
-                "cache": "cold (L2 scrubbed)" if cold else f"hot, {case.rotations} rotating sets",
+        n = timer.count(case.time(code, 1, 1, 0)[0])
+        modes = [(0, "time", f"hot, {case.rotations} rotating sets")] + [COLD_MODES[c] for c in cfg.cold]
+        for cache, metric, text in modes:
+            yield metric, case.time(code, n, cfg.warmup, cache), {
+                "cache": text,
                 "library": cublas_path if code in (0, 100) and spec.name != "copy" else "",
                 **({"precision": "tf32"} if code == 100 else {})}
 
@@ -334,7 +345,7 @@ def plain_check(records: list[Record], cfg: Config, rounds: int = 5) -> list[Rec
                     if p.returncode != 0:
                         raise RuntimeError(p.stderr.strip()[-300:])
                     plain += json.loads(p.stdout)["samples"]
-                    harness += case.time(0, per, cfg.warmup, False)
+                    harness += case.time(0, per, cfg.warmup, 0)
                 del case
                 out.append(Record(probe=PROBE, backend="plain-cuda", variant="cublas", metric="time",
                                   op="cuBLAS from a plain C++ loop (no harness)", clock="device_events",
@@ -525,7 +536,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.blas") -> i
     ap.add_argument("--samples", type=int, default=None, help="timed runs per variant (default 100; quick 10)")
     ap.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 10; quick 2)")
     ap.add_argument("--budget", type=float, default=None, help="timed seconds per variant; samples are cut to fit (default 3)")
-    ap.add_argument("--cold", action="store_true", help="also time native kernels with L2 scrubbed before each run")
+    ap.add_argument("--cold", nargs="?", const="read", default=None, metavar="SCRUBS",
+                    help="also time native CUDA kernels with L2 scrubbed before each run: read (default: a read "
+                         "pass, L2 left clean), write (a memset, L2 left dirty), or read,write for both")
     ap.add_argument("--seed", type=int, default=None, help="random seed (default: fresh data every run)")
     ap.add_argument("--out", help="result JSON (default results/blas-<time>.json); CSV written beside it")
     ap.add_argument("--no-plots", action="store_true", help="skip the PNG figures (written next to the JSON)")
@@ -534,7 +547,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.blas") -> i
     args = ap.parse_args(argv)
     console = Console() if Console().is_terminal else Console(width=200)
     try:
-        cfg = Config(quick=args.quick, cold=args.cold, seed=args.seed)
+        cfg = Config(quick=args.quick, cold=_split(args.cold, list(COLD_MODES), "--cold scrub") or [], seed=args.seed)
         if args.quick:
             cfg.samples, cfg.warmup, cfg.budget_s = 10, 2, 0.5
         cfg.ops = _split(args.ops, list(OPS), "op") or cfg.ops
