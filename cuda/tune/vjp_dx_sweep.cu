@@ -70,6 +70,25 @@ static double pct(std::vector<double> v, double q) {
   return v[lo] + (v[hi] - v[lo]) * (pos - lo);
 }
 
+// Speed relative to cuBLAS from paired rounds (each round times every configuration once, back to
+// back): the median of cuBLAS_i / config_i and a distribution-free 95% interval for that median
+// (ranks n/2 -+ 0.98 sqrt(n) of the sorted ratios: the binomial(n, 1/2) in normal approximation).
+// Pairing cancels the clock and thermal drift a round shares; the interval covers this run's
+// round-to-round noise only, not what changes between runs (clocks, where the allocator put W).
+struct Paired {
+  double med, lo, hi;
+};
+static Paired paired(const std::vector<double>& ref, const std::vector<double>& x) {
+  size_t n = std::min(ref.size(), x.size());
+  if (n == 0) return {NAN, NAN, NAN};
+  std::vector<double> r(n);
+  for (size_t i = 0; i < n; ++i) r[i] = ref[i] / x[i];
+  std::sort(r.begin(), r.end());
+  double h = 0.98 * std::sqrt((double)n);
+  long lo = std::max(0L, (long)std::floor(n / 2.0 - h) - 1), hi = std::min((long)n - 1, (long)std::ceil(n / 2.0 + 1 + h) - 1);
+  return {pct(r, 0.5), r[lo], r[hi]};
+}
+
 // Experiment (family "ws"; not in the library): cuBLAS's structure for dx as profiled on the H200
 // (docs/results/cublas-dx-kernels-h200-2026-11-22.txt): a block per 256-byte column strip walking
 // all m rows; one producer warp streams 256 B x TR-row tiles by TMA into an S-stage ring with a
@@ -426,20 +445,21 @@ int main(int argc, char** argv) {
       }
       CHECK(cudaGetLastError());
       double bytes = (double)(m * k + m + k) * es;
-      double cub = pct(cfgs[0].samples, 0.5);
+      double cub = cfgs[0].ok ? pct(cfgs[0].samples, 0.5) : NAN;  // failed cuBLAS: its row says so, ratios nan
       std::printf("\nvjp_dx %lldx%lld %s (%.1f MB moved)\n", m, k, dt == kF32 ? "fp32" : (dt == kF16 ? "fp16" : "bf16"),
                   bytes / 1e6);
-      std::printf("  %-22s %10s %10s %10s %8s %12s %10s\n", "config", "median us", "p10", "p90", "TB/s", "speed/cuBLAS",
-                  "rel.err");
+      std::printf("  %-22s %10s %10s %10s %8s %12s %10s  %s\n", "config", "median us", "p10", "p90", "TB/s", "speed/cuBLAS",
+                  "rel.err", "paired speed/cuBLAS [95% CI]");
       for (auto& c : cfgs) {
         if (!c.ok) {
           std::printf("  %-22s FAILED verification: rel. error %.3e\n", c.name.c_str(), c.err);
           continue;
         }
         double med = pct(c.samples, 0.5);
-        std::printf("  %-22s %10.2f %10.2f %10.2f %8.3f %11.1f%% %10.2e\n", c.name.c_str(), med * 1e6,
+        Paired pr = paired(cfgs[0].samples, c.samples);
+        std::printf("  %-22s %10.2f %10.2f %10.2f %8.3f %11.1f%% %10.2e  %.1f%% [%.1f-%.1f]\n", c.name.c_str(), med * 1e6,
                     pct(c.samples, 0.1) * 1e6, pct(c.samples, 0.9) * 1e6, bytes / med / 1e12, 100.0 * cub / med,
-                    c.err);
+                    c.err, 100 * pr.med, 100 * pr.lo, 100 * pr.hi);
       }
       std::fflush(stdout);
       cudaEventDestroy(e0);
