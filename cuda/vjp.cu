@@ -25,7 +25,10 @@
 //   dx variant 11: narrow column strips (128 B of a row) so that at wide k each block owns its
 //     columns over all rows and writes dx itself: no cross-block finish at all (the structure of
 //     cuBLAS's fp16 kernel there). Level with cuBLAS on an H200 (98.7-102.6% in fp16/bf16).
-// The configurations of 7-8 come from cuda/tune/vjp_dx_sweep.cu (cold L2, interleaved).
+//   dx variant 12: variant 11's kernel with 256-byte strips (cuBLAS's width: two whole 128-byte
+//     lines of a row per visit) and one 32-warp block per SM; 128-byte strips only where the wide
+//     ones cannot fill the SMs. Chosen with the clean (read-pass) cold scrub.
+// The configurations of 7-12 come from cuda/tune/vjp_dx_sweep.cu (cold L2, interleaved).
 // Run: python -m bench.blas --ops vjp
 #include <map>
 #include <mutex>
@@ -803,6 +806,14 @@ static constexpr int kDxV10Rows = 8, kDxV10Warps = 4, kDxV10BlocksPerSm = 16;
 // blocks two per SM (L8 R8 W16 bps2) were best or within noise; with fewer, one 32-warp block per
 // SM (L8 R8 W32 bps1) avoided the second slice that cost 8192^2 bf16 3% there.
 static constexpr int kDxV11Lanes = 8, kDxV11Rows = 8;
+// Variant 12: variant 11's kernel retuned with the clean cold scrub (a read pass, so no dirty L2
+// lines to write back; docs/results/vjp-dx-sweep-h200-2026-11-22-paired-strips.txt): 256-byte
+// strips (16 lanes, the width of cuBLAS's nvjet dx kernel) and one 32-warp block per SM, which
+// at 16384 and 32768 rows streamed ~1% faster than variant 11's 128-byte strips: each row visit
+// reads two whole 128-byte lines of W instead of one. Where 256-byte strips are too few to fill
+// the SMs (fewer than ~3/4 of them) it falls back to 128-byte strips, so a strip still needs no
+// second slice while the strips fill the GPU.
+static constexpr int kDxV12WideLanes = 16, kDxV12NarrowLanes = 8, kDxV12Rows = 8, kDxV12Warps = 32;
 
 static bool has_sm90() {
   int dev = 0, major = 0;
@@ -833,6 +844,19 @@ bool launch_vjp_dx(int variant, int dt, const void* W, const void* v, void* dx, 
         launch_dx_strips<T, kDxV11Lanes, kDxV11Rows, 16>(w, vv, out, work, m, k, sms, 2, s);
       else
         launch_dx_strips<T, kDxV11Lanes, kDxV11Rows, 32>(w, vv, out, work, m, k, sms, 1, s);
+    });
+  }
+  if (variant == 12) {
+    if (k % 8 != 0) return false;  // whole 16-byte packs for every dtype
+    return dispatch_dtype(dt, [&]<class T>() {
+      auto w = static_cast<const T*>(W);
+      auto vv = static_cast<const T*>(v);
+      auto out = static_cast<T*>(dx);
+      long long wide = (k + kDxV12WideLanes * Pack<T>::N - 1) / (kDxV12WideLanes * Pack<T>::N);
+      if (4 * wide >= 3LL * sms)
+        launch_dx_strips<T, kDxV12WideLanes, kDxV12Rows, kDxV12Warps>(w, vv, out, work, m, k, sms, 1, s);
+      else
+        launch_dx_strips<T, kDxV12NarrowLanes, kDxV12Rows, kDxV12Warps>(w, vv, out, work, m, k, sms, 1, s);
     });
   }
   if (variant == 10) {

@@ -201,8 +201,9 @@ def test_vjp_variants_verify_on_ragged_shapes_on_gpu(tmp_path):
     # fewer rows than one tile; 8193x4104 has more units than an H200 holds blocks, so variant 10's
     # blocks take several units each and cross column blocks mid-range. On a 132-SM GPU variant 11
     # runs one-slice and two-slice grids of both its block sizes across these (2050x8456: 133
-    # strips of 64 fp16 columns, the last one 8 wide, two slices). Every variant that runs must
-    # match float64.
+    # strips of 64 fp16 columns, the last one 8 wide, two slices). Variant 12 runs its 128-byte
+    # strips in fp16/bf16 here and its 256-byte ones in fp32 at 2050x8456 (133 strips, the last
+    # 8 wide, more blocks than SMs). Every variant that runs must match float64.
     out = tmp_path / "ragged.json"
     p = run_module("bench.blas", "--ops", "vjp", "--shapes", "1001x1336,77x4104,2049x1000,3x264,129x100,8193x4104,2050x8456",
                    "--samples", "3", "--warmup", "1", "--no-progress", "--no-plain", "--backends", "native-cuda",
@@ -214,7 +215,7 @@ def test_vjp_variants_verify_on_ragged_shapes_on_gpu(tmp_path):
                                                      "8193x4104", "2050x8456"}
     assert all(r.status == OK and r.verified for r in ran), [(r.variant, r.params["shape_text"], r.reason)
                                                               for r in ran if r.status != OK]
-    for v in ("v7", "v8", "v9", "v10", "v11"):
+    for v in ("v7", "v8", "v9", "v10", "v11", "v12"):
         for shape in ("77x4104", "8193x4104", "2050x8456"):
             assert any(r.variant == v and r.params["op"] == "vjp_dx" and r.params["shape_text"] == shape
                        and r.status == OK for r in recs), (v, shape)
