@@ -152,7 +152,11 @@ Case::Case(int op, int dtype, long long batch, long long m, long long n, long lo
     GB_CUDA_CHECK(cudaMalloc(&s.work, bytes));
     GB_CUDA_CHECK(cudaMemset(s.work, 0, bytes));  // vjp_dx v5's counters start at zero, reset themselves
   }
-  if (op == kGemv) GB_CUDA_CHECK(cudaMalloc(&s.work, sizeof(float) * gb::blas::gemv_work_floats(m, k, s.sms)));
+  if (op == kGemv) {
+    std::size_t bytes = sizeof(float) * gb::blas::gemv_work_floats(m, k, s.sms);
+    GB_CUDA_CHECK(cudaMalloc(&s.work, bytes));
+    GB_CUDA_CHECK(cudaMemset(s.work, 0, bytes));  // variant 4's accumulator and counters start at zero
+  }
   GB_CUDA_CHECK(s.scrub.alloc(device));
 }
 

@@ -8,7 +8,9 @@ namespace gb::blas {
 // copy: dst = src, n elements.        1 scalar, 2 16-byte packs
 bool launch_copy(int variant, int dt, const void* src, void* dst, long long n, cudaStream_t s);
 // gemv: y[m] = A[m,k] x[k].            1 thread per row, 2 warp per row with 16-byte packs,
-//                                      3 split-k warps (fp32 partials in `work`)
+//                                      3 split-k warps (fp32 partials in `work`),
+//                                      4 x-stationary blocks, k-slices added atomically (`work`
+//                                        must be zeroed once when allocated)
 bool launch_gemv(int variant, int dt, const void* A, const void* x, void* y, long long m, long long k, cudaStream_t s,
                  float* work, int sms);
 long long gemv_work_floats(long long m, long long k, int sms);

@@ -4,6 +4,9 @@
 // the baseline). Variant 2: one warp per row, 16-byte packs, 4 packs in flight per lane before
 // any arithmetic (enough outstanding loads to cover HBM latency), shuffle reduction.
 // Variant 3: split-k over (row, k-slice) so short m still fills the GPU (see below).
+// Variant 4: x-stationary blocks: a block owns a k-range and a run of rows; each warp keeps its
+// part of x in registers for all those rows (x is read once per block, not once per row), and
+// the k-slices of a row meet by fp32 atomics in L2, the last slice's block writing y (one launch).
 // Run: python -m bench.blas --ops gemv
 #include "blas_kernels.h"
 #include "dtype.cuh"
@@ -108,15 +111,119 @@ __global__ void gemv_reduce(const float* __restrict__ part, T* __restrict__ y, l
   y[r] = from_f<T>(acc);
 }
 
+// Variant 4. Each lane holds P packs of x (its warp's k-range: 32 x P packs, contiguous, so a
+// warp reads 512 B-runs of a row and the block's warps together a contiguous WARPS x 32 x P-pack
+// run), walks its block's rows R at a time (R x P independent 16-byte loads in flight per lane)
+// and leaves one sum per (warp, row) in shared memory. After one barrier the block sums its
+// warps per row; with one k-slice it writes y, else it adds into an fp32 accumulator and the
+// block that completes a run of rows (a counter per run) converts it to y and clears it, so the
+// workspace is reusable without a memset. Needs k % N == 0 (16-byte rows).
+template <class T, int P, int R, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32) gemv_xstat(const T* __restrict__ A, const T* __restrict__ x,
+                                                          T* __restrict__ y, float* accum, unsigned* counters,
+                                                          long long m, long long k, int rows_per_block) {
+  constexpr int N = Pack<T>::N;
+  extern __shared__ float red[];  // [WARPS][rows_per_block]
+  __shared__ bool last;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const long long kp = k / N;
+  const long long p0 = ((long long)blockIdx.y * WARPS + warp) * 32 * P + lane;
+  const Pack<T>* xv = reinterpret_cast<const Pack<T>*>(x);
+  const Pack<T>* av = reinterpret_cast<const Pack<T>*>(A);
+  Pack<T> xr[P];
+#pragma unroll
+  for (int u = 0; u < P; ++u) {
+    long long i = p0 + 32LL * u;
+    if (i < kp) xr[u] = xv[i];
+    else
+#pragma unroll
+      for (int e = 0; e < N; ++e) xr[u].v[e] = from_f<T>(0.f);  // past k: contributes nothing
+  }
+  const long long r0 = (long long)blockIdx.x * rows_per_block;
+  const int rows = (int)(m - r0 < rows_per_block ? m - r0 : rows_per_block);
+  for (int r = 0; r < rows; r += R) {
+    Pack<T> ra[R][P];
+#pragma unroll
+    for (int rr = 0; rr < R; ++rr)
+#pragma unroll
+      for (int u = 0; u < P; ++u) {
+        long long i = p0 + 32LL * u;
+        if (r + rr < rows && i < kp) ra[rr][u] = av[(r0 + r + rr) * kp + i];
+        else
+#pragma unroll
+          for (int e = 0; e < N; ++e) ra[rr][u].v[e] = from_f<T>(0.f);
+      }
+#pragma unroll
+    for (int rr = 0; rr < R; ++rr) {
+      float acc = 0.f;
+#pragma unroll
+      for (int u = 0; u < P; ++u)
+#pragma unroll
+        for (int e = 0; e < N; ++e) acc += to_f(ra[rr][u].v[e]) * to_f(xr[u].v[e]);
+      acc = warp_sum(acc);
+      if (lane == 0 && r + rr < rows) red[warp * rows_per_block + r + rr] = acc;
+    }
+  }
+  __syncthreads();
+  const bool one = gridDim.y == 1;
+  for (int i = threadIdx.x; i < rows; i += blockDim.x) {
+    float sum = 0.f;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) sum += red[w * rows_per_block + i];
+    if (one) y[r0 + i] = from_f<T>(sum);
+    else atomicAdd(accum + r0 + i, sum);
+  }
+  if (one) return;
+  __threadfence();  // this block's adds are visible before its count
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(counters + blockIdx.x, 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int i = threadIdx.x; i < rows; i += blockDim.x) y[r0 + i] = from_f<T>(atomicExch(accum + r0 + i, 0.f));
+  if (threadIdx.x == 0) counters[blockIdx.x] = 0u;
+}
+
+static constexpr int kGemvV4Packs = 4, kGemvV4Rows = 2, kGemvV4BlocksPerSm = 4, kGemvV4MaxRows = 512;
+
+// Warps per block: as many (up to 8) as the row's packs keep busy, so a narrow k does not leave
+// warps holding nothing but zeros.
+template <class T>
+static void launch_gemv_xstat(const T* A, const T* x, T* y, float* accum, unsigned* counters, long long m,
+                              long long k, int sms, cudaStream_t s) {
+  constexpr int P = kGemvV4Packs, R = kGemvV4Rows;
+  long long kp = k / Pack<T>::N;
+  auto go = [&]<int WARPS>() {
+    long long slices = (kp + 32LL * P * WARPS - 1) / (32LL * P * WARPS);
+    long long want = ((long long)kGemvV4BlocksPerSm * sms + slices - 1) / slices;  // row runs wanted
+    long long rpb = (m + want - 1) / want;
+    rpb = (rpb + R - 1) / R * R;
+    if (rpb > kGemvV4MaxRows) rpb = kGemvV4MaxRows;
+    long long runs = (m + rpb - 1) / rpb;
+    gemv_xstat<T, P, R, WARPS><<<dim3((unsigned)runs, (unsigned)slices), WARPS * 32,
+                                 sizeof(float) * WARPS * rpb, s>>>(A, x, y, accum, counters, m, k, (int)rpb);
+  };
+  long long busy = (kp + 32LL * P - 1) / (32LL * P);  // warps the row can keep busy
+  if (busy >= 8) go.template operator()<8>();
+  else if (busy >= 4) go.template operator()<4>();
+  else if (busy >= 2) go.template operator()<2>();
+  else go.template operator()<1>();
+}
+
 long long gemv_split_slices(long long m, long long k, int pack, int sms) {
   long long want = (64LL * sms + m - 1) / m;                 // about 64 warps per SM in all
   long long max_slices = k / (32LL * pack * 8) > 0 ? k / (32LL * pack * 8) : 1;  // >= one full unrolled pass
   return want < 1 ? 1 : (want > max_slices ? max_slices : want);
 }
 
-long long gemv_work_floats(long long m, long long k, int sms) {
-  return gemv_split_slices(m, k, 4, sms) * m;  // the fp32 pack allows the most slices
+// Workspace (floats): [variant 3's partials: slices x m] [variant 4's accumulator: m]
+// [variant 4's counters: one per run of rows, at most m]. Variant 4's part starts zeroed (the
+// case runner clears the workspace once) and clears itself.
+static long long gemv_partials_floats(long long m, long long k, int sms) {
+  return (gemv_split_slices(m, k, 4, sms) * m + 3) / 4 * 4;  // the fp32 pack allows the most slices
 }
+
+long long gemv_work_floats(long long m, long long k, int sms) { return gemv_partials_floats(m, k, sms) + 2 * m; }
 
 bool launch_gemv(int variant, int dt, const void* A, const void* x, void* y, long long m, long long k,
                  cudaStream_t s, float* work, int sms) {
@@ -137,6 +244,14 @@ bool launch_gemv(int variant, int dt, const void* A, const void* x, void* y, lon
       dim3 grid((unsigned)((m + warps - 1) / warps), (unsigned)slices);
       gemv_split<T, 8><<<grid, warps * 32, 0, s>>>(a, xv, work, yv, m, k, per);
       if (slices > 1) gemv_reduce<T><<<(unsigned)((m + 255) / 256), 256, 0, s>>>(work, yv, m, (int)slices);
+    });
+  }
+  if (variant == 4) {
+    if (k % 8 != 0) return false;  // whole 16-byte packs for every dtype
+    return dispatch_dtype(dt, [&]<class T>() {
+      float* accum = work + gemv_partials_floats(m, k, sms);
+      launch_gemv_xstat<T>(static_cast<const T*>(A), static_cast<const T*>(x), static_cast<T*>(y), accum,
+                           reinterpret_cast<unsigned*>(accum + m), m, k, sms, s);
     });
   }
   if (variant != 1 && variant != 2) return false;

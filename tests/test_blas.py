@@ -221,6 +221,29 @@ def test_vjp_variants_verify_on_ragged_shapes_on_gpu(tmp_path):
                        and r.status == OK for r in recs), (v, shape)
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not registry.info("native-cuda").available,
+                    reason="needs an NVIDIA GPU and driver: " + registry.info("native-cuda").reason)
+def test_gemv_variants_verify_on_ragged_shapes_on_gpu(tmp_path):
+    # Variant 4 splits k into slices of (warps x 32 lanes x 4) packs and m into runs of rows: a k
+    # that leaves the last slice 2 packs wide (16392 fp32 = 5 slices), an odd m and runs that end
+    # mid-pair (777), fewer rows than one pair (3), a k whose packs keep only 2 warps busy (1336
+    # fp16), and a k that is not a multiple of 8 (refused by the 16-byte-pack variants).
+    out = tmp_path / "gemv.json"
+    shapes = ["777x16392", "1001x1336", "3x264", "4097x4104", "129x100"]
+    p = run_module("bench.blas", "--ops", "gemv", "--shapes", ",".join(shapes), "--samples", "3", "--warmup", "1",
+                   "--no-progress", "--no-plain", "--backends", "native-cuda", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    recs = [r for r in load_run(out).records if r.backend == "native-cuda" and r.variant.startswith("v")]
+    ran = [r for r in recs if r.status != NOT_APPLICABLE]
+    assert all(r.status == OK and r.verified for r in ran), [(r.variant, r.params["shape_text"], r.reason)
+                                                              for r in ran if r.status != OK]
+    for shape in shapes[:-1]:
+        for dt in ("fp32", "fp16", "bf16"):
+            assert any(r.variant == "v4" and r.params["shape_text"] == shape and r.params["dtype"] == dt
+                       and r.status == OK for r in recs), (shape, dt)
+
+
 @pytest.mark.apple
 @pytest.mark.skipif(not registry.info("native-metal").available,
                     reason="needs Apple Silicon with Metal (none reachable here): " + registry.info("native-metal").reason)
