@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -308,9 +309,25 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s LIBCUBLAS [samples] [families: all | none | any of pdl,atomic,persistent,strips,loads,ws] [shapes: MxK,...] [scrub: read | write | hot]\n", argv[0]);
     return 1;
   }
-  std::string lib = gb::plain::load_cublas_or_exit(argv[1]);
+  // Arguments first, so a typo is reported before any library or device is touched.
   int samples = argc > 2 ? std::atoi(argv[2]) : 100, warmup = 10;
+  if (samples < 1) {
+    std::fprintf(stderr, "bad samples '%s': want a whole number >= 1\n", argv[2]);
+    return 1;
+  }
   std::string families = argc > 3 ? argv[3] : "all";
+  for (size_t at = 0; at <= families.size();) {
+    size_t comma = families.find(',', at);
+    std::string f = families.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    static const char* known[] = {"all", "none", "pdl", "atomic", "persistent", "strips", "loads", "ws"};
+    if (std::none_of(std::begin(known), std::end(known), [&](const char* n) { return f == n; })) {
+      std::fprintf(stderr, "bad family '%s': want all, none or a comma list of pdl,atomic,persistent,strips,loads,ws\n",
+                   f.c_str());
+      return 1;
+    }
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
   std::string scrub_name = argc > 5 ? argv[5] : "read";
   int scrub_mode = scrub_name == "read" ? gb::cache::kColdClean
                    : scrub_name == "write" ? gb::cache::kColdDirty
@@ -334,9 +351,14 @@ int main(int argc, char** argv) {
         return 1;
       }
       shapes.push_back({m, k});
+      if (*end != ',' && *end != 0) {
+        std::fprintf(stderr, "bad shape list '%s': want MxK,MxK,... with K a multiple of 8\n", argv[4]);
+        return 1;
+      }
       p = *end == ',' ? end + 1 : end;
     }
   }
+  std::string lib = gb::plain::load_cublas_or_exit(argv[1]);
   const auto& api = gb::cuda::cublas::api();
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
