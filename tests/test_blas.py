@@ -138,6 +138,26 @@ def test_roofline_keeps_tf32_apart():
     assert roof["cpu"]["fp32"]["value"] == 10.0 and roof["cpu"]["tf32"]["value"] == 50.0
 
 
+def test_ops_select_groups_and_single_specs():
+    """--ops takes an op group (vjp = dx and dW) or one spec's own name, each spec once."""
+    names = lambda ops: [spec.name for spec in blas.selected_specs(ops)]
+    assert names(["vjp"]) == ["vjp_dx", "vjp_dw"]
+    assert names(["vjp_dw"]) == ["vjp_dw"]
+    assert names(["vjp_dw", "vjp", "gemv"]) == ["vjp_dw", "vjp_dx", "gemv"]
+    assert set(blas.OP_NAMES) == {"copy", "gemv", "vjp", "vjp_dx", "vjp_dw", "gemm"}
+
+
+def test_cli_runs_one_vjp_cotangent(tmp_path):
+    if not registry.info("torch-cpu").available:
+        pytest.skip("torch-cpu not available")
+    out = tmp_path / "dw.json"
+    p = run_module("bench.blas", "--quick", "--no-progress", "--no-plots", "--ops", "vjp_dw", "--dtypes", "fp32",
+                   "--backends", "torch-cpu", "--out", str(out))
+    assert p.returncode == 0, p.stderr + p.stdout
+    ops = {r.params.get("op") for r in load_run(out).records if r.status == OK}
+    assert ops == {"vjp_dw"}
+
+
 @pytest.mark.parametrize("args,msg", [(["--ops", "conv"], "unknown op"), (["--dtypes", "fp8"], "unknown dtype"),
                                       (["--shapes", "3x"], "bad shape"), (["--backends", "tpu"], "unknown backend"),
                                       (["--cold", "flush"], "unknown --cold scrub")])

@@ -35,6 +35,21 @@ OPS: dict[str, list[OpSpec]] = {
     "copy": [copy_probe.SPEC], "gemv": [gemv_probe.SPEC], "vjp": [vjp_probe.DX, vjp_probe.DW],
     "gemm": [gemm_probe.SPEC],
 }
+
+
+def selected_specs(names: list[str]) -> list[OpSpec]:
+    """The specs the --ops names select, in order and each once: an op group (`vjp` = dx and dW)
+    or one spec by its own name (`vjp_dx`, `vjp_dw`)."""
+    out: list[OpSpec] = []
+    for name in names:
+        for spec in OPS.get(name) or [s for specs in OPS.values() for s in specs if s.name == name]:
+            if all(spec is not seen for seen in out):
+                out.append(spec)
+    return out
+
+
+OP_NAMES = list(OPS) + [spec.name for specs in OPS.values() for spec in specs if spec.name not in OPS]
+
 #: Dense datasheet peaks (NVIDIA SXM datasheets): HBM bytes/s and FLOP/s per dtype. Shown beside
 #: the measured roofline, never in place of it.
 DATASHEET = {
@@ -280,23 +295,22 @@ def iterate(cfg: Config, backends: list[str], on_case=None):
         except Exception as e:
             yield Record(probe=PROBE, backend=b, metric="all", status=ERROR, reason=f"setup failed: {e}",
                          device=infos[b].device)
-    for opname in cfg.ops:
-        for spec in OPS[opname]:
-            for shape in shapes_for(spec, cfg):
-                for dtype in cfg.dtypes:
-                    rng = np.random.default_rng(cfg.seed)
-                    rounded = [round_to(a, dtype) for a in spec.inputs(shape, rng)]
-                    ref = spec.reference([a.astype(np.float64) for a in rounded])
-                    for b in live:
-                        if on_case:
-                            on_case(f"{spec.name} {dtype} {shape_text(shape)} {b}")
-                        if b == "native-cuda":
-                            yield from _native_cuda(spec, dtype, shape, rounded, ref, cfg, infos[b], cublas_path,
-                                                    cublas_why)
-                        elif b == "native-metal":
-                            yield from _native_metal(spec, dtype, shape, rounded, ref, cfg, infos[b])
-                        elif b in adapters:
-                            yield from _framework(spec, dtype, shape, rounded, ref, cfg, b, adapters[b], infos[b])
+    for spec in selected_specs(cfg.ops):
+        for shape in shapes_for(spec, cfg):
+            for dtype in cfg.dtypes:
+                rng = np.random.default_rng(cfg.seed)
+                rounded = [round_to(a, dtype) for a in spec.inputs(shape, rng)]
+                ref = spec.reference([a.astype(np.float64) for a in rounded])
+                for b in live:
+                    if on_case:
+                        on_case(f"{spec.name} {dtype} {shape_text(shape)} {b}")
+                    if b == "native-cuda":
+                        yield from _native_cuda(spec, dtype, shape, rounded, ref, cfg, infos[b], cublas_path,
+                                                cublas_why)
+                    elif b == "native-metal":
+                        yield from _native_metal(spec, dtype, shape, rounded, ref, cfg, infos[b])
+                    elif b in adapters:
+                        yield from _framework(spec, dtype, shape, rounded, ref, cfg, b, adapters[b], infos[b])
 
 
 def plain_binary() -> Path | None:
@@ -528,7 +542,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.blas") -> i
     from ..cli import open_run, progress_bar, write_figures
 
     ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
-    ap.add_argument("--ops", help=f"comma list of {', '.join(OPS)} (default: all)")
+    ap.add_argument("--ops", help=f"comma list of {', '.join(OP_NAMES)} (default: all; vjp = vjp_dx and vjp_dw)")
     ap.add_argument("--dtypes", help=f"comma list of {', '.join(DTYPES)} (default: all)")
     ap.add_argument("--shapes", help="comma list: N (copy), MxK (gemv, vjp), BxMxNxK (gemm); default: each op's sweep")
     ap.add_argument("--backends", help=f"comma list (default: all). Known: {', '.join(bk.ALL)}")
@@ -550,7 +564,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.blas") -> i
         cfg = Config(quick=args.quick, cold=_split(args.cold, list(COLD_MODES), "--cold scrub") or [], seed=args.seed)
         if args.quick:
             cfg.samples, cfg.warmup, cfg.budget_s = 10, 2, 0.5
-        cfg.ops = _split(args.ops, list(OPS), "op") or cfg.ops
+        cfg.ops = _split(args.ops, OP_NAMES, "op") or cfg.ops
         cfg.dtypes = _split(args.dtypes, list(DTYPES), "dtype") or cfg.dtypes
         if args.shapes:
             cfg.shapes = parse_shapes(args.shapes)
@@ -566,7 +580,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m bench.blas") -> i
         console.print(f"[red]error:[/red] {e}")
         return 2
     writer = open_run(PROBE, args.out, prog, argv, asdict(cfg), names)
-    n_cases = (sum(len(shapes_for(spec, cfg)) for o in cfg.ops for spec in OPS[o]) * len(cfg.dtypes)
+    n_cases = (sum(len(shapes_for(spec, cfg)) for spec in selected_specs(cfg.ops)) * len(cfg.dtypes)
                * max(1, len([n for n in names if bk.info(n).available])))
     with progress_bar(console, n_cases, disable=args.no_progress) as bar:
         def on_case(text):
