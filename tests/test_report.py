@@ -117,6 +117,33 @@ def test_bad_and_foreign_files_are_refused_by_name(tmp_path, capsys):
         assert str(p) in err and words in err
 
 
+def _blas_run(path, started, cases, finish=True):
+    """A BLAS run on "GPU A": cases are (shape, variant, median us) rows of vjp_dw fp32."""
+    w = RunWriter(path, env=_env("GPU A"), run={"probe": "blas", "started": started})
+    for shape, variant, us in cases:
+        w.add(Record("blas", "native-cuda", "time", variant=variant, samples_s=[us * 1e-6] * 20, clock="device_events",
+                     params={"op": "vjp_dw", "dtype": "fp32", "shape_text": shape}, work={"bytes": 1e6}))
+    if finish:
+        w.finish()
+    return path
+
+
+def test_a_case_several_runs_measured_is_shown_from_the_newest(tmp_path):
+    # run 1 was cut short inside 1024x16384 (only v2 timed there); run 2 measured that case whole
+    old = _blas_run(tmp_path / "old.json", "2026-11-22T09:19:00+00:00",
+                    [("16384x16384", "v3", 127.0), ("1024x16384", "v2", 26.0)], finish=False)
+    new = _blas_run(tmp_path / "new.json", "2026-11-22T09:33:00+00:00",
+                    [("1024x16384", "v2", 26.5), ("1024x16384", "v3", 18.0)])
+    md, _ = rp.build([str(old), str(new)], tmp_path / "rep")
+    text = md.read_text()
+    rows = [line for line in text.splitlines() if "| vjp_dw |" in line]
+    assert len(rows) == 2, rows  # 16384x16384 from the old run, 1024x16384 once, from the new one
+    assert any("16384x16384" in r and "127 [127-127]" in r and "2026-11-22 09:19" in r for r in rows)
+    assert any("1024x16384" in r and "hand-written v3" in r and "18 [18-18]" in r and "2026-11-22 09:33" in r for r in rows)
+    assert "1 older case(s) left out" in text
+    assert "2026-11-22 09:19 (unfinished: no finish time)" in text and "2026-11-22 09:33 (unfinished" not in text
+
+
 def test_report_of_the_committed_gpu_results(tmp_path):
     """The report over real result files in docs/results builds and shows their headline numbers."""
     from pathlib import Path

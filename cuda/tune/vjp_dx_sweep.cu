@@ -268,6 +268,11 @@ static void add_warp_rows(std::vector<Config>& cfgs, const std::string& want, co
     strips.template operator()<8, 8, 32>();
     strips.template operator()<8, 4, 32>();
     strips.template operator()<16, 8, 32>();
+    // small blocks: many strips over few rows (e.g. 1024x16384 fp32) in one wave
+    strips.template operator()<8, 8, 4>();
+    strips.template operator()<8, 4, 4>();
+    strips.template operator()<16, 8, 4>();
+    strips.template operator()<16, 4, 8>();
   }
   if (wanted("ws")) {
     auto ws = [&]<int C, int TR, int S, int VB>() {

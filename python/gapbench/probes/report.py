@@ -42,6 +42,10 @@ def _date(run: Run) -> str:
     return str(run.run.get("started", run.env.get("time", "")))[:16].replace("T", " ")
 
 
+def _started(run: Run) -> str:
+    return str(run.run.get("started", run.env.get("time", "")))
+
+
 def _s(x: float) -> str:
     """Four significant digits, without exponents for large values (32370, not 3.237e+04)."""
     return f"{x:.0f}" if abs(x) >= 1e4 else f"{x:.4g}"
@@ -76,13 +80,15 @@ def machines_table(runs: list[Run], prices: dict[str, float] | None = None) -> T
         price = next((f"{usd:,.0f} (entered)" for name, usd in (prices or {}).items() if name.lower() in mach.lower()), "-")
         rows.append([run.path.name, mach, str(run.env.get("cpu", "")),
                      f"{mem / 2**30:.0f} GiB" if mem else "?",
-                     f"{gpus[0].get('memory.total')} MiB" if gpus else "-", peak, price, _date(run),
+                     f"{gpus[0].get('memory.total')} MiB" if gpus else "-", peak, price,
+                     _date(run) + ("" if run.run.get("finished") else " (unfinished: no finish time)"),
                      str(run.run.get("probe", "?")), str(run.env.get("git_sha_checkout") or "-")])
     return Table("Machines and runs (the paper's Table 1 view)", ["file", "device", "CPU", "host memory", "GPU memory",
                                                                    "measured peak TFLOP/s", "price USD", "started (UTC)",
                                                                    "suite", "commit"], rows,
                  note="Peak: the best vendor GEMM per dtype measured on that machine by bench.blas (none: -). "
-                      "Price: as entered with --price, not looked up.")
+                      "Price: as entered with --price, not looked up. An unfinished run was cut short (its "
+                      "records up to then were written as it went).")
 
 
 def published_table1() -> Table:
@@ -149,6 +155,16 @@ def blas_tables(runs: list[Run]) -> list[Table]:
                 cur = by_machine.setdefault(machine_of(run), {}).setdefault(cls, {}).get(k)
                 if cur is None or v["value"] > cur["value"]:
                     by_machine[machine_of(run)][cls][k] = v
+    # A case (machine, op, dtype, shape) that several runs of one machine measured is shown from
+    # the newest of them only: a later run completes or supersedes an earlier one (e.g. one cut
+    # short mid-case), and two "best" rows for one case on one machine would contradict each other.
+    newest: dict[tuple, str] = {}
+    for run in runs:
+        for r in run.records:
+            if r.probe == "blas" and r.metric == "time":
+                key = (machine_of(run), r.params.get("op"), r.params.get("dtype"), r.params.get("shape_text"))
+                newest[key] = max(newest.get(key, ""), _started(run))
+    superseded = 0
     for run in runs:
         recs = [r for r in run.records if r.probe == "blas" and r.metric == "time"]
         if not recs:
@@ -161,6 +177,9 @@ def blas_tables(runs: list[Run]) -> list[Table]:
             p = r.params
             groups.setdefault((p.get("op"), p.get("dtype"), p.get("shape_text")), []).append(r)
         for (op, dt, shape), rs in sorted(groups.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
+            if newest[(mach, op, dt, shape)] != _started(run):
+                superseded += 1
+                continue
             best: dict[str, Record] = {}
             for r in rs:
                 if not _ok(r) or r.backend.startswith("plain"):
@@ -190,7 +209,9 @@ def blas_tables(runs: list[Run]) -> list[Table]:
     return [Table("BLAS (paper Figures 5-7): per op, the best of each rung, us per op median [p10-p90], and the roofline floor",
                   ["machine", "op", "dtype", "shape", "backend (best variant)", "us", "rate", "roofline floor us", "date"], rows,
                   note="Roofline floor: declared bytes (or FLOPs) / the peak copy bandwidth (or vendor GEMM rate) measured in the same run, "
-                       "or, where that run measured none, in another run of the same machine given to this report.")]
+                       "or, where that run measured none, in another run of the same machine given to this report."
+                       + (f" A case measured by several runs of one machine is shown from the newest ({superseded} older "
+                          "case(s) left out)." if superseded else ""))]
 
 
 def _peaks_by_machine(runs: list[Run]) -> dict[str, dict[str, float]]:
