@@ -28,6 +28,8 @@
 //   dx variant 12: variant 11's kernel with 256-byte strips (cuBLAS's width: two whole 128-byte
 //     lines of a row per visit) and one 32-warp block per SM; 128-byte strips only where the wide
 //     ones cannot fill the SMs. Chosen with the clean (read-pass) cold scrub.
+//   dx variant 13: variant 12 on tall matrices; with fewer than 4096 rows, 128-byte strips in blocks
+//     sized so that all strips run in one wave (variant 12 needed several there).
 // The configurations of 7-12 come from cuda/tune/vjp_dx_sweep.cu (cold L2, interleaved).
 // Run: python -m bench.blas --ops vjp
 #include <map>
@@ -814,6 +816,13 @@ static constexpr int kDxV11Lanes = 8, kDxV11Rows = 8;
 // the SMs (fewer than ~3/4 of them) it falls back to 128-byte strips, so a strip still needs no
 // second slice while the strips fill the GPU.
 static constexpr int kDxV12WideLanes = 16, kDxV12NarrowLanes = 8, kDxV12Rows = 8, kDxV12Warps = 32;
+// Variant 13: variant 12 from kDxV13TallRows rows up; below, 128-byte strips in blocks small
+// enough that every strip's block is resident at once (16, 8 or 4 warps, ~32 warps per SM). With
+// few rows a strip is a short job: variant 12's 256-byte strips in one 32-warp block per SM run
+// in two or more waves when the strips outnumber the SMs, and the last wave leaves SMs idle
+// (1024x16384 fp32: 256 strips, 95% of cuBLAS; one wave of 8-warp blocks: 103%;
+// docs/results/vjp-dx-sweep-h200-2026-11-22-small-m.txt).
+static constexpr long long kDxV13TallRows = 4096;
 
 static bool has_sm90() {
   int dev = 0, major = 0;
@@ -857,6 +866,22 @@ bool launch_vjp_dx(int variant, int dt, const void* W, const void* v, void* dx, 
         launch_dx_strips<T, kDxV12WideLanes, kDxV12Rows, kDxV12Warps>(w, vv, out, work, m, k, sms, 1, s);
       else
         launch_dx_strips<T, kDxV12NarrowLanes, kDxV12Rows, kDxV12Warps>(w, vv, out, work, m, k, sms, 1, s);
+    });
+  }
+  if (variant == 13) {
+    if (m >= kDxV13TallRows) return launch_vjp_dx(12, dt, W, v, dx, work, m, k, sms, s);
+    if (k % 8 != 0) return false;  // whole 16-byte packs for every dtype
+    return dispatch_dtype(dt, [&]<class T>() {
+      auto w = static_cast<const T*>(W);
+      auto vv = static_cast<const T*>(v);
+      auto out = static_cast<T*>(dx);
+      constexpr int L = kDxV12NarrowLanes, R = kDxV12Rows;
+      long long strips = (k + L * Pack<T>::N - 1) / (L * Pack<T>::N);
+      // blocks per SM x warps per block = 32 resident warps; the widest block whose grid still fits
+      if (strips <= 1LL * sms) launch_dx_strips<T, L, R, 32>(w, vv, out, work, m, k, sms, 1, s);
+      else if (strips <= 2LL * sms) launch_dx_strips<T, L, R, 16>(w, vv, out, work, m, k, sms, 2, s);
+      else if (strips <= 4LL * sms) launch_dx_strips<T, L, R, 8>(w, vv, out, work, m, k, sms, 4, s);
+      else launch_dx_strips<T, L, R, 4>(w, vv, out, work, m, k, sms, 8, s);
     });
   }
   if (variant == 10) {

@@ -243,20 +243,22 @@ def test_vjp_variants_verify_on_ragged_shapes_on_gpu(tmp_path):
     # runs one-slice and two-slice grids of both its block sizes across these (2050x8456: 133
     # strips of 64 fp16 columns, the last one 8 wide, two slices). Variant 12 runs its 128-byte
     # strips in fp16/bf16 here and its 256-byte ones in fp32 at 2050x8456 (133 strips, the last
-    # 8 wide, more blocks than SMs). Every variant that runs must match float64.
+    # 8 wide, more blocks than SMs). Variant 13 (under 4096 rows) takes 16-warp blocks at 2050x8456
+    # fp16 and 8-warp ones in fp32, and at 1001x16904 8-warp (fp16) and 4-warp (fp32: 529 strips,
+    # the last one 8 wide) blocks. Every variant that runs must match float64.
     out = tmp_path / "ragged.json"
-    p = run_module("bench.blas", "--ops", "vjp", "--shapes", "1001x1336,77x4104,2049x1000,3x264,129x100,8193x4104,2050x8456",
+    p = run_module("bench.blas", "--ops", "vjp", "--shapes", "1001x1336,77x4104,2049x1000,3x264,129x100,8193x4104,2050x8456,1001x16904",
                    "--samples", "3", "--warmup", "1", "--no-progress", "--no-plain", "--backends", "native-cuda",
                    "--out", str(out))
     assert p.returncode == 0, p.stderr
     recs = [r for r in load_run(out).records if r.backend == "native-cuda" and r.variant.startswith("v")]
     ran = [r for r in recs if r.status != NOT_APPLICABLE]
     assert {r.params["shape_text"] for r in ran} == {"1001x1336", "77x4104", "2049x1000", "3x264", "129x100",
-                                                     "8193x4104", "2050x8456"}
+                                                     "8193x4104", "2050x8456", "1001x16904"}
     assert all(r.status == OK and r.verified for r in ran), [(r.variant, r.params["shape_text"], r.reason)
                                                               for r in ran if r.status != OK]
-    for v in ("v7", "v8", "v9", "v10", "v11", "v12"):
-        for shape in ("77x4104", "8193x4104", "2050x8456"):
+    for v in ("v7", "v8", "v9", "v10", "v11", "v12", "v13"):
+        for shape in ("77x4104", "8193x4104", "2050x8456", "1001x16904"):
             assert any(r.variant == v and r.params["op"] == "vjp_dx" and r.params["shape_text"] == shape
                        and r.status == OK for r in recs), (v, shape)
 
