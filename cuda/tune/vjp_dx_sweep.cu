@@ -307,6 +307,24 @@ static void add_warp_rows(std::vector<Config>& cfgs, const std::string& want, co
   loads.template operator()<0>();
   loads.template operator()<1>();
   loads.template operator()<2>();
+  // variant 13's small-m rule (one wave of 128-byte-strip blocks) with each load policy
+  auto loads13 = [&]<int LD>() {
+    char name[96];
+    std::snprintf(name, sizeof name, "strips v13 LD%d", LD);
+    cfgs.push_back({name, [=] {
+                      auto w = static_cast<const T*>(W);
+                      auto vv = static_cast<const T*>(v);
+                      auto out = static_cast<T*>(dx);
+                      long long strips = (k + 8 * Pack<T>::N - 1) / (8 * Pack<T>::N);
+                      if (strips <= 1LL * sms) launch_dx_strips<T, 8, 8, 32, LD>(w, vv, out, work, m, k, sms, 1, 0);
+                      else if (strips <= 2LL * sms) launch_dx_strips<T, 8, 8, 16, LD>(w, vv, out, work, m, k, sms, 2, 0);
+                      else if (strips <= 4LL * sms) launch_dx_strips<T, 8, 8, 8, LD>(w, vv, out, work, m, k, sms, 4, 0);
+                      else launch_dx_strips<T, 8, 8, 4, LD>(w, vv, out, work, m, k, sms, 8, 0);
+                    }});
+  };
+  loads13.template operator()<0>();
+  loads13.template operator()<1>();
+  loads13.template operator()<2>();
 }
 
 int main(int argc, char** argv) {
