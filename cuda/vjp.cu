@@ -30,6 +30,8 @@
 //     ones cannot fill the SMs. Chosen with the clean (read-pass) cold scrub.
 //   dx variant 13: variant 12 on tall matrices; with fewer than 4096 rows, 128-byte strips in blocks
 //     sized so that all strips run in one wave (variant 12 needed several there).
+//   dx variant 14: variant 13 with evict-first loads of W under 4096 rows, so a W read once does
+//     not push other (possibly dirty) lines out of L2 while the op runs.
 // The configurations of 7-12 come from cuda/tune/vjp_dx_sweep.cu (cold L2, interleaved).
 // Run: python -m bench.blas --ops vjp
 #include <map>
@@ -823,6 +825,13 @@ static constexpr int kDxV12WideLanes = 16, kDxV12NarrowLanes = 8, kDxV12Rows = 8
 // (1024x16384 fp32: 256 strips, 95% of cuBLAS; one wave of 8-warp blocks: 103%;
 // docs/results/vjp-dx-sweep-h200-2026-11-22-small-m.txt).
 static constexpr long long kDxV13TallRows = 4096;
+// Variant 14: variant 13 with evict-first loads of W (ld.global.cs) below kDxV13TallRows. Such a
+// W (under ~L2-sized to a few L2s) is read once; marking its lines first to go means the op
+// replaces its own lines instead of evicting what else L2 holds, such as a previous kernel's
+// dirty output, so that no write-back lands inside the op. With dirty lines in L2 (the memset
+// scrub) this turned 88-94% of cuBLAS at 512-2048 x 16384 fp32 into 101.5-103.5%; with a clean
+// L2 it is within 0.5% of plain loads (docs/results/vjp-dx-sweep-h200-2026-11-22-loads13.txt).
+// Tall W keeps variant 12's plain loads: evict-first was 4-11% slower there.
 
 static bool has_sm90() {
   int dev = 0, major = 0;
@@ -868,20 +877,24 @@ bool launch_vjp_dx(int variant, int dt, const void* W, const void* v, void* dx, 
         launch_dx_strips<T, kDxV12NarrowLanes, kDxV12Rows, kDxV12Warps>(w, vv, out, work, m, k, sms, 1, s);
     });
   }
-  if (variant == 13) {
+  if (variant == 13 || variant == 14) {
     if (m >= kDxV13TallRows) return launch_vjp_dx(12, dt, W, v, dx, work, m, k, sms, s);
     if (k % 8 != 0) return false;  // whole 16-byte packs for every dtype
-    return dispatch_dtype(dt, [&]<class T>() {
+    auto one_wave = [&]<class T, int LD>() {
       auto w = static_cast<const T*>(W);
       auto vv = static_cast<const T*>(v);
       auto out = static_cast<T*>(dx);
       constexpr int L = kDxV12NarrowLanes, R = kDxV12Rows;
       long long strips = (k + L * Pack<T>::N - 1) / (L * Pack<T>::N);
       // blocks per SM x warps per block = 32 resident warps; the widest block whose grid still fits
-      if (strips <= 1LL * sms) launch_dx_strips<T, L, R, 32>(w, vv, out, work, m, k, sms, 1, s);
-      else if (strips <= 2LL * sms) launch_dx_strips<T, L, R, 16>(w, vv, out, work, m, k, sms, 2, s);
-      else if (strips <= 4LL * sms) launch_dx_strips<T, L, R, 8>(w, vv, out, work, m, k, sms, 4, s);
-      else launch_dx_strips<T, L, R, 4>(w, vv, out, work, m, k, sms, 8, s);
+      if (strips <= 1LL * sms) launch_dx_strips<T, L, R, 32, LD>(w, vv, out, work, m, k, sms, 1, s);
+      else if (strips <= 2LL * sms) launch_dx_strips<T, L, R, 16, LD>(w, vv, out, work, m, k, sms, 2, s);
+      else if (strips <= 4LL * sms) launch_dx_strips<T, L, R, 8, LD>(w, vv, out, work, m, k, sms, 4, s);
+      else launch_dx_strips<T, L, R, 4, LD>(w, vv, out, work, m, k, sms, 8, s);
+    };
+    return dispatch_dtype(dt, [&]<class T>() {
+      if (variant == 13) one_wave.template operator()<T, 0>();
+      else one_wave.template operator()<T, 1>();  // evict-first
     });
   }
   if (variant == 10) {

@@ -257,7 +257,7 @@ def test_vjp_variants_verify_on_ragged_shapes_on_gpu(tmp_path):
                                                      "8193x4104", "2050x8456", "1001x16904"}
     assert all(r.status == OK and r.verified for r in ran), [(r.variant, r.params["shape_text"], r.reason)
                                                               for r in ran if r.status != OK]
-    for v in ("v7", "v8", "v9", "v10", "v11", "v12", "v13"):
+    for v in ("v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14"):
         for shape in ("77x4104", "8193x4104", "2050x8456", "1001x16904"):
             assert any(r.variant == v and r.params["op"] == "vjp_dx" and r.params["shape_text"] == shape
                        and r.status == OK for r in recs), (v, shape)

@@ -1,6 +1,6 @@
 // tune/vjp_dx_sweep.cu: how vjp_dx variants 7, 8, 10 and 11 got their configuration (variant 9's TMA ring was
 // swept over warps x tile rows x stages by this file's version in commit 349853d). Measures, in one process
-// and interleaved round by round, cuBLAS (the vendor floor), the library's dx variants 4, 6-13,
+// and interleaved round by round, cuBLAS (the vendor floor), the library's dx variants 4, 6-14,
 // and variant 7/8/10/11's kernels over rows-in-flight R x warps per block x blocks per SM
 // on the shapes where dx is bandwidth-bound. Every configuration is checked against a float64
 // host reference (output poisoned with NaN first) before it is timed; one that fails is reported
@@ -440,7 +440,7 @@ int main(int argc, char** argv) {
                         else
                           api.gemm_ex(h, 0, 0, K, 1, M, &one, W, t, K, v, t, M, &zero, dx, t, K, 68, -1);
                       }});
-      for (int var : {4, 6, 7, 8, 9, 10, 11, 12, 13}) {
+      for (int var : {4, 6, 7, 8, 9, 10, 11, 12, 13, 14}) {
         char name[32];
         std::snprintf(name, sizeof name, "library v%d", var);
         cfgs.push_back({name, [=] { launch_vjp_dx(var, dt, W, v, dx, work, m, k, sms, 0); }});
