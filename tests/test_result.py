@@ -103,3 +103,90 @@ def test_schema_errors_name_the_file(tmp_path):
 def test_csv_of_failed_rows_has_reason():
     text = records_to_csv([Record(probe="p", backend="b", metric="m", status=ERROR, reason="it broke")])
     assert "it broke" in text and "error" in text
+
+
+# ---- compact results (.json.gz)
+
+def _written_run(path, n_records=3):
+    w = RunWriter(path, env={"os": "test", "cpu": "Test CPU"}, run={"probe": "p", "command": "python -m bench.p --x"})
+    rng = np.random.default_rng(7)
+    for i in range(n_records):
+        # samples with all their digits: a lossy store (float32, rounding) would change them
+        w.add(Record(probe="p", backend=f"b{i}", metric="m", clock="device_events",
+                     samples_s=list(rng.lognormal(-11, 0.3, 50)), work={"bytes": 4096.0},
+                     device={"name": "GPU Q"}))
+    w.add(Record(probe="p", backend="bx", metric="m", status=ERROR, reason="it broke"))
+    w.finish()
+    return w
+
+
+def test_run_writer_writes_gzip_when_the_name_says_so_and_load_run_reads_it(tmp_path):
+    import gzip
+
+    w = _written_run(tmp_path / "run.json.gz")
+    raw = (tmp_path / "run.json.gz").read_bytes()
+    assert raw[:2] == b"\x1f\x8b"  # really gzip, not text with a .gz name
+    doc = json.loads(gzip.decompress(raw))
+    assert doc["schema"] == "gapbench.run" and len(doc["records"]) == 4
+    run = load_run(tmp_path / "run.json.gz")
+    assert [r.samples_s for r in run.records] == [r.samples_s for r in w.records]
+    assert run.records[-1].reason == "it broke" and run.run["command"] == "python -m bench.p --x"
+
+
+def test_compact_keeps_every_sample_exactly_and_is_much_smaller(tmp_path):
+    from gapbench.compact import compact_file
+
+    src = tmp_path / "run.json"
+    _written_run(src, n_records=20)
+    dst = compact_file(src)
+    assert dst == tmp_path / "run.json.gz"
+    a, b = load_run(src), load_run(dst)
+    assert [r.samples_s for r in a.records] == [r.samples_s for r in b.records]  # bit for bit
+    assert [r.to_dict() for r in a.records] == [r.to_dict() for r in b.records]  # derived values recomputed alike
+    assert b.run == a.run and b.env == a.env
+    assert "derived" not in json.loads(__import__("gzip").decompress(dst.read_bytes()))["records"][0]
+    assert dst.stat().st_size * 2 < src.stat().st_size
+    # the same document always gives the same bytes (no timestamp in the gzip header)
+    again = compact_file(src, tmp_path / "again.json.gz")
+    assert again.read_bytes() == dst.read_bytes()
+
+
+def test_damaged_or_foreign_compact_files_are_refused_with_their_name(tmp_path):
+    import gzip
+
+    from gapbench.compact import compact_file
+
+    cut = tmp_path / "cut.json.gz"
+    _written_run(tmp_path / "ok.json.gz")
+    cut.write_bytes((tmp_path / "ok.json.gz").read_bytes()[:40])
+    with pytest.raises(SchemaError, match="cut.json.gz"):
+        load_run(cut)
+    foreign = tmp_path / "foreign.json.gz"
+    foreign.write_bytes(gzip.compress(b'{"schema": "other"}'))
+    with pytest.raises(SchemaError, match="not a gapbench run"):
+        load_run(foreign)
+    notrun = tmp_path / "notes.json"
+    notrun.write_text('{"hello": 1}')
+    with pytest.raises(SchemaError, match="not a gapbench run"):
+        compact_file(notrun)
+    assert not (tmp_path / "notes.json.gz").exists()
+
+
+def test_compact_cli_exit_codes_and_describe(tmp_path, capsys):
+    from gapbench.compact import main
+
+    src = tmp_path / "run.json"
+    _written_run(src)
+    assert main([str(tmp_path / "nope.json")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    (tmp_path / "junk.json").write_text("[]")
+    assert main([str(tmp_path / "junk.json")]) == 2
+    assert main([str(src), "--out-dir", str(tmp_path / "c"), "--remove"]) == 0
+    assert not src.exists() and (tmp_path / "c" / "run.json.gz").exists()
+    capsys.readouterr()
+    (tmp_path / "sweep.txt").write_text("# tool X at commit abc on GPU Q, 2026-01-01\nrow 1\n")
+    assert main(["--describe", str(tmp_path / "c" / "run.json.gz"), str(tmp_path / "sweep.txt")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split("\t")[1] == "gapbench run"
+    assert "GPU Q" in out[0] and "python -m bench.p --x" in out[0]
+    assert "tool X at commit abc" in out[1] and "\ttext\t" in out[1]

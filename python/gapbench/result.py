@@ -3,10 +3,13 @@
 A run file is {"schema": "gapbench.run", "schema_version": 1, "run": {...}, "env": {...},
 "records": [...]} and is rewritten atomically after every record, so an interrupted run keeps
 every completed row and never leaves a half-written file. CSV is an export of the same rows.
+A path ending in `.json.gz` is written as gzip-compressed JSON (compact, no derived fields
+needed); `load_run` reads either form, recognising gzip by its magic bytes, not by the name.
 """
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import os
@@ -104,12 +107,17 @@ def now_iso() -> str:
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write `text` to `path` so that readers see the old file or the new one, never a part."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write `data` to `path` so that readers see the old file or the new one, never a part."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -185,7 +193,7 @@ class RunWriter:
         }
 
     def flush(self) -> None:
-        atomic_write_text(self.path, json.dumps(self.document(), indent=1, default=_json_default) + "\n")
+        write_document(self.path, self.document())
         if self.csv_path:
             atomic_write_text(self.csv_path, records_to_csv(self.records))
 
@@ -202,6 +210,57 @@ def _json_default(o: Any):
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def is_compact_path(path: str | os.PathLike) -> bool:
+    """True for a path that names a compact (gzip JSON) run file."""
+    return str(path).endswith(".json.gz")
+
+
+def encode_document(doc: dict, *, compact: bool) -> bytes:
+    """A run document as bytes: indented JSON text, or for `compact` minified JSON in gzip with
+    no timestamp in the header (the same document always gives the same bytes)."""
+    if not compact:
+        return (json.dumps(doc, indent=1, default=_json_default) + "\n").encode("utf-8")
+    text = json.dumps(doc, separators=(",", ":"), default=_json_default).encode("utf-8")
+    return gzip.compress(text, compresslevel=9, mtime=0)
+
+
+def write_document(path: str | os.PathLike, doc: dict) -> None:
+    """Write a run document atomically; gzip-compressed when the path ends in `.json.gz`."""
+    atomic_write_bytes(path, encode_document(doc, compact=is_compact_path(path)))
+
+
+def read_document(path: str | os.PathLike) -> dict:
+    """The checked JSON document of a run file (plain or gzip). Anything that is not a gapbench
+    run of a known schema version is refused with a SchemaError naming the file."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise SchemaError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise SchemaError(f"{path}: is a directory, not a result file") from None
+    if data[:2] == GZIP_MAGIC:
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as e:
+            raise SchemaError(f"{path}: damaged gzip file ({e})") from None
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise SchemaError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise SchemaError(f"{path}: not a gapbench run file (schema is {doc.get('schema') if isinstance(doc, dict) else None!r}, expected {SCHEMA!r})")
+    ver = doc.get("schema_version")
+    if ver != SCHEMA_VERSION:
+        raise SchemaError(
+            f"{path}: schema version {ver!r}, this gapbench reads version {SCHEMA_VERSION}; "
+            "use the gapbench release that wrote it, or re-run the benchmark")
+    return doc
+
+
 @dataclass
 class Run:
     path: Path
@@ -211,22 +270,10 @@ class Run:
 
 
 def load_run(path: str | os.PathLike) -> Run:
-    """Read a run file. Anything that is not a gapbench run of a known schema version is refused
-    with a message naming the file; it is never misread."""
+    """Read a run file, plain JSON or gzip JSON (`.json.gz`). Anything that is not a gapbench run
+    of a known schema version is refused with a message naming the file; it is never misread."""
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SchemaError(f"{path}: no such file") from None
-    except json.JSONDecodeError as e:
-        raise SchemaError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise SchemaError(f"{path}: not a gapbench run file (schema is {doc.get('schema') if isinstance(doc, dict) else None!r}, expected {SCHEMA!r})")
-    ver = doc.get("schema_version")
-    if ver != SCHEMA_VERSION:
-        raise SchemaError(
-            f"{path}: schema version {ver!r}, this gapbench reads version {SCHEMA_VERSION}; "
-            "use the gapbench release that wrote it, or re-run the benchmark")
+    doc = read_document(path)
     try:
         records = [Record.from_dict(r) for r in doc.get("records", [])]
     except (TypeError, ValueError) as e:
