@@ -149,7 +149,7 @@ def test_report_of_the_committed_gpu_results(tmp_path):
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1] / "docs" / "results"
-    files = [root / "launch-h200-2026-11-22-run5.json", root / "train-h200-2026-11-22-runG-minimal-gpt2-large-run3.json"]
+    files = [root / "launch-h200-2026-11-22-run5.json.gz", root / "train-h200-2026-11-22-runG-minimal-gpt2-large-run3.json.gz"]
     if not all(f.exists() for f in files):
         pytest.skip("docs/results not in this checkout")
     md, _ = rp.build([str(f) for f in files], tmp_path / "rep")
