@@ -198,7 +198,7 @@ def adaptive(arm: Arm, *, rel_hw: float = 0.01, min_samples: int = 10, max_sampl
              clock: Callable[[], float] = time.perf_counter) -> Measurement:
     """Sample `arm` in batches of about `batch_s` of its own time until the stopping rule holds.
 
-    Warm-up first: at least `warmup` runs and `warmup_s` seconds, discarded. Then batches sized
+    Warm-up first: at least `warmup` runs and `warmup_s` seconds of the arm's time, discarded. Then batches sized
     from the latest per-run time, shrunk to what fits in the rest of `budget_s`; the rule is
     checked each time the sample has grown by ~10%, and once more at the stop."""
     _check_settings(rel_hw, min_samples, max_samples, budget_s, warmup, warmup_s, batch_s)
@@ -305,37 +305,39 @@ class _Caller:
 
     def __call__(self, n: int) -> list[float]:
         t = self.clock()
-        vals = [float(x) for x in self.arm.sample(n)]
+        got = self.arm.sample(n)
         wall = self.clock() - t
-        if len(vals) > n or not all(math.isfinite(x) and x > 0 for x in vals):
+        vals = np.asarray(got, dtype=np.float64).ravel()
+        if vals.size > n or not np.all(np.isfinite(vals) & (vals > 0)):
             raise MeasureError(f"arm {self.arm.name!r} must return at most {n} positive finite "
-                               f"seconds for sample({n}), got {vals[:5]}{'...' if len(vals) > 5 else ''}")
-        self.empty = 0 if vals else self.empty + 1
+                               f"seconds for sample({n}), got {vals[:5].tolist()}{'...' if vals.size > 5 else ''}")
+        self.empty = 0 if vals.size else self.empty + 1
         if self.empty >= MAX_EMPTY_CALLS:
             raise MeasureError(f"arm {self.arm.name!r} returned no valid sample in {self.empty} consecutive calls")
-        if vals:
+        if vals.size:
             self.per = float(np.median(vals))
-        self.wall_per = max(wall / n, self.per if vals else 0.0, 1e-9)
-        return vals
+        self.wall_per = max(wall / n, self.per if vals.size else 0.0, 1e-9)
+        return vals.tolist()
 
     def batch(self, batch_s: float) -> int:
         return 1 if math.isnan(self.per) else max(1, int(batch_s / self.per))
 
 
 def _warm_up(c: _Caller, warmup: int, warmup_s: float, batch_s: float, deadline: float) -> int:
-    """Discarded runs: at least `warmup` of them and `warmup_s` seconds (whichever ends later),
-    the first one alone to learn the per-run time, then batches of about `batch_s`."""
-    done, t0 = 0, c.clock()
-    while done < warmup or c.clock() - t0 < warmup_s:
+    """Discarded runs: at least `warmup` of them and `warmup_s` seconds of the arm's own time
+    (a GPU's clocks ramp with busy time, not with the host's wall time), the first run alone to
+    learn the per-run time, then batches of about `batch_s`. Ends early at the deadline."""
+    done, busy = 0, 0.0
+    while done < warmup or busy < warmup_s:
         if done and c.clock() >= deadline:
             break
         if math.isnan(c.per):
             n = 1
-        elif c.clock() - t0 < warmup_s:
+        elif busy < warmup_s:
             n = c.batch(batch_s)
         else:
             n = min(warmup - done, c.batch(batch_s))
-        c(n)
+        busy += sum(c(n))
         done += n
     return done
 
