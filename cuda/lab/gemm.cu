@@ -550,14 +550,6 @@ constexpr int kMmaSmem = 4 * (128 * 40 + 32 * 136) * 2;  // gemm_mma: 4 stages o
   die(1, "gemm variant " + std::to_string(variant) + " cannot run here: " + why);
 }
 
-int compute_capability() {
-  int dev = 0, major = 0, minor = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  return major * 10 + minor;
-}
-
 // A 3-D (inner, outer, batch) map over a row-major batch of matrices, 128-byte swizzled boxes.
 CUtensorMap make_map(int dt, const void* base, long long inner, long long outer, long long batch, int box_inner,
                      int box_outer) {
