@@ -578,7 +578,7 @@ struct Arm {
   bool verified = false, timed = false;
   std::string status = "ok", reason;
   std::vector<double> samples;  // per round; NaN where not timed or invalid (gate timeout)
-  double spent = 0;
+  double spent = 0, last_s = 0;
 };
 
 // What an op file builds for one (dtype, shape): inputs on the device, arms, the output buffer
@@ -693,6 +693,8 @@ inline std::vector<std::string> sweep_case(const OpInfo& info, Context& ctx, int
       int have = 0;
       for (double x : arm->samples) have += std::isfinite(x);
       if (timed && !last && have >= 5 && arm->spent >= a.budget_s) continue;
+      // a slow arm (one run over a tenth of the budget) needs one warm-up run, not `warmup`
+      if (!timed && r > 0 && arm->last_s > 0.1 * a.budget_s) continue;
       if (last) cudaCheck(cudaMemsetAsync(c.out, 0xFF, c.out_bytes, s));
       gate.hold(s);
       scrub.run(a.cold, r, s);
@@ -704,6 +706,7 @@ inline std::vector<std::string> sweep_case(const OpInfo& info, Context& ctx, int
       cudaCheck(cudaGetLastError());
       float ms = 0;
       cudaCheck(cudaEventElapsedTime(&ms, e0, e1));
+      arm->last_s = ms * 1e-3;
       if (timed && !gate.timed_out()) {
         arm->samples[r - a.warmup] = ms * 1e-3;
         arm->spent += ms * 1e-3;
@@ -797,6 +800,8 @@ inline int run_main(int argc, char** argv, const OpInfo& info, const MakeCase& m
               ctx.dev.prop.name, ctx.dev.cc, ctx.dev.sms, ctx.dev.prop.l2CacheSize >> 20, ctx.dev.driver,
               ctx.dev.runtime, info.vendor,
               std::string(info.vendor) != "cublas" ? "" : (ctx.blas.ok() ? (" " + ctx.blas.path).c_str() : " (absent)"));
+  if (std::string(info.vendor) == "cublas" && !ctx.blas.ok())
+    std::printf("cuBLAS: %s\n(variants are verified and timed; ratios need the vendor)\n", ctx.blas.why.c_str());
   bool all_ok = true;
   std::vector<std::string> recs;
   std::string head;
