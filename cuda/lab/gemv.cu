@@ -1,0 +1,377 @@
+/*
+GEMV, y = A x (A row-major m x k), fp32/fp16/bf16 with fp32 accumulation. Memory-bound at every
+useful size (each element of A is read once): the target is the copy bandwidth. Vendor: cuBLAS
+(sgemv for fp32, GemmEx with n = 1 for fp16/bf16).
+
+Build (or: cmake -S . -B build-lab -DGAPBENCH_LAB=ON && cmake --build build-lab):
+  nvcc -O3 -std=c++20 -arch=sm_90a cuda/lab/gemv.cu -o gemv -ldl
+
+version 1, gemv_thread_row: one thread per row; the threads of a warp read 32 different rows
+  (uncoalesced): the baseline.
+version 2, gemv_warp_row (parent 1): one warp per row, 16-byte packs, 4 packs in flight per lane
+  before any arithmetic (enough outstanding loads to cover HBM latency), shuffle reduction.
+  Shipped for fp16/bf16 and where variant 4 does not apply.
+version 3, gemv_split_k (parent 2): a warp per (row, k-slice), 8 packs in flight; when m alone
+  cannot fill the GPU the row is cut into slices whose fp32 partials a second kernel adds.
+version 4, gemv_x_stationary (parent 2): a block owns a k-range and a run of rows; each warp keeps
+  its part of x in registers for all those rows (x read once per block, not once per row); the
+  k-slices of a row meet by fp32 atomics in L2 and the last slice's block writes y (one launch).
+  Shipped for fp32.
+
+Sweep: ./gemv [--variants all|1,2,..] [--dtypes fp16,bf16,fp32] [--shapes MxK,...] [--rounds N]
+              [--cold read|write|none] [--json FILE] [--cublas PATH]
+*/
+#include "common.h"
+
+using namespace lab;
+
+// ----------------------------------------------------------------------------
+// CPU reference: y[i] = sum_j A[i,j] x[j] in float64 on the inputs as rounded to the dtype.
+
+static std::vector<double> gemv_cpu(const void* A, const void* x, long long m, long long k, int dt) {
+  std::vector<double> xs(k), y(m, 0.0);
+  for (long long j = 0; j < k; ++j) xs[j] = host_value(x, j, dt);
+  for (long long i = 0; i < m; ++i) {
+    double acc = 0;
+    for (long long j = 0; j < k; ++j) acc += host_value(A, i * k + j, dt) * xs[j];
+    y[i] = acc;
+  }
+  return y;
+}
+
+// ----------------------------------------------------------------------------
+// GPU kernels
+
+// version 1
+template <class T>
+__global__ void gemv_thread_row(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y, long long m,
+                                long long k) {
+  long long row = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (row >= m) return;
+  const T* a = A + row * k;
+  float acc = 0.f;
+  for (long long j = 0; j < k; ++j) acc += to_f(a[j]) * to_f(x[j]);
+  y[row] = from_f<T>(acc);
+}
+
+// version 2 (also variant 3's fallback for rows that are not 16-byte aligned)
+template <class T, int UNROLL>
+__global__ void gemv_warp_row(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y, long long m,
+                              long long k) {
+  constexpr int N = Pack<T>::N;
+  long long row = blockIdx.x * (long long)(blockDim.x / 32) + threadIdx.x / 32;
+  int lane = threadIdx.x % 32;
+  if (row >= m) return;
+  const T* a = A + row * k;
+  float acc = 0.f;
+  if (k % N == 0) {  // every row starts 16-byte aligned
+    const Pack<T>* av = reinterpret_cast<const Pack<T>*>(a);
+    const Pack<T>* xv = reinterpret_cast<const Pack<T>*>(x);
+    long long nv = k / N, i = lane;
+    for (; i + 32 * (UNROLL - 1) < nv; i += 32 * UNROLL) {
+      Pack<T> ra[UNROLL], rx[UNROLL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) {
+        ra[u] = av[i + 32 * u];
+        rx[u] = xv[i + 32 * u];
+      }
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+        for (int e = 0; e < N; ++e) acc += to_f(ra[u].v[e]) * to_f(rx[u].v[e]);
+    }
+    for (; i < nv; i += 32) {
+      Pack<T> ra = av[i], rx = xv[i];
+#pragma unroll
+      for (int e = 0; e < N; ++e) acc += to_f(ra.v[e]) * to_f(rx.v[e]);
+    }
+  } else {
+    for (long long j = lane; j < k; j += 32) acc += to_f(a[j]) * to_f(x[j]);
+  }
+  acc = warp_sum(acc);
+  if (lane == 0) y[row] = from_f<T>(acc);
+}
+
+// version 3: split-k. A warp per (row, k-slice), 8 packs in flight per lane; when m alone
+// cannot fill the GPU (m warps < ~4 per SM slot) the row is cut into slices whose fp32 partial
+// sums a second kernel adds. For large m it is variant 2 with deeper unrolling.
+template <class T, int UNROLL>
+__global__ void gemv_split(const T* __restrict__ A, const T* __restrict__ x, float* __restrict__ part,
+                           T* __restrict__ y, long long m, long long k, long long slice) {
+  constexpr int N = Pack<T>::N;
+  long long row = blockIdx.x * (long long)(blockDim.x / 32) + threadIdx.x / 32;
+  int lane = threadIdx.x % 32;
+  if (row >= m) return;
+  long long j0 = blockIdx.y * slice, j1 = j0 + slice < k ? j0 + slice : k;  // slice is a multiple of N
+  const Pack<T>* av = reinterpret_cast<const Pack<T>*>(A + row * k);
+  const Pack<T>* xv = reinterpret_cast<const Pack<T>*>(x);
+  long long i = j0 / N + lane, end = j1 / N;
+  float acc = 0.f;
+  for (; i + 32 * (UNROLL - 1) < end; i += 32 * UNROLL) {
+    Pack<T> ra[UNROLL], rx[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      ra[u] = av[i + 32 * u];
+      rx[u] = xv[i + 32 * u];
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+      for (int e = 0; e < N; ++e) acc += to_f(ra[u].v[e]) * to_f(rx[u].v[e]);
+  }
+  for (; i < end; i += 32) {
+    Pack<T> ra = av[i], rx = xv[i];
+#pragma unroll
+    for (int e = 0; e < N; ++e) acc += to_f(ra.v[e]) * to_f(rx.v[e]);
+  }
+  acc = warp_sum(acc);
+  if (lane == 0) {
+    if (gridDim.y == 1)
+      y[row] = from_f<T>(acc);
+    else
+      part[blockIdx.y * m + row] = acc;
+  }
+}
+
+template <class T>
+__global__ void gemv_reduce(const float* __restrict__ part, T* __restrict__ y, long long m, int slices) {
+  long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (r >= m) return;
+  float acc = 0.f;
+  for (int s = 0; s < slices; ++s) acc += part[s * m + r];
+  y[r] = from_f<T>(acc);
+}
+
+// version 4. Each lane holds P packs of x (its warp's k-range: 32 x P packs, contiguous, so a
+// warp reads 512 B-runs of a row and the block's warps together a contiguous WARPS x 32 x P-pack
+// run), walks its block's rows R at a time (R x P independent 16-byte loads in flight per lane)
+// and leaves one sum per (warp, row) in shared memory. After one barrier the block sums its
+// warps per row; with one k-slice it writes y, else it adds into an fp32 accumulator and the
+// block that completes a run of rows (a counter per run) converts it to y and clears it, so the
+// workspace is reusable without a memset. Needs k % N == 0 (16-byte rows).
+template <class T, int P, int R, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32) gemv_xstat(const T* __restrict__ A, const T* __restrict__ x,
+                                                          T* __restrict__ y, float* accum, unsigned* counters,
+                                                          long long m, long long k, int rows_per_block) {
+  constexpr int N = Pack<T>::N;
+  extern __shared__ float red[];  // [WARPS][rows_per_block]
+  __shared__ bool last;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const long long kp = k / N;
+  const long long p0 = ((long long)blockIdx.y * WARPS + warp) * 32 * P + lane;
+  const Pack<T>* xv = reinterpret_cast<const Pack<T>*>(x);
+  const Pack<T>* av = reinterpret_cast<const Pack<T>*>(A);
+  Pack<T> xr[P];
+#pragma unroll
+  for (int u = 0; u < P; ++u) {
+    long long i = p0 + 32LL * u;
+    if (i < kp) xr[u] = xv[i];
+    else
+#pragma unroll
+      for (int e = 0; e < N; ++e) xr[u].v[e] = from_f<T>(0.f);  // past k: contributes nothing
+  }
+  const long long r0 = (long long)blockIdx.x * rows_per_block;
+  const int rows = (int)(m - r0 < rows_per_block ? m - r0 : rows_per_block);
+  for (int r = 0; r < rows; r += R) {
+    Pack<T> ra[R][P];
+#pragma unroll
+    for (int rr = 0; rr < R; ++rr)
+#pragma unroll
+      for (int u = 0; u < P; ++u) {
+        long long i = p0 + 32LL * u;
+        if (r + rr < rows && i < kp) ra[rr][u] = av[(r0 + r + rr) * kp + i];
+        else
+#pragma unroll
+          for (int e = 0; e < N; ++e) ra[rr][u].v[e] = from_f<T>(0.f);
+      }
+#pragma unroll
+    for (int rr = 0; rr < R; ++rr) {
+      float acc = 0.f;
+#pragma unroll
+      for (int u = 0; u < P; ++u)
+#pragma unroll
+        for (int e = 0; e < N; ++e) acc += to_f(ra[rr][u].v[e]) * to_f(xr[u].v[e]);
+      acc = warp_sum(acc);
+      if (lane == 0 && r + rr < rows) red[warp * rows_per_block + r + rr] = acc;
+    }
+  }
+  __syncthreads();
+  const bool one = gridDim.y == 1;
+  for (int i = threadIdx.x; i < rows; i += blockDim.x) {
+    float sum = 0.f;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) sum += red[w * rows_per_block + i];
+    if (one) y[r0 + i] = from_f<T>(sum);
+    else atomicAdd(accum + r0 + i, sum);
+  }
+  if (one) return;
+  __threadfence();  // this block's adds are visible before its count
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(counters + blockIdx.x, 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int i = threadIdx.x; i < rows; i += blockDim.x) y[r0 + i] = from_f<T>(atomicExch(accum + r0 + i, 0.f));
+  if (threadIdx.x == 0) counters[blockIdx.x] = 0u;
+}
+
+static constexpr int kGemvV4Packs = 4, kGemvV4Rows = 2, kGemvV4BlocksPerSm = 4, kGemvV4MaxRows = 512;
+
+// Warps per block: as many (up to 8) as the row's packs keep busy, so a narrow k does not leave
+// warps holding nothing but zeros.
+template <class T>
+static void launch_gemv_xstat(const T* A, const T* x, T* y, float* accum, unsigned* counters, long long m,
+                              long long k, int sms, cudaStream_t s) {
+  constexpr int P = kGemvV4Packs, R = kGemvV4Rows;
+  long long kp = k / Pack<T>::N;
+  auto go = [&]<int WARPS>() {
+    long long slices = (kp + 32LL * P * WARPS - 1) / (32LL * P * WARPS);
+    long long want = ((long long)kGemvV4BlocksPerSm * sms + slices - 1) / slices;  // row runs wanted
+    long long rpb = (m + want - 1) / want;
+    rpb = (rpb + R - 1) / R * R;
+    if (rpb > kGemvV4MaxRows) rpb = kGemvV4MaxRows;
+    long long runs = (m + rpb - 1) / rpb;
+    gemv_xstat<T, P, R, WARPS><<<dim3((unsigned)runs, (unsigned)slices), WARPS * 32,
+                                 sizeof(float) * WARPS * rpb, s>>>(A, x, y, accum, counters, m, k, (int)rpb);
+  };
+  long long busy = (kp + 32LL * P - 1) / (32LL * P);  // warps the row can keep busy
+  if (busy >= 8) go.template operator()<8>();
+  else if (busy >= 4) go.template operator()<4>();
+  else if (busy >= 2) go.template operator()<2>();
+  else go.template operator()<1>();
+}
+
+static long long gemv_split_slices(long long m, long long k, int pack, int sms) {
+  long long want = (64LL * sms + m - 1) / m;                 // about 64 warps per SM in all
+  long long max_slices = k / (32LL * pack * 8) > 0 ? k / (32LL * pack * 8) : 1;  // >= one full unrolled pass
+  return want < 1 ? 1 : (want > max_slices ? max_slices : want);
+}
+
+// Workspace (floats): [variant 3's partials: slices x m] [variant 4's accumulator: m]
+// [variant 4's counters: one per run of rows, at most m]. Variant 4's part starts zeroed (the
+// case runner clears the workspace once) and clears itself.
+static long long gemv_partials_floats(long long m, long long k, int sms) {
+  return (gemv_split_slices(m, k, 4, sms) * m + 3) / 4 * 4;  // the fp32 pack allows the most slices
+}
+
+static long long gemv_work_floats(long long m, long long k, int sms) { return gemv_partials_floats(m, k, sms) + 2 * m; }
+
+// ----------------------------------------------------------------------------
+// launchers (variants 3-4 use `work`: zeroed once when allocated; variant 4 clears its own part)
+
+static void gemv1(int dt, const void* A, const void* x, void* y, long long m, long long k, cudaStream_t s) {
+  dispatch_dtype(dt, [&]<class T>() {
+    gemv_thread_row<T><<<(unsigned)((m + 127) / 128), 128, 0, s>>>(static_cast<const T*>(A), static_cast<const T*>(x),
+                                                                    static_cast<T*>(y), m, k);
+  });
+}
+
+static void gemv2(int dt, const void* A, const void* x, void* y, long long m, long long k, cudaStream_t s) {
+  dispatch_dtype(dt, [&]<class T>() {
+    constexpr int warps = 8;
+    gemv_warp_row<T, 4><<<(unsigned)((m + warps - 1) / warps), warps * 32, 0, s>>>(
+        static_cast<const T*>(A), static_cast<const T*>(x), static_cast<T*>(y), m, k);
+  });
+}
+
+static void gemv3(int dt, const void* A, const void* x, void* y, long long m, long long k, float* work, int sms,
+                  cudaStream_t s) {
+  dispatch_dtype(dt, [&]<class T>() {
+    auto a = static_cast<const T*>(A);
+    auto xv = static_cast<const T*>(x);
+    auto yv = static_cast<T*>(y);
+    constexpr int warps = 8;
+    if (k % Pack<T>::N != 0) {  // rows not 16-byte aligned: the warp-per-row form handles it
+      gemv_warp_row<T, 4><<<(unsigned)((m + warps - 1) / warps), warps * 32, 0, s>>>(a, xv, yv, m, k);
+      return;
+    }
+    long long slices = gemv_split_slices(m, k, Pack<T>::N, sms);
+    long long per = (k + slices - 1) / slices;
+    per = (per + Pack<T>::N - 1) / Pack<T>::N * Pack<T>::N;
+    slices = (k + per - 1) / per;
+    dim3 grid((unsigned)((m + warps - 1) / warps), (unsigned)slices);
+    gemv_split<T, 8><<<grid, warps * 32, 0, s>>>(a, xv, work, yv, m, k, per);
+    if (slices > 1) gemv_reduce<T><<<(unsigned)((m + 255) / 256), 256, 0, s>>>(work, yv, m, (int)slices);
+  });
+}
+
+static void gemv4(int dt, const void* A, const void* x, void* y, long long m, long long k, float* work, int sms,
+                  cudaStream_t s) {
+  dispatch_dtype(dt, [&]<class T>() {
+    float* accum = work + gemv_partials_floats(m, k, sms);
+    launch_gemv_xstat<T>(static_cast<const T*>(A), static_cast<const T*>(x), static_cast<T*>(y), accum,
+                         reinterpret_cast<unsigned*>(accum + m), m, k, sms, s);
+  });
+}
+
+// ----------------------------------------------------------------------------
+// the lab's case
+
+static const OpInfo kInfo = {
+    "gemv", "MxK", 2, "4096x4096,16384x16384,1024x16384,16384x1024,4096x16384",
+    {{1, "gemv_thread_row", "-", "one thread per row (uncoalesced baseline)"},
+     {2, "gemv_warp_row", "1", "warp per row, 16-byte packs, 4 in flight per lane; shipped (fp16/bf16)"},
+     {3, "gemv_split_k", "2", "warp per (row, k-slice), 8 packs in flight, fp32 partials + reduce kernel"},
+     {4, "gemv_x_stationary", "2", "x in registers for a run of rows, k-slices added atomically; shipped (fp32)"}},
+    "cublas", nullptr};
+
+static Case make_case(int dt, const std::vector<long long>& dims, Context& ctx, const std::vector<int>& variants) {
+  const long long m = dims[0], k = dims[1];
+  const int sms = ctx.dev.sms;
+  auto A_h = std::make_shared<std::vector<unsigned char>>(random_input(m * k, dt, 1));
+  auto x_h = random_input(k, dt, 2);
+  auto ref = std::make_shared<std::vector<double>>(gemv_cpu(A_h->data(), x_h.data(), m, k, dt));
+  void* A = to_device(*A_h);
+  void* x = to_device(x_h);
+  A_h.reset();  // the reference holds all the check needs
+  void* y = nullptr;
+  float* work = nullptr;
+  cudaCheck(cudaMalloc(&y, m * dtype_size(dt)));
+  const size_t wbytes = sizeof(float) * gemv_work_floats(m, k, sms);
+  cudaCheck(cudaMalloc(&work, wbytes));
+  cudaCheck(cudaMemset(work, 0, wbytes));
+  Case c;
+  c.out = y;
+  c.out_bytes = m * dtype_size(dt);
+  c.bytes = (double)(m * k + k + m) * dtype_size(dt);
+  c.flops = 2.0 * m * k;
+  c.check = [ref, dt](const std::vector<unsigned char>& out) {
+    ErrAcc e;
+    for (size_t i = 0; i < ref->size(); ++i) e.add(host_value(out.data(), i, dt), (*ref)[i]);
+    return e.done();
+  };
+  const int M = (int)m, K = (int)k;
+  Cublas* b = &ctx.blas;
+  c.arms.push_back(vendor_arm(ctx, [=](cudaStream_t) {
+    const float one = 1.f, zero = 0.f;
+    cudaDataType t = cuda_type(dt);
+    if (dt == kF32)  // y = A x: column-major A^T (k x m), op T
+      cublas_check(b->sgemv(b->handle, Cublas::kOpT, K, M, &one, (const float*)A, K, (const float*)x, 1, &zero,
+                            (float*)y, 1), "cublasSgemv");
+    else
+      cublas_check(b->gemm_ex(b->handle, Cublas::kOpT, Cublas::kOpN, M, 1, K, &one, A, t, K, x, t, K, &zero, y, t, M,
+                              Cublas::kCompute32F, Cublas::kGemmDefault), "cublasGemmEx");
+  }));
+  for (int v : variants) {
+    Arm a;
+    a.id = v;
+    a.name = find_variant(kInfo, v)->name;
+    if (v == 1) a.run = [=](cudaStream_t s) { gemv1(dt, A, x, y, m, k, s); };
+    if (v == 2) a.run = [=](cudaStream_t s) { gemv2(dt, A, x, y, m, k, s); };
+    if (v == 3) a.run = [=](cudaStream_t s) { gemv3(dt, A, x, y, m, k, work, sms, s); };
+    if (v == 4) {
+      if (k % 8) a.na = "needs k a multiple of 8 (whole 16-byte packs for every dtype)";
+      a.run = [=](cudaStream_t s) { gemv4(dt, A, x, y, m, k, work, sms, s); };
+    }
+    c.arms.push_back(a);
+  }
+  c.release = [=] {
+    cudaFree(A);
+    cudaFree(x);
+    cudaFree(y);
+    cudaFree(work);
+  };
+  return c;
+}
+
+int main(int argc, char** argv) { return run_main(argc, argv, kInfo, make_case); }
