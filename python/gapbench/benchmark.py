@@ -44,9 +44,8 @@ class Benchmark(ABC):
     #: whether the command writes a result file (and so must measure something to exit 0)
     measures: bool = True
 
-    @property
-    def description(self) -> str:
-        return self.title
+    #: the argument parser's description (default: the title)
+    description: str = ""
 
     @abstractmethod
     def add_arguments(self, ap: argparse.ArgumentParser) -> None:
@@ -84,7 +83,7 @@ class Benchmark(ABC):
 
     # ---- entry point
     def parser(self, prog: str) -> argparse.ArgumentParser:
-        ap = argparse.ArgumentParser(prog=prog, description=self.description)
+        ap = argparse.ArgumentParser(prog=prog, description=self.description or self.title)
         self.add_arguments(ap)
         return ap
 

@@ -27,6 +27,8 @@ from . import copy as copy_probe
 from . import gemm as gemm_probe
 from . import gemv as gemv_probe
 from . import vjp as vjp_probe
+from .blas_tables import (DATASHEET, build_tables, markdown_summary, plain_ratios, report_tables,  # noqa: F401
+                          roofline)
 
 PROBE = "blas"
 OPS: dict[str, list[OpSpec]] = {
@@ -361,7 +363,29 @@ def plain_check(records: list[Record], cfg: Config, rounds: int = 5) -> list[Rec
     return out
 
 
-# The rendering and the command live beside this file; their names stay importable from here.
-from .blas_tables import (DATASHEET, build_tables, markdown_summary, plain_ratios, report_tables,  # noqa: E402,F401
-                          roofline)
-from .blas_cli import BENCHMARK, main, parse_shapes  # noqa: E402,F401
+def parse_shapes(text: str) -> list[dict]:
+    """"4096x4096" (m x k: gemv, vjp), "8x2000x2000x2000" (batch x m x n x k: gemm), "1048576"
+    (elements: copy). Each op takes the shapes of its own form."""
+    out = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        try:
+            dims = [int(x) for x in part.lower().split("x")]
+        except ValueError:
+            raise ValueError(f"bad shape {part!r}: use N, MxK or BxMxNxK with integers") from None
+        if any(d < 1 for d in dims):
+            raise ValueError(f"bad shape {part!r}: every dimension must be >= 1")
+        if len(dims) == 1:
+            out.append({"n": dims[0]})
+        elif len(dims) == 2:
+            out.append({"m": dims[0], "k": dims[1]})
+        elif len(dims) == 4:
+            out.append({"batch": dims[0], "m": dims[1], "n": dims[2], "k": dims[3]})
+        else:
+            raise ValueError(f"bad shape {part!r}: use N (copy), MxK (gemv, vjp) or BxMxNxK (gemm)")
+    return out
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m bench.blas") -> int:
+    from .blas_cli import BENCHMARK
+
+    return BENCHMARK.main(argv, prog)

@@ -8,31 +8,9 @@ from dataclasses import asdict
 from .. import registry as bk
 from ..benchmark import Benchmark, print_lines
 from ..dtypes import DTYPES
-from .blas import COLD_MODES, OP_NAMES, PROBE, Config, iterate, plain_check, selected_specs, shapes_for
+from .blas import COLD_MODES, OP_NAMES, PROBE, Config, iterate, parse_shapes, plain_check, selected_specs, shapes_for
 from .blas import __doc__ as _BLAS_DOC
 from .blas_tables import build_tables, markdown_summary, plain_ratios, report_tables, roofline
-
-
-def parse_shapes(text: str) -> list[dict]:
-    """"4096x4096" (m x k: gemv, vjp), "8x2000x2000x2000" (batch x m x n x k: gemm), "1048576"
-    (elements: copy). Each op takes the shapes of its own form."""
-    out = []
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        try:
-            dims = [int(x) for x in part.lower().split("x")]
-        except ValueError:
-            raise ValueError(f"bad shape {part!r}: use N, MxK or BxMxNxK with integers") from None
-        if any(d < 1 for d in dims):
-            raise ValueError(f"bad shape {part!r}: every dimension must be >= 1")
-        if len(dims) == 1:
-            out.append({"n": dims[0]})
-        elif len(dims) == 2:
-            out.append({"m": dims[0], "k": dims[1]})
-        elif len(dims) == 4:
-            out.append({"batch": dims[0], "m": dims[1], "n": dims[2], "k": dims[3]})
-        else:
-            raise ValueError(f"bad shape {part!r}: use N (copy), MxK (gemv, vjp) or BxMxNxK (gemm)")
-    return out
 
 
 def _split(text: str | None, allowed, what: str) -> list[str] | None:
@@ -47,7 +25,8 @@ def _split(text: str | None, allowed, what: str) -> list[str] | None:
 
 class BlasBenchmark(Benchmark):
     name = PROBE
-    title = _BLAS_DOC.split("\n\n")[0]
+    title = "GEMM/GEMV/VJP/copy throughput against the roofline measured here (paper Figures 5-7)"
+    description = _BLAS_DOC.split("\n\n")[0]
 
     def add_arguments(self, ap: argparse.ArgumentParser) -> None:
         ap.add_argument("--ops", help=f"comma list of {', '.join(OP_NAMES)} (default: all; vjp = vjp_dx and vjp_dw)")
