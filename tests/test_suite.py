@@ -154,6 +154,10 @@ def test_subprocess_cases(tmp_path):
     (["--batch_sizes", "16, x"], "bad batch size"),
     (["--mode", "eval"], "unknown mode"),
     (["--plot", "/nonexistent.json"], "no such file"),
+    (["--data", "/nonexistent"], "--data /nonexistent: no such file"),
+    (["--model", "/nonexistent-model"], "--model /nonexistent-model: no such local checkpoint"),
+    (["--suite", "llamacpp", "--gguf", "/nope.gguf"], "--gguf /nope.gguf: no such file"),
+    (["--batch-size", ""], "empty batch size list"),
 ])
 def test_bad_input_is_a_clear_error(argv, words, capsys):
     assert su.main(argv + ["--in-process"]) == 2
