@@ -137,10 +137,10 @@ def markdown_summary(records: list[Record], shapes: list[str] | None = None) -> 
             return f"{value(r):.0f}" if op != "gemm" else f"{value(r):.3g}"
 
         cells = []
-        hand = [r for r in rs if r.backend.startswith("native") and r.variant.startswith("v")]
+        hand = [r for r in rs if bk.parse(r.backend).is_native and r.variant.startswith("v")]
         best = max(hand, key=value, default=None)
         cells.append(f"{fmt(best)} ({best.variant})" if best else "")
-        vendor = [r for r in rs if r.backend.startswith("native") and not r.variant.startswith("v")]
+        vendor = [r for r in rs if bk.parse(r.backend).is_native and not r.variant.startswith("v")]
         cells.append(", ".join(f"{fmt(r)} ({r.variant})" for r in vendor))
         for fam in ("torch", "cupy", "mlx"):
             fr = [r for r in rs if bk.parse(r.backend).family == fam]
