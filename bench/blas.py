@@ -1,7 +1,7 @@
 """python -m bench.blas: GEMM / GEMV / VJP / copy throughput, native vs vendor vs frameworks."""
 import sys
 
-from gapbench.probes.blas import main
+from gapbench.benchmarks import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main("blas"))

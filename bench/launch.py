@@ -1,7 +1,7 @@
 """python -m bench.launch: cold and warm kernel-launch latency for every backend here."""
 import sys
 
-from gapbench.probes.launch import main
+from gapbench.benchmarks import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main("launch"))

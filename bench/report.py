@@ -2,7 +2,7 @@
 self-contained HTML, figures) with the paper's published numbers beside ours."""
 import sys
 
-from gapbench.probes.report import main
+from gapbench.benchmarks import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main("report"))

@@ -2,7 +2,7 @@
 DistilBERT IMDB, LLM generation speed), measured the gapbench way."""
 import sys
 
-from gapbench.probes.suite import main
+from gapbench.benchmarks import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main("suite"))

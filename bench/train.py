@@ -2,7 +2,7 @@
 with memory over time, page faults, energy per step and the memory scenarios."""
 import sys
 
-from gapbench.probes.train import main
+from gapbench.benchmarks import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main("train"))

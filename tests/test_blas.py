@@ -170,7 +170,7 @@ def test_failed_verification_is_not_timed(monkeypatch):
     if not registry.info("torch-cpu").available:
         pytest.skip("torch-cpu not available")
     spec = blas.OPS["gemv"][0]
-    wrong = blas.OPS["gemv"][0].__class__(**{**spec.__dict__, "framework": lambda ad, fam, arrays: (lambda: arrays[1] * 2)})
+    wrong = blas.OPS["gemv"][0].__class__(**{**spec.__dict__, "framework": lambda ad, arrays: (lambda: arrays[1] * 2)})
     shape = {"m": 8, "k": 8}
     rng = np.random.default_rng(0)
     rounded = [dtypes.round_to(a, "fp32") for a in wrong.inputs(shape, rng)]

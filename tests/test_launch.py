@@ -130,7 +130,7 @@ def test_worker_failure_is_an_error_row_and_others_go_on(monkeypatch):
     def flaky(backend, cfg, warm):
         calls.append(warm)
         if warm:
-            raise launch.WorkerError("segfault in the first process")
+            raise launch.WorkerError("crash", "segfault in the first process")
         return {"phases": {"noop": {"import": 1e-3, "cold": 2e-6, "first_warm": 1e-7}}, "records": [], "ops": {},
                 "verify": {}}
 
@@ -174,7 +174,7 @@ def test_warm_samples_pooled_over_processes_with_plain_interleaved(monkeypatch):
 
     def worker(backend, cfg, warm):
         order.append("H" if warm else "c")
-        recs = [launch.asdict(_rec([float(len(order))]))] if warm else []
+        recs = [_rec([float(len(order))]).to_dict()] if warm else []
         return {"phases": {"null": {"cold": 1e-4}}, "records": recs, "ops": {}, "verify": {}}
 
     monkeypatch.setattr(launch, "spawn_worker", worker)

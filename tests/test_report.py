@@ -65,13 +65,24 @@ def test_report_numbers_match_their_inputs(tmp_path):
     assert h.startswith("<!doctype html>") and "<table>" in h and "GPU A" in h
 
 
-def test_html_embeds_its_figures(tmp_path):
+def test_html_links_its_figures_and_embeds_them_only_when_asked(tmp_path):
     pytest.importorskip("matplotlib")
     b = _train_run(tmp_path / "b.json", "GPU B", step_s=1.0, joules=1.0)
     md, page = rp.build([str(b)], tmp_path / "rep")
     h = page.read_text()
-    assert "data:image/png;base64," in h and (tmp_path / "rep" / "fig0-b-steps.png").exists()
+    assert "src='fig0-b-steps.png'" in h and "base64" not in h and (tmp_path / "rep" / "fig0-b-steps.png").exists()
     assert "](fig0-b-steps.png)" in md.read_text()
+    assert rp.main([str(b), "--out", str(tmp_path / "one"), "--self-contained"]) == 0
+    h1 = (tmp_path / "one" / "report.html").read_text()
+    assert "src='data:image/png;base64," in h1 and len(h1) > len(h) + 10_000
+
+
+def test_a_folder_stands_for_its_result_files(tmp_path):
+    _train_run(tmp_path / "runs" / "b.json", "GPU B", step_s=1.0, joules=1.0)
+    md, _ = rp.build([str(tmp_path / "runs")], tmp_path / "rep")
+    assert "GPU B" in md.read_text()
+    (tmp_path / "empty").mkdir()
+    assert rp.main([str(tmp_path / "empty"), "--out", str(tmp_path / "r2")]) == 2
 
 
 def _rec(samples):

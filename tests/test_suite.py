@@ -141,15 +141,11 @@ def test_seed_flags_csv_layout_and_figures(tmp_path):
 
 
 def test_subprocess_cases(tmp_path):
-    from gapbench.probes.train import run_in_subprocess
-
     c = su.Case("bert", "torch-cpu", 2, "inference", 16, "tiny-bert", **Q)
-    (r,) = run_in_subprocess(c, 300, module="gapbench.probes.suite")
+    (r,) = su.run_in_subprocess(c, 300)
     assert r.status == OK
-    (r,) = run_in_subprocess(c, 0.001, module="gapbench.probes.suite",
-                             error_record=lambda why: su.Record(probe="suite", backend="torch-cpu", metric="step",
-                                                                status=ERROR, reason=why))
-    assert r.status == ERROR and "process" in r.reason
+    (r,) = su.run_in_subprocess(c, 0.001)
+    assert r.status == ERROR and "process" in r.reason and r.params["worker_error"] == "timeout"
 
 
 @pytest.mark.parametrize("argv, words", [
@@ -158,6 +154,10 @@ def test_subprocess_cases(tmp_path):
     (["--batch_sizes", "16, x"], "bad batch size"),
     (["--mode", "eval"], "unknown mode"),
     (["--plot", "/nonexistent.json"], "no such file"),
+    (["--data", "/nonexistent"], "--data /nonexistent: no such file"),
+    (["--model", "/nonexistent-model"], "--model /nonexistent-model: no such local checkpoint"),
+    (["--suite", "llamacpp", "--gguf", "/nope.gguf"], "--gguf /nope.gguf: no such file"),
+    (["--batch-size", ""], "empty batch size list"),
 ])
 def test_bad_input_is_a_clear_error(argv, words, capsys):
     assert su.main(argv + ["--in-process"]) == 2

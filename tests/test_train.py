@@ -294,17 +294,15 @@ def test_local_text_and_audio_datasets(tmp_path):
     assert r.status == ERROR and "'text'" in r.reason
 
 
-def test_batches_from_real_tokens_are_windows_of_the_corpus():
+def test_batches_from_real_tokens_are_windows_of_the_corpus(monkeypatch):
+    from gapbench.probes import train_data
+
     case = tr.Case("tiny-gpt2", "torch-cpu", batch_size=3, seq_len=5)
     rng = np.random.default_rng(0)
     toks = np.arange(100)
     real = {"tokens": toks}
-    orig = tr.load_local
-    try:
-        tr.load_local = lambda *a, **k: (real, "test corpus")
-        out, desc = tr.make_batches(tr.Case("tiny-gpt2", "torch-cpu", batch_size=3, seq_len=5, data="x"), "gpt2", 512, 0, 0, rng)
-    finally:
-        tr.load_local = orig
+    monkeypatch.setattr(train_data, "load_local", lambda *a, **k: (real, "test corpus"))
+    out, desc = tr.make_batches(tr.Case("tiny-gpt2", "torch-cpu", batch_size=3, seq_len=5, data="x"), "gpt2", 512, 0, 0, rng)
     assert desc == "test corpus"
     for row in out[0]["input_ids"]:
         assert np.all(np.diff(row) == 1)  # a contiguous window of the corpus
@@ -337,6 +335,9 @@ def test_cli_quick_writes_results_and_figures(tmp_path, capsys):
     (["--steps", "2", "--rounds", "3"], "--rounds"),
     (["--warmup-s", "-1"], "--warmup-s"),
     (["--roofline", "/nonexistent.json"], "no such file"),
+    (["--checkpoint", "/nonexistent-ckpt"], "--checkpoint /nonexistent-ckpt: no such file"),
+    (["--data", "/nonexistent.txt"], "--data /nonexistent.txt: no such file"),
+    (["--tokenizer", "/nonexistent-tok"], "--tokenizer /nonexistent-tok: no such file"),
 ])
 def test_cli_bad_input_is_a_clear_error(argv, words, capsys):
     assert tr.main(argv + ["--in-process"]) == 2

@@ -1,37 +1,33 @@
-"""`gapbench <suite> ...` / `python -m gapbench <suite> ...`: the suites of the installed package.
-From a checkout, `python -m bench.<suite>` runs the same code."""
+"""`gapbench <command> ...` / `python -m gapbench <command> ...`: the commands of the installed
+package, each a Benchmark in gapbench.benchmarks. From a checkout, `python -m bench.<command>`
+runs the same code."""
 from __future__ import annotations
 
 import sys
 
-SUITES = {
-    "launch": "gapbench.probes.launch",
-    "blas": "gapbench.probes.blas",
-    "train": "gapbench.probes.train",
-    "suite": "gapbench.probes.suite",
-    "report": "gapbench.probes.report",
-}
+EXTRA = {"backends": "what this machine has, and why not", "csv": "export a result JSON to CSV on stdout (csv FILE)"}
+
+
+def usage() -> str:
+    from . import benchmarks
+
+    lines = ["usage: gapbench <command> [options]   (gapbench <command> --help for its options)", "", "commands:"]
+    for name in benchmarks.available():
+        lines.append(f"  {name:<9} {benchmarks.get(name).title}")
+    lines += [f"  {name:<9} {text}" for name, text in EXTRA.items()]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: gapbench {" + ",".join(SUITES) + ",backends,csv} [options]\n"
-              "  launch    kernel-launch latency, raw probe vs frameworks (paper Table 6)\n"
-              "  blas      GEMM/GEMV/VJP/copy throughput vs the measured roofline (Figures 5-7)\n"
-              "  train     GPT-2/Whisper training steps: phases, memory, energy (Tables 2-5, Figures 2-4)\n"
-              "  suite     the community seed suites: BERT matrix, ResNet50, DistilBERT, LLM generation\n"
-              "  report    result files from any machines into one Markdown/HTML report\n"
-              "  backends  what this machine has, and why not\n"
-              "  csv FILE  export a result JSON to CSV on stdout")
+        print(usage())
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
     if cmd == "backends":
-        from rich.console import Console
+        from .cli import console_for, list_backends
 
-        from .cli import list_backends
-
-        list_backends(Console())
+        list_backends(console_for())
         return 0
     if cmd == "csv":
         from .result import SchemaError, load_run, records_to_csv
@@ -45,12 +41,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 2
         return 0
-    if cmd not in SUITES:
-        print(f"error: unknown suite {cmd!r}; choose from {', '.join(SUITES)}, backends, csv", file=sys.stderr)
-        return 2
-    import importlib
+    from . import benchmarks
 
-    return importlib.import_module(SUITES[cmd]).main(rest, prog=f"gapbench {cmd}")
+    try:
+        bench = benchmarks.get(cmd)
+    except benchmarks.UnknownBenchmark:
+        print(f"error: unknown command {cmd!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    return bench.main(rest, prog=f"gapbench {cmd}")
 
 
 if __name__ == "__main__":

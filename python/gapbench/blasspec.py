@@ -23,8 +23,8 @@ class OpSpec:
     reference: Callable[[list[np.ndarray]], np.ndarray]  # float64 inputs -> float64 output
     elements: Callable[[Shape], tuple[int, int]]  # (elements read, elements written)
     flops: Callable[[Shape], float]
-    framework: Callable[[Any, str, list], Callable[[], Any]]  # (adapter, family, arrays) -> op
-    framework_text: dict[str, str]
+    framework: Callable[[Any, list], Callable[[], Any]]  # (adapter, arrays) -> op
+    framework_text: dict[str, str]  # adapter family -> how the op reads in that framework
     memory_bound: bool = True
 
     def work(self, shape: Shape, dtype: str) -> dict:

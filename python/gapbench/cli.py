@@ -6,6 +6,18 @@ from datetime import datetime
 from pathlib import Path
 
 
+#: the run file the current command is writing ("writer": RunWriter), for the interrupt message
+#: and the nothing-measured check of gapbench.benchmark.run_cli
+current_run: dict = {}
+
+
+def console_for():
+    """The console every command prints on: the terminal's width, or 200 columns when piped."""
+    from rich.console import Console
+
+    return Console() if Console().is_terminal else Console(width=200)
+
+
 def default_out(probe: str) -> Path:
     return Path("results") / f"{probe}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
 
@@ -20,9 +32,11 @@ def open_run(probe: str, out: str | None, prog: str, argv: list[str] | None, con
 
     path = Path(out) if out else default_out(probe)
     args = argv if argv is not None else sys.argv[1:]
-    return RunWriter(path, env=env.collect(), csv_path=path.with_suffix(".csv"),
-                     run={"probe": probe, "command": " ".join([prog] + list(args)), "config": config,
-                          "backends": backends})
+    writer = RunWriter(path, env=env.collect(), csv_path=path.with_suffix(".csv"),
+                       run={"probe": probe, "command": " ".join([prog] + list(args)), "config": config,
+                            "backends": backends})
+    current_run["writer"] = writer
+    return writer
 
 
 class _Progress:
@@ -66,13 +80,11 @@ def list_backends(console) -> None:
     console.print(t)
 
 
-def write_figures(console, figure_fn_name: str, writer, *extra) -> None:
-    """Draw a suite's figures beside its result JSON (gapbench.plots.<figure_fn_name>), then
-    print where the figures and results are. Without matplotlib, say so and go on."""
+def write_figures(console, bench, writer) -> None:
+    """Draw a benchmark's figures beside its result JSON, then print where they are. Without
+    matplotlib, say so and go on."""
     try:
-        from . import plots
-
-        paths = getattr(plots, figure_fn_name)(writer.records, writer.path.with_suffix(""), *extra)
+        paths = bench.figures(writer.records, writer.path.with_suffix(""), writer.run)
         if paths:
             console.print("figures: " + ", ".join(str(p) for p in paths))
     except ImportError:

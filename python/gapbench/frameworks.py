@@ -15,6 +15,8 @@ perf_ns = time.perf_counter_ns
 
 class Adapter(ABC):
     backend = ""
+    #: the framework's name as results show it (torch, mlx, cupy): the variant of its rows
+    family = ""
     #: clock of `time_device`: "device_events" where the framework has device timers
     device_clock = "host_wall"
     #: why there is no graph replay, when `graph` returns None
@@ -59,6 +61,53 @@ class Adapter(ABC):
         return None
 
 
+    # ---- ops the benchmarks run (each returns the result; lazy frameworks leave it unevaluated)
+    @abstractmethod
+    def array(self, a: np.ndarray, dtype: str) -> Any:
+        """A device array of `a`'s values in `dtype` (fp32, fp16, bf16)."""
+
+    @abstractmethod
+    def numpy64(self, x: Any) -> np.ndarray:
+        """The values of `x` as float64, after any pending work on it has finished."""
+
+    @abstractmethod
+    def copy(self, x: Any) -> Any:
+        """A new array with x's values (moves x's bytes once each way)."""
+
+    def mv(self, A: Any, x: Any) -> Any:
+        return A @ x
+
+    def bmm(self, A: Any, B: Any) -> Any:
+        return A @ B
+
+    @abstractmethod
+    def vjp_linear_dx(self, W: Any, v: Any) -> Callable[[], Any]:
+        """A callable computing the cotangent of x for y = W x and cotangent v (W^T v), the
+        framework's own way (its autodiff where it has one)."""
+
+    @abstractmethod
+    def vjp_linear_dw(self, v: Any, x: Any) -> Callable[[], Any]:
+        """A callable computing the cotangent of W for y = W x and cotangent v (v x^T)."""
+
+    @abstractmethod
+    def empty_like(self, x: Any) -> Any:
+        """An output buffer shaped and typed like x (contents undefined)."""
+
+    @abstractmethod
+    def add_into(self, a: Any, b: Any, out: Any) -> Any:
+        """Issue out = a + b without waiting; returns the array that holds the result."""
+
+    @abstractmethod
+    def poison(self, x: Any) -> Any:
+        """x filled with NaN (an output a correct op overwrites); returns the poisoned array."""
+
+    #: how each op reads in this framework's own words (row descriptions)
+    op_text: dict[str, str] = {}
+
+    def describe(self, op: str, **kw) -> str:
+        return self.op_text.get(op, op).format(**kw)
+
+
 class TorchAdapter(Adapter):
     def __init__(self, device: str):
         import torch
@@ -66,6 +115,7 @@ class TorchAdapter(Adapter):
         self.torch = torch
         self.device = device
         self.backend = f"torch-{device}"
+        self.family = "torch"
         if device == "cuda":
             self.device_clock = "device_events"
             self.graph_reason = ""
@@ -153,6 +203,40 @@ class TorchAdapter(Adapter):
         return replay
 
 
+    op_text = {"add": "torch.add(a, b, out=c), {n} fp32 element(s) on {device}"}
+
+    def describe(self, op, **kw):
+        return super().describe(op, device=self.device, **kw)
+
+    def copy(self, x):
+        return x.clone()
+
+    def mv(self, A, x):
+        return self.torch.mv(A, x)
+
+    def bmm(self, A, B):
+        return self.torch.bmm(A, B)
+
+    def vjp_linear_dx(self, W, v):
+        x = self.torch.ones(W.shape[1], dtype=W.dtype, device=W.device)
+        _, fn = self.torch.func.vjp(lambda x_: W @ x_, x)
+        return lambda: fn(v)[0]
+
+    def vjp_linear_dw(self, v, x):
+        W = self.torch.ones(v.shape[0], x.shape[0], dtype=x.dtype, device=x.device)
+        _, fn = self.torch.func.vjp(lambda W_: W_ @ x, W)
+        return lambda: fn(v)[0]
+
+    def empty_like(self, x):
+        return self.torch.empty_like(x)
+
+    def add_into(self, a, b, out):
+        return self.torch.add(a, b, out=out)
+
+    def poison(self, x):
+        return x.fill_(float("nan"))
+
+
 class MLXAdapter(Adapter):
     graph_reason = "MLX has no user-visible graph replay (mx.compile fuses, it does not replay launches)"
 
@@ -162,6 +246,7 @@ class MLXAdapter(Adapter):
         self.mx = mx
         self.device = device
         self.backend = f"mlx-{device}"
+        self.family = "mlx"
 
     def setup_context(self) -> None:
         mx = self.mx
@@ -199,8 +284,40 @@ class MLXAdapter(Adapter):
         return lambda: mx.eval(fn())
 
 
+    op_text = {"add": "mx.add(a, b) evaluated, {n} fp32 element(s) on {device}"}
+
+    def describe(self, op, **kw):
+        return super().describe(op, device=self.device, **kw)
+
+    def copy(self, x):
+        return x * 1  # MLX has no explicit copy op: an elementwise op moving the same bytes
+
+    def vjp_linear_dx(self, W, v):
+        mx = self.mx
+        x = mx.ones((W.shape[1],), dtype=W.dtype)
+        return lambda: mx.vjp(lambda x_: W @ x_, [x], [v])[1][0]
+
+    def vjp_linear_dw(self, v, x):
+        mx = self.mx
+        W = mx.ones((v.shape[0], x.shape[0]), dtype=x.dtype)
+        return lambda: mx.vjp(lambda W_: W_ @ x, [W], [v])[1][0]
+
+    def empty_like(self, x):
+        return self.mx.zeros_like(x)
+
+    def add_into(self, a, b, out):
+        # MLX arrays are immutable: each op makes a fresh array, evaluated asynchronously here.
+        c = self.mx.add(a, b)
+        self.mx.async_eval(c)
+        return c
+
+    def poison(self, x):
+        return self.mx.full(x.shape, float("nan"), dtype=x.dtype)
+
+
 class CupyAdapter(Adapter):
     backend = "cupy"
+    family = "cupy"
     device_clock = "device_events"
     graph_reason = ""
 
@@ -272,11 +389,36 @@ class CupyAdapter(Adapter):
         return replay
 
 
+    op_text = {"add": "cupy.add(a, b, out=c), {n} fp32 element(s)"}
+
+    def copy(self, x):
+        return x.copy()
+
+    def vjp_linear_dx(self, W, v):
+        return lambda: W.T @ v  # no autodiff in CuPy: the cotangent computed directly
+
+    def vjp_linear_dw(self, v, x):
+        return lambda: self.cp.outer(v, x)
+
+    def empty_like(self, x):
+        return self.cp.empty_like(x)
+
+    def add_into(self, a, b, out):
+        return self.cp.add(a, b, out=out)
+
+    def poison(self, x):
+        x.fill(np.nan)
+        return x
+
+
 def make_adapter(backend: str) -> Adapter:
-    if backend.startswith("torch-"):
-        return TorchAdapter(backend.split("-", 1)[1])
-    if backend.startswith("mlx-"):
-        return MLXAdapter(backend.split("-", 1)[1])
-    if backend == "cupy":
+    from .registry import parse
+
+    b = parse(backend)
+    if b.family == "torch":
+        return TorchAdapter(b.device)
+    if b.family == "mlx":
+        return MLXAdapter(b.device)
+    if b.family == "cupy":
         return CupyAdapter()
     raise ValueError(f"{backend!r} is not a framework backend")

@@ -244,7 +244,9 @@ def allocator_probe(backend: str) -> Callable[[], dict]:
     if backend == "torch-mps":
         return lambda: {"torch_mps_current_bytes": torch.mps.current_allocated_memory(),
                         "torch_mps_driver_bytes": torch.mps.driver_allocated_memory()}
-    if backend.startswith("mlx"):
+    from .registry import parse
+
+    if parse(backend).family == "mlx":
         import mlx.core as mx
 
         return lambda: {"mlx_active_bytes": mx.get_active_memory(), "mlx_peak_bytes": mx.get_peak_memory(),

@@ -15,7 +15,9 @@ def _value(r: Record, op: str) -> float:
 
 
 def _series_name(r: Record) -> str:
-    if r.backend.startswith("native"):
+    from .registry import parse
+
+    if parse(r.backend).is_native:
         return f"{r.backend} hand-written (best)" if r.variant.startswith("v") else f"{r.backend} {r.variant}"
     return r.backend + (" @tf32" if r.params.get("precision") == "tf32" else "")
 

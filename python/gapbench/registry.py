@@ -19,6 +19,54 @@ FLOOR_OF_CLASS = {"cpu": "native-cpu", "cuda": "native-cuda", "metal": "native-m
 
 
 @dataclass(frozen=True)
+class Backend:
+    """A backend name taken apart, in this one place: `family` (native, torch, mlx, cupy, plain,
+    or "" for a name this version does not know), `device` (cpu, cuda, mps, metal, gpu) and the
+    import that the family needs (`module`)."""
+    name: str
+    family: str
+    device: str
+
+    @property
+    def is_native(self) -> bool:
+        return self.family == "native"
+
+    @property
+    def is_framework(self) -> bool:
+        return self.family in ("torch", "mlx", "cupy")
+
+    @property
+    def module(self) -> str:
+        """The Python module a fresh process imports to use this backend ("" for native)."""
+        return {"torch": "torch", "mlx": "mlx.core", "cupy": "cupy", "native": "gapbench._native"}.get(self.family, "")
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        """The device classes this backend can run on (mlx-gpu: cuda on Linux, metal on a Mac);
+        for reading result files of other machines, where this machine's availability says nothing."""
+        if self.family == "cupy":
+            return ("cuda",)
+        return {"cpu": ("cpu",), "cuda": ("cuda",), "mps": ("metal",), "metal": ("metal",),
+                "gpu": ("cuda", "metal")}.get(self.device, ())
+
+    @property
+    def synchronous(self) -> bool:
+        """Whether an op returns only once it is done (no device queue: CPU frameworks that run eagerly)."""
+        return self.family == "torch" and self.device == "cpu"
+
+
+def parse(name: str) -> Backend:
+    """The only place backend names are split: "torch-cuda" -> Backend(torch, cuda), "cupy" ->
+    Backend(cupy, cuda). Unknown names parse to family "" (result files from other versions)."""
+    if name == "cupy":
+        return Backend(name, "cupy", "cuda")
+    fam, _, dev = name.partition("-")
+    if fam in ("native", "torch", "mlx", "plain") and dev:
+        return Backend(name, fam, dev)
+    return Backend(name, "", "")
+
+
+@dataclass(frozen=True)
 class BackendInfo:
     name: str
     kind: str  # "native" or "framework"
@@ -26,6 +74,10 @@ class BackendInfo:
     available: bool
     reason: str = ""  # why not, when unavailable
     device: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def parsed(self) -> Backend:
+        return parse(self.name)
 
     @property
     def floor(self) -> str:
@@ -166,8 +218,9 @@ def info(name: str, refresh: bool = False) -> BackendInfo:
         try:
             _cache[name] = _PROBES[name]()
         except Exception as e:  # a broken install must be a row with a reason, not a crash
-            cls = "cpu" if name.endswith("cpu") else ("metal" if name.endswith(("mps", "metal")) else "cuda")
-            _cache[name] = BackendInfo(name, "native" if name.startswith("native") else "framework",
+            b = parse(name)
+            cls = {"cpu": "cpu", "mps": "metal", "metal": "metal"}.get(b.device, "cuda")
+            _cache[name] = BackendInfo(name, "native" if b.is_native else "framework",
                                        cls, False, f"availability check raised {type(e).__name__}: {e}")
     return _cache[name]
 
@@ -177,8 +230,9 @@ def device_class_of(name: str) -> str:
     (plain-cuda) and names this version does not know (\"unknown\")."""
     if name in _PROBES:
         return info(name).device_class
-    if name.startswith("plain-"):
-        return name.split("-", 1)[1]
+    b = parse(name)
+    if b.family == "plain":
+        return b.device
     return "unknown"
 
 

@@ -12,11 +12,9 @@ flush) so the op also writes back the dirty lines the scrub leaves. Frameworks: 
 (torch, cupy) or host clock with a sync (mlx)."""
 from __future__ import annotations
 
-import argparse
 import glob
 import os
-import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +27,8 @@ from . import copy as copy_probe
 from . import gemm as gemm_probe
 from . import gemv as gemv_probe
 from . import vjp as vjp_probe
+from .blas_tables import (DATASHEET, build_tables, markdown_summary, plain_ratios, report_tables,  # noqa: F401
+                          roofline)
 
 PROBE = "blas"
 OPS: dict[str, list[OpSpec]] = {
@@ -49,16 +49,6 @@ def selected_specs(names: list[str]) -> list[OpSpec]:
 
 
 OP_NAMES = list(OPS) + [spec.name for specs in OPS.values() for spec in specs if spec.name not in OPS]
-
-#: Dense datasheet peaks (NVIDIA SXM datasheets): HBM bytes/s and FLOP/s per dtype. Shown beside
-#: the measured roofline, never in place of it.
-DATASHEET = {
-    "H200": {"bytes_per_s": 4.8e12, "fp32": 67e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12},
-    "H100 80GB HBM3": {"bytes_per_s": 3.35e12, "fp32": 67e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12},
-}
-
-
-# --cold scrub -> (native cache code, metric, the `cache` param written with the samples);
 # codes as in cuda/l2_scrub.cuh.
 COLD_MODES = {
     "read": (1, "time_cold", "cold (L2 flushed clean: 2x-L2 read pass before each run)"),
@@ -224,14 +214,14 @@ def _native_metal(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarra
 
 def _framework(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray], ref: np.ndarray, cfg: Config,
                backend: str, ad, info: bk.BackendInfo) -> list[Record]:
-    fam = backend.split("-")[0]
+    fam = ad.family  # the variant of its rows
     desc = spec.framework_text[fam]
     ok_dtype, why = ad.supports(dtype)
     if not ok_dtype:
         return [_record(spec, dtype, shape, backend, fam, status=UNAVAILABLE, reason=why, op=desc, device=info.device)]
     try:
         arrays = [ad.array(a, dtype) for a in rounded]
-        op = spec.framework(ad, fam, arrays)
+        op = spec.framework(ad, arrays)
         out = ad.numpy64(op())
         ok, detail = check(out, ref, dtype)
         variant, extra = fam, {}
@@ -287,7 +277,7 @@ def iterate(cfg: Config, backends: list[str], on_case=None):
         cublas_why = "" if cublas_path else _native.cuda.cublas_error()
     adapters = {}
     for b in live:
-        if b.startswith("native"):
+        if bk.parse(b).is_native:
             continue
         try:
             adapters[b] = make_adapter(b)
@@ -330,6 +320,7 @@ def plain_check(records: list[Record], cfg: Config, rounds: int = 5) -> list[Rec
     import subprocess
 
     from .. import _native
+    from ..worker import run_command
 
     exe = plain_binary()
     vendor = [r for r in records if r.backend == "native-cuda" and r.variant == "cublas" and r.status == OK
@@ -355,7 +346,7 @@ def plain_check(records: list[Record], cfg: Config, rounds: int = 5) -> list[Rec
                     case.set_input(i, to_bytes(round_to(a, dtype), dtype))
                 plain, harness = [], []
                 for _ in range(rounds):
-                    p = subprocess.run(args, capture_output=True, text=True, timeout=600)
+                    p = run_command(args, timeout=600)
                     if p.returncode != 0:
                         raise RuntimeError(p.stderr.strip()[-300:])
                     plain += json.loads(p.stdout)["samples"]
@@ -372,138 +363,6 @@ def plain_check(records: list[Record], cfg: Config, rounds: int = 5) -> list[Rec
     return out
 
 
-def plain_ratios(records: list[Record]) -> list[tuple[str, str, str, float]]:
-    """(op, dtype, shape, harness median / plain median) for each plain-checked vendor row: from
-    the interleaved harness samples the plain row carries, else from the sweep's own row."""
-    idx = {(r.backend, r.params.get("op"), r.params.get("dtype"), r.params.get("shape_text")): r
-           for r in records if r.status == OK and r.variant == "cublas" and r.metric == "time"}
-    out = []
-    for (b, op, dt, sh), p in idx.items():
-        if b != "plain-cuda":
-            continue
-        if p.params.get("harness_interleaved_s"):
-            out.append((op, dt, sh, float(np.median(p.params["harness_interleaved_s"])) / p.summary().median))
-        elif (h := idx.get(("native-cuda", op, dt, sh))):
-            out.append((op, dt, sh, h.summary().median / p.summary().median))
-    return out
-
-
-# ============================================================== roofline and table
-def roofline(records: list[Record]) -> dict:
-    """Per device class: peak bandwidth (the best copy of the run, in bytes read + written per
-    second) and peak compute per dtype (the best GEMM of the run), both measured here. The best
-    rates come from the largest sizes; the record each came from is named."""
-    out: dict = {}
-    for r in records:
-        if r.status != OK or r.metric != "time" or r.params.get("op") not in ("copy", "gemm"):
-            continue
-        if r.backend.startswith("plain-"):  # a check of the harness, not another implementation
-            continue
-        if r.params["op"] == "copy":
-            key, rate = "bytes_per_s", r.rates().get("bytes_per_s", 0.0)
-        else:
-            key = r.params.get("precision", r.params["dtype"])
-            rate = r.rates().get("flops_per_s", 0.0)
-        cls = bk.device_class_of(r.backend)
-        cur = out.setdefault(cls, {}).get(key)
-        if cur is None or rate > cur["value"]:
-            out[cls][key] = {"value": rate, "from": f"{r.backend}/{r.variant} {r.params['dtype']} {r.params['shape_text']}"}
-    return out
-
-
-def _datasheet(records: list[Record]) -> dict:
-    for r in records:
-        name = str(r.device.get("name", ""))
-        for key, sheet in DATASHEET.items():
-            if key in name:
-                return sheet
-    return {}
-
-
-def _rate_text(r: Record) -> tuple[str, float]:
-    rates = r.rates()
-    if r.params.get("op") == "gemm":
-        v = rates.get("flops_per_s", 0.0)
-        return f"{v / 1e12:.3g} TFLOP/s", v
-    v = rates.get("bytes_per_s", 0.0)
-    return f"{v / 1e9:.4g} GB/s", v
-
-
-def build_tables(records: list[Record], roof: dict | None = None):
-    from rich.markup import escape
-    from rich.table import Table
-
-    roof = roofline(records) if roof is None else roof
-    sheet = _datasheet(records)
-    tables = []
-    ops = list(dict.fromkeys(r.params.get("op") for r in records if r.params.get("op")))
-    for op in ops:
-        t = Table(title=f"{op}: median per run, rate, % of the roofline measured here (and of the datasheet)")
-        for c in ("shape", "dtype", "backend", "variant", "median us", "p10-p90 us", "rate", "% roof", "% sheet",
-                  "check"):
-            t.add_column(c, overflow="fold")
-        for r in (r for r in records if r.params.get("op") == op):
-            base = [r.params["shape_text"], r.params["dtype"], r.backend, r.variant]
-            if r.status != OK:
-                t.add_row(*base, f"[yellow]{r.status}: {escape(r.reason[:120])}[/yellow]", "", "", "", "", "")
-                continue
-            s = r.summary()
-            txt, val = _rate_text(r)
-            cls = bk.device_class_of(r.backend)
-            if op == "gemm":
-                key = r.params.get("precision", r.params["dtype"])
-            else:
-                key = "bytes_per_s"
-            peak = roof.get(cls, {}).get(key, {}).get("value")
-            pr = f"{100 * val / peak:.0f}%" if peak else ""
-            ps = f"{100 * val / sheet[key]:.0f}%" if sheet.get(key) and cls == "cuda" else ""
-            noisy = "~" if s.noisy else ""
-            t.add_row(*base, f"{s.median * 1e6:.4g}{noisy}", f"{s.p10 * 1e6:.4g}-{s.p90 * 1e6:.4g}", txt, pr, ps,
-                      "ok" if r.verified else "")
-        tables.append(t)
-    return tables
-
-
-def markdown_summary(records: list[Record], shapes: list[str] | None = None) -> str:
-    """One Markdown row per op x dtype x shape: the best hand-written variant, the vendor library
-    and each framework, as % of the measured bandwidth roofline (copy, gemv, vjp) or TFLOP/s
-    (gemm), generated from result records (for READMEs and issues)."""
-    roof = roofline(records)
-    cols = ["hand-written (best)", "vendor", "torch", "cupy", "mlx"]
-    lines = ["| op | dtype | shape | unit | " + " | ".join(cols) + " |", "|" + "---|" * (4 + len(cols))]
-    groups: dict = {}
-    for r in records:
-        if r.status != OK or r.metric != "time" or not r.params.get("op"):
-            continue
-        if shapes and r.params["shape_text"] not in shapes:
-            continue
-        groups.setdefault((r.params["op"], r.params["dtype"], r.params["shape_text"]), []).append(r)
-    for (op, dtype, shape), rs in groups.items():
-        def value(r):
-            if op == "gemm":
-                return r.rates().get("flops_per_s", 0.0) / 1e12
-            peak = roof.get(bk.device_class_of(r.backend), {}).get("bytes_per_s", {}).get("value")
-            return 100 * r.rates().get("bytes_per_s", 0.0) / peak if peak else 0.0
-
-        def fmt(r):
-            return f"{value(r):.0f}" if op != "gemm" else f"{value(r):.3g}"
-
-        cells = []
-        hand = [r for r in rs if r.backend.startswith("native") and r.variant.startswith("v")]
-        best = max(hand, key=value, default=None)
-        cells.append(f"{fmt(best)} ({best.variant})" if best else "")
-        vendor = [r for r in rs if r.backend.startswith("native") and not r.variant.startswith("v")]
-        cells.append(", ".join(f"{fmt(r)} ({r.variant})" for r in vendor))
-        for fam in ("torch", "cupy", "mlx"):
-            fr = [r for r in rs if r.backend.split("-")[0] == fam]
-            cells.append(", ".join(f"{fmt(r)}" + (" (tf32)" if r.params.get("precision") == "tf32" else "")
-                                   for r in fr))
-        unit = "TFLOP/s" if op == "gemm" else "% of copy BW"
-        lines.append(f"| {op} | {dtype} | {shape} | {unit} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-# ============================================================== CLI
 def parse_shapes(text: str) -> list[dict]:
     """"4096x4096" (m x k: gemv, vjp), "8x2000x2000x2000" (batch x m x n x k: gemm), "1048576"
     (elements: copy). Each op takes the shapes of its own form."""
@@ -526,88 +385,7 @@ def parse_shapes(text: str) -> list[dict]:
     return out
 
 
-def _split(text: str | None, allowed, what: str) -> list[str] | None:
-    if text is None:
-        return None
-    items = [s.strip() for s in text.split(",") if s.strip()]
-    bad = [s for s in items if s not in allowed]
-    if bad:
-        raise ValueError(f"unknown {what} {', '.join(bad)}; choose from {', '.join(allowed)}")
-    return items
-
-
 def main(argv: list[str] | None = None, prog: str = "python -m bench.blas") -> int:
-    from rich.console import Console
+    from .blas_cli import BENCHMARK
 
-    from ..cli import open_run, progress_bar, write_figures
-
-    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
-    ap.add_argument("--ops", help=f"comma list of {', '.join(OP_NAMES)} (default: all; vjp = vjp_dx and vjp_dw)")
-    ap.add_argument("--dtypes", help=f"comma list of {', '.join(DTYPES)} (default: all)")
-    ap.add_argument("--shapes", help="comma list: N (copy), MxK (gemv, vjp), BxMxNxK (gemm); default: each op's sweep")
-    ap.add_argument("--backends", help=f"comma list (default: all). Known: {', '.join(bk.ALL)}")
-    ap.add_argument("--quick", action="store_true", help="small shapes and few samples (CI)")
-    ap.add_argument("--samples", type=int, default=None, help="timed runs per variant (default 100; quick 10)")
-    ap.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 10; quick 2)")
-    ap.add_argument("--budget", type=float, default=None, help="timed seconds per variant; samples are cut to fit (default 3)")
-    ap.add_argument("--cold", nargs="?", const="read", default=None, metavar="SCRUBS",
-                    help="also time native CUDA kernels with L2 scrubbed before each run: read (default: a read "
-                         "pass, L2 left clean), write (a memset, L2 left dirty), or read,write for both")
-    ap.add_argument("--seed", type=int, default=None, help="random seed (default: fresh data every run)")
-    ap.add_argument("--out", help="result JSON (default results/blas-<time>.json); CSV written beside it")
-    ap.add_argument("--no-plots", action="store_true", help="skip the PNG figures (written next to the JSON)")
-    ap.add_argument("--no-plain", action="store_true", help="skip the plain C++ cuBLAS loop check")
-    ap.add_argument("--no-progress", action="store_true")
-    args = ap.parse_args(argv)
-    console = Console() if Console().is_terminal else Console(width=200)
-    try:
-        cfg = Config(quick=args.quick, cold=_split(args.cold, list(COLD_MODES), "--cold scrub") or [], seed=args.seed)
-        if args.quick:
-            cfg.samples, cfg.warmup, cfg.budget_s = 10, 2, 0.5
-        cfg.ops = _split(args.ops, OP_NAMES, "op") or cfg.ops
-        cfg.dtypes = _split(args.dtypes, list(DTYPES), "dtype") or cfg.dtypes
-        if args.shapes:
-            cfg.shapes = parse_shapes(args.shapes)
-        for name in ("samples", "warmup"):
-            if getattr(args, name) is not None:
-                setattr(cfg, name, getattr(args, name))
-        if args.budget is not None:
-            cfg.budget_s = args.budget
-        if cfg.samples < 1 or cfg.warmup < 0 or cfg.budget_s <= 0:
-            raise ValueError("--samples must be >= 1, --warmup >= 0, --budget > 0")
-        names = bk.resolve(args.backends)
-    except ValueError as e:
-        console.print(f"[red]error:[/red] {e}")
-        return 2
-    writer = open_run(PROBE, args.out, prog, argv, asdict(cfg), names)
-    n_cases = (sum(len(shapes_for(spec, cfg)) for spec in selected_specs(cfg.ops)) * len(cfg.dtypes)
-               * max(1, len([n for n in names if bk.info(n).available])))
-    with progress_bar(console, n_cases, disable=args.no_progress) as bar:
-        def on_case(text):
-            bar.describe(f"blas: {text}")
-            bar.advance()
-
-        for rec in iterate(cfg, names, on_case):
-            writer.add(rec)
-    if not args.no_plain:
-        writer.extend(plain_check(writer.records, cfg))
-    writer.finish(roofline=roofline(writer.records))
-    for t in build_tables(writer.records, writer.run["roofline"]):
-        console.print(t)
-    missing = [r for r in writer.records if r.metric == "all"]
-    ratios = plain_ratios(writer.records)
-    if ratios:
-        console.print("cuBLAS from the harness vs from a plain C++ loop (median ratio, same session): " + ", ".join(
-            f"{op} {dt} {sh} {x:.3f}" for op, dt, sh, x in ratios))
-    from rich.markup import escape
-
-    for r in missing:
-        console.print(f"[yellow]{r.backend}[/yellow]: {r.status}: {escape(r.reason)}", highlight=False)
-    if not args.no_plots:
-        write_figures(console, "blas_figures", writer, writer.run.get("roofline"))
-    console.print(f"results: {writer.path} and {writer.csv_path}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return BENCHMARK.main(argv, prog)

@@ -16,6 +16,9 @@ then time each step from a synchronised start to a synchronised end. Each case r
 process (an out-of-memory is a "-" row, the sweep goes on). Besides the usual JSON/CSV, one CSV per
 experiment in the seeds' layout: results/<suite>/<device>_<dataset>_<model>_<backend>.csv.
 Run: python -m bench.suite --suite bert --device cuda --mode training
+
+Modules: this file (the cases, the torch models and one case), suite_runners (TensorFlow and
+llama.cpp), suite_tables (seed-layout CSVs, tables, figures), suite_cli (the command).
 """
 from __future__ import annotations
 
@@ -33,67 +36,11 @@ import numpy as np
 
 from .. import registry as bk
 from ..result import ERROR, FAILED, OK, UNAVAILABLE, Record, atomic_write_text
-from .train import CaseError  # a case that cannot run as asked: a row with its reason
+from ..cases import CaseError  # a case that cannot run as asked: a row with its reason
 
-PROBE = "suite"
-DEVICES = {"cpu": "torch-cpu", "cuda": "torch-cuda", "mps": "torch-mps"}
-
-#: experiment -> (suite, dataset, model, what the sweep varies)
-EXPERIMENTS = {
-    "bert": ("pytorch-apple-silicon-benchmarks", "synthetic-glue", "bert"),
-    "resnet50-cifar100": ("mac-ml-speed-test", "cifar100", "resnet50"),
-    "resnet50-food101": ("mac-ml-speed-test", "food101", "resnet50"),
-    "distilbert-imdb": ("mac-ml-speed-test", "imdb", "distilbert"),
-    "llm-generate": ("mac-ml-speed-test", "prompts", "llama"),
-    "llamacpp-generate": ("mac-ml-speed-test", "prompts", "gguf"),
-    "tf-resnet50-cifar100": ("mac-ml-speed-test", "cifar100", "resnet50"),
-    "tf-resnet50-food101": ("mac-ml-speed-test", "food101", "resnet50"),
-    "tf-distilbert-imdb": ("mac-ml-speed-test", "imdb", "distilbert"),
-}
-SUITES = {"bert": ["bert"], "cv": ["resnet50-cifar100", "resnet50-food101"], "nlp": ["distilbert-imdb"],
-          "llm": ["llm-generate"], "llamacpp": ["llamacpp-generate"],
-          "tensorflow": ["tf-resnet50-cifar100", "tf-resnet50-food101", "tf-distilbert-imdb"],
-          "mac-ml-speed-test": ["resnet50-cifar100", "resnet50-food101", "distilbert-imdb", "llm-generate"]}
-
-BERT_CONFIGS = {
-    "bert-base-cased": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072, vocab_size=28996),
-    "bert-large-cased": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096, vocab_size=28996),
-    "tiny-bert": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=512, max_position_embeddings=512),
-}
-DISTILBERT = {"distilbert-base-uncased": dict(dim=768, n_layers=6, n_heads=12, hidden_dim=3072, vocab_size=30522),
-              "tiny-distilbert": dict(dim=32, n_layers=2, n_heads=2, hidden_dim=64, vocab_size=512)}
-LLAMA = {"llama-small": dict(hidden_size=1024, intermediate_size=2816, num_hidden_layers=16, num_attention_heads=16,
-                             num_key_value_heads=16, vocab_size=32000, max_position_embeddings=2048),
-         "tiny-llama": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                            num_key_value_heads=2, vocab_size=512, max_position_embeddings=256)}
-DATASETS = {"cifar100": dict(size=32, classes=100, train=50_000), "food101": dict(size=224, classes=101, train=75_750),
-            "imdb": dict(classes=2, train=25_000), "synthetic-glue": dict(classes=2)}
-
-
-@dataclass
-class Case:
-    experiment: str
-    backend: str
-    batch_size: int
-    mode: str = "training"  # training | inference (BERT); training for the others
-    seq_len: int = 128
-    model: str = ""  # bert-base-cased | bert-large-cased | a local checkpoint path | tiny-*
-    steps: int = 100
-    epochs: int = 0  # > 0: whole epochs of the dataset instead of --steps
-    warmup: int = 3
-    data: str | None = None
-    prompt_tokens: int = 128  # llm
-    new_tokens: int = 64  # llm
-    repeats: int = 5  # llm
-    image_size: int = 0  # 0: the dataset's (tests shrink it)
-    seed: int = 0
-    gguf: str | None = None  # llama.cpp: the model file
-
-    def label(self) -> str:
-        if self.experiment in ("llm-generate", "llamacpp-generate"):
-            return f"{self.experiment} {self.model} {self.backend} prompt {self.prompt_tokens} + {self.new_tokens} new"
-        return f"{self.experiment} {self.model} {self.backend} {self.mode} b{self.batch_size}" + (
-            f"x{self.seq_len}" if self.experiment in ("bert", "distilbert-imdb", "tf-distilbert-imdb") else "")
+from .suite_config import (BERT_CONFIGS, DATASETS, DEVICES, DISTILBERT, EXPERIMENTS, LLAMA, PROBE,  # noqa: F401
+                           SUITES, Case)
+from .suite_tables import _dur, build_table, seed_csvs, suite_figures  # noqa: F401
 
 
 # ============================================================== models and data
@@ -239,9 +186,13 @@ def run_case(case: Case, progress=None) -> list[Record]:
     device = dict(info.device) if info else {}
     try:
         if case.experiment.startswith("tf-"):
-            return _run_tf(case, base, params, say)
+            from .suite_runners import run_tf
+
+            return run_tf(case, base, params, say)
         if info is None:
-            return _run_llamacpp(case, base, params, say)
+            from .suite_runners import run_llamacpp
+
+            return run_llamacpp(case, base, params, say)
         return _run(case, base, params, say, device)
     except CaseError as e:
         return [Record(**base, metric="step", status=e.status, reason=e.reason, params=params, device=device)]
@@ -408,400 +359,24 @@ def _generation_records(base, params, device, who, P, N, first, rest, counted, w
                    work={"items": N - 1}, params={k: params[k] for k in ("label", "case", "suite")})]
 
 
-def _run_tf(case: Case, base: dict, params: dict, say) -> list[Record]:
-    """The TensorFlow versions (mac-ml-speed-test's tensorflow_test_*.py): Keras ResNet50 and a
-    Keras DistilBERT (models/keras_models.py), Adam, `train_on_batch` per step (it returns the
-    loss as a host value, so each step is complete when it returns). Backend tf-cpu or tf-gpu
-    (CUDA, or Metal through tensorflow-metal on a Mac)."""
-    import os
+# ============================================================== in a fresh process
+def case_worker(payload: dict) -> list[dict]:
+    """gapbench.worker target: one case from its fields; its records as dicts."""
+    from ..worker import progress
 
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    try:
-        import keras
-        import tensorflow as tf
-    except ImportError:
-        raise CaseError(UNAVAILABLE, "TensorFlow is not installed (pip install 'gapbench[tensorflow]'; "
-                                     "on a Mac also tensorflow-metal)") from None
-    from ..models import keras_models as km
-
-    gpus = tf.config.list_physical_devices("GPU")
-    if case.backend == "tf-gpu" and not gpus:
-        raise CaseError(UNAVAILABLE, "TensorFlow sees no GPU (CUDA build of TensorFlow, or tensorflow-metal on a Mac)")
-    if case.backend not in ("tf-cpu", "tf-gpu"):
-        raise CaseError(ERROR, f"TensorFlow backends are tf-cpu and tf-gpu, not {case.backend}")
-    dev = "/GPU:0" if case.backend == "tf-gpu" else "/CPU:0"
-    device = {"name": (gpus[0].name if case.backend == "tf-gpu" else "cpu"), "tensorflow": tf.__version__}
-    rng = np.random.default_rng(case.seed)
-    tf.random.set_seed(case.seed)
-    ds = DATASETS[EXPERIMENTS[case.experiment][1]]
-    classes, B = ds["classes"], case.batch_size
-    with tf.device(dev):
-        if "resnet50" in case.experiment:
-            size = case.image_size or ds["size"]
-            model = km.resnet50(size, classes)
-            batches = [(rng.standard_normal((B, size, size, 3), dtype=np.float32), rng.integers(0, classes, B))
-                       for _ in range(4)]
-            params["data"] = f"synthetic {size}x{size}x3 images (channels last), {classes} classes"
-            params["model_source"] = "keras.applications.ResNet50, random weights"
-        else:
-            cfg = DISTILBERT.get(case.model) or DISTILBERT["distilbert-base-uncased"]
-            model = km.distilbert(cfg["vocab_size"], cfg["dim"], cfg["n_layers"], cfg["n_heads"], cfg["hidden_dim"],
-                                  512, classes)
-            T = case.seq_len
-            batches = [({"input_ids": rng.integers(0, cfg["vocab_size"], (B, T)).astype(np.int32),
-                         "attention_mask": np.ones((B, T), np.int32)}, rng.integers(0, classes, B)) for _ in range(4)]
-            params["data"] = f"synthetic token ids, {B}x{T}, {classes} classes"
-            params["model_source"] = f"Keras DistilBERT ({case.model or 'distilbert-base-uncased'} sizes), random weights; trainable: top block + head"
-        params.update(params=int(model.count_params()), trainable=int(sum(int(np.prod(w.shape)) for w in model.trainable_weights)))
-        model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-        first = float(model.train_on_batch(*batches[0]))
-        expect = math.log(classes)
-        ok = math.isfinite(first) and ("resnet50" in case.experiment or abs(first - expect) < 0.5 * expect)
-        detail = f"first loss {first:.3f} (ln(classes) = {expect:.3f}); every timed step's loss finite"
-        if not ok:
-            return _failed_check(base, detail, params, device)
-        for i in range(case.warmup):
-            say(f"warm-up {i + 1}/{case.warmup}")
-            model.train_on_batch(*batches[i % 4])
-        samples, losses = [], []
-        for i in range(case.steps):
-            t0 = time.perf_counter()
-            loss = float(model.train_on_batch(*batches[i % 4]))  # a host float: the step has finished
-            samples.append(time.perf_counter() - t0)
-            losses.append(loss)
-            if not math.isfinite(loss):
-                raise CaseError(FAILED, f"loss became {loss} at step {i}")
-            if i % 10 == 0:
-                say(f"step {i + 1}/{case.steps}")
-    params.update(total_s=sum(samples), steps=case.steps, losses=losses[:10] + losses[-10:])
-    return [Record(**base, metric="step", clock="host_wall", samples_s=samples, warmup=case.warmup,
-                   op="training step (Keras train_on_batch)", work={"items": B}, params=params, verified=True,
-                   verify_detail=detail, device=device)]
+    return [r.to_dict() for r in run_case(Case(**payload), progress)]
 
 
-def _run_llamacpp(case: Case, base: dict, params: dict, say) -> list[Record]:
-    """llama.cpp through llama-cpp-python on a GGUF file, measured like llm-generate: greedy
-    (top_k=1) generation of exactly N tokens counted from the ids llama.cpp returns; the time to
-    the first token (prompt processing + one token) and the rate of the N-1 after it apart."""
-    try:
-        import llama_cpp
-    except ImportError:
-        raise CaseError(UNAVAILABLE, "llama-cpp-python is not installed (pip install 'gapbench[llamacpp]'; "
-                                     "on a Mac build it with CMAKE_ARGS=-DGGML_METAL=on)") from None
-    if not case.gguf:
-        raise CaseError(ERROR, "llama.cpp needs a model file: --gguf PATH (or --path_to_gguf_model)")
-    if not Path(case.gguf).is_file():
-        raise CaseError(ERROR, f"--gguf {case.gguf}: no such file")
-    P, N = case.prompt_tokens, case.new_tokens
-    if N < 2:
-        raise CaseError(ERROR, "--new-tokens must be >= 2 (prefill and generation are told apart)")
-    gpu = case.backend != "llama.cpp-cpu" and bool(llama_cpp.llama_supports_gpu_offload())
-    llm = llama_cpp.Llama(model_path=case.gguf, n_ctx=max(P + N + 8, 64), n_gpu_layers=-1 if gpu else 0,
-                          seed=case.seed, verbose=False)
-    device = {"name": "llama.cpp " + ("GPU offload (all layers)" if gpu else "CPU"),
-              "llama_cpp_python": getattr(llama_cpp, "__version__", "?")}
-    vocab = llm.n_vocab()
-    if P + N > llm.n_ctx():
-        raise CaseError(ERROR, f"prompt {P} + {N} new tokens exceed the context of {llm.n_ctx()}")
-    rng = np.random.default_rng(case.seed)
-    params.update(data=f"random prompts of {P} token ids (of {vocab})", n_gpu_layers=-1 if gpu else 0, gguf=case.gguf)
+def run_in_subprocess(case: Case, timeout_s: float, progress=None) -> list[Record]:
+    """One case in a fresh process (gapbench.worker): an out-of-memory or a crash is a row."""
+    from ..cases import error_record, run_case_in_worker
 
-    def once(prompt):
-        t0 = time.perf_counter()
-        gen = llm.generate(prompt, top_k=1, temp=0.0, reset=True)
-        ids = [next(gen)]
-        t1 = time.perf_counter()
-        while len(ids) < N:
-            ids.append(next(gen))
-        t2 = time.perf_counter()
-        gen.close()
-        return t1 - t0, t2 - t1, len(ids)
-
-    prompts = [[int(x) for x in rng.integers(3, vocab, P)] for _ in range(case.repeats + 1)]
-    once(prompts[-1])  # warm-up
-    first, rest, counted = [], [], []
-    for r in range(case.repeats):
-        say(f"repetition {r + 1}/{case.repeats}")
-        a, b, n = once(prompts[r])
-        first.append(a)
-        rest.append(b)
-        counted.append(n)
-    return _generation_records(base, params, device, "llama.cpp", P, N, first, rest, counted, warmup=1)
-
-
-# ============================================================== seed-layout CSVs, table, figure
-def _slug(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.-]+", "_", s).strip("_").lower()
-
-
-def seed_csvs(records: list[Record], root: Path, device_name: str) -> list[Path]:
-    """One CSV per experiment and backend: results/<suite>/<device>_<dataset>_<model>_<backend>.csv,
-    a row per case: batch, sequence, mode, steps, total seconds, median step, samples/s or '-'."""
-    groups: dict[tuple, list[Record]] = {}
-    for r in records:
-        if r.probe != PROBE or r.metric not in ("step", "generate"):
-            continue
-        c = r.params["case"]
-        groups.setdefault((r.params.get("suite", "?"), c["experiment"], c["model"], r.backend), []).append(r)
-    paths = []
-    for (suite, ex, model, backend), rs in groups.items():
-        dataset = EXPERIMENTS[ex][1]
-        p = root / _slug(suite) / f"{_slug(device_name)}_{dataset}_{_slug(Path(model).name)}_{backend}.csv"
-        lines = ["batch_size,sequence_length,mode,steps,total_time_s,median_step_s,items_per_s,status"]
-        for r in rs:
-            c = r.params["case"]
-            if r.status == OK:
-                s = r.summary()
-                lines.append(f"{c['batch_size']},{c['seq_len']},{c['mode']},{len(r.samples_s)},{sum(r.samples_s):.4f},"
-                             f"{s.median:.6f},{r.rates().get('items_per_s', 0):.2f},ok")
-            else:
-                lines.append(f"{c['batch_size']},{c['seq_len']},{c['mode']},-,-,-,-,{'oom' if r.params.get('oom') else r.status}")
-        atomic_write_text(p, "\n".join(lines) + "\n")
-        paths.append(p)
-    return paths
-
-
-def _dur(s: float) -> str:
-    """Seconds as the seed tables write them: 43s, 2m 29s, 1h 21m 2s."""
-    if s < 10:
-        return f"{s:.3g}s"
-    s = int(round(s))
-    h, m, sec = s // 3600, (s % 3600) // 60, s % 60
-    return f"{h}h {m}m {sec}s" if h else f"{m}m {sec}s" if m else f"{sec}s"
-
-
-def build_table(records: list[Record]):
-    from rich.markup import escape
-    from rich.table import Table
-
-    t = Table(title=escape("seed suites: total time of the steps (as the seeds' tables), median [p10-p90] per step, rate"))
-    for c in ("experiment", "backend", "mode", "batch", "seq", "steps", "total", "step ms", "rate"):
-        t.add_column(c)
-    for r in records:
-        if r.probe != PROBE:
-            continue
-        c = r.params.get("case", {})
-        seq = str(c.get("seq_len")) if c.get("experiment") in ("bert", "distilbert-imdb", "tf-distilbert-imdb") else ""
-        if r.status != OK:
-            t.add_row(c.get("experiment", "?"), r.backend, c.get("mode", ""), str(c.get("batch_size", "")), seq, "-",
-                      "-", escape(f"{r.status}: {r.reason[:80]}"), "")
-            continue
-        s = r.summary()
-        unit = "tokens/s" if r.metric in ("generate", "prefill") else "samples/s"
-        t.add_row(c["experiment"] + (f" ({r.metric})" if r.metric != "step" else ""), r.backend, c.get("mode", ""),
-                  str(c["batch_size"]), seq, str(len(r.samples_s)), _dur(sum(r.samples_s)),
-                  f"{s.median * 1e3:.4g} [{s.p10 * 1e3:.4g}-{s.p90 * 1e3:.4g}]" + ("~" if s.noisy else ""),
-                  f"{r.rates().get('items_per_s', 0):.4g} {unit}")
-    return t
-
-
-def suite_figures(runs: list, out_prefix: Path) -> list[Path]:
-    """Time per step against batch size, one line per machine (result file) and mode, one PNG per
-    experiment and sequence length."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    series: dict[tuple, dict[str, list]] = {}
-    for run in runs:
-        mach = (run.env.get("nvidia_smi") or [{}])[0].get("name") or run.env.get("cpu", "?")
-        for r in run.records:
-            if r.probe != PROBE or r.status != OK or r.metric != "step":
-                continue
-            c = r.params["case"]
-            key = (c["experiment"], c["seq_len"] if c["experiment"] in ("bert", "distilbert-imdb", "tf-distilbert-imdb") else None)
-            series.setdefault(key, {}).setdefault(f"{mach} {r.backend} {c['mode']}", []).append(
-                (c["batch_size"], r.summary().median))
-    paths = []
-    for (ex, seq), lines in series.items():
-        fig, ax = plt.subplots(figsize=(6.5, 4.5))
-        for name, pts in sorted(lines.items()):
-            pts.sort()
-            ax.plot([b for b, _ in pts], [v for _, v in pts], marker="o", label=name)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("batch size")
-        ax.set_ylabel("seconds per step (median)")
-        ax.set_title(ex + (f", sequence {seq}" if seq else ""))
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        p = out_prefix.with_name(out_prefix.name + f"-{ex}" + (f"-s{seq}" if seq else "") + ".png")
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-        paths.append(p)
-    return paths
-
-
-# ============================================================== CLI
-def _ints(text: str, what: str) -> list[int]:
-    out = []
-    for s in str(text).split(","):
-        s = s.strip()
-        if not s:
-            continue
-        if not s.isdigit() or int(s) < 1:
-            raise ValueError(f"bad {what} {s!r}: positive integers, comma separated (e.g. \"16, 32, 64\")")
-        out.append(int(s))
-    if not out:
-        raise ValueError(f"empty {what} list")
-    return out
+    return run_case_in_worker("gapbench.probes.suite:case_worker", case, timeout_s, progress,
+                              error_record(PROBE, case.backend, case.experiment,
+                                           {"case": asdict(case), "label": case.label()}))
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m bench.suite") -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["--worker"]:
-        from .train import worker
+    from .suite_cli import BENCHMARK
 
-        return worker(argv[1], argv[2], Case, run_case)
-    from rich.console import Console
-
-    from ..cli import open_run
-    from .train import run_in_subprocess
-
-    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
-    ap.add_argument("--suite", default="bert", help=f"{', '.join(SUITES)} or an experiment: {', '.join(EXPERIMENTS)} (comma list)")
-    ap.add_argument("--backend", "--backends", default=None, help="comma list of torch-cpu, torch-cuda, torch-mps")
-    ap.add_argument("--device", help="the seed's flag: cpu|cuda|mps (comma list); same as --backend torch-<device>")
-    ap.add_argument("--model", "--pre_trained_name", dest="model", default=None,
-                    help="BERT: bert-base-cased|bert-large-cased (default both for --suite bert: bert-base-cased); or a local checkpoint")
-    ap.add_argument("--batch-size", "--batch_size", "--batch_sizes", dest="batch_size", default=None,
-                    help="comma list (defaults: BERT 16,64,256; CV 32; NLP 32; the seeds' \"16, 32, 64\" works)")
-    ap.add_argument("--mode", default="training", help="training, inference or both (comma list; BERT)")
-    ap.add_argument("--seq-len", "--sequence_length", dest="seq_len", default=None, help="BERT: default 128,512; DistilBERT 512")
-    ap.add_argument("--steps", type=int, default=100, help="timed steps per case (default 100, as the seed)")
-    ap.add_argument("--epochs", type=int, default=0, help="whole epochs of the dataset's train split instead of --steps")
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--data", help="a local datasets directory (save_to_disk) for the experiment (default synthetic)")
-    ap.add_argument("--gguf", "--path_to_gguf_model", dest="gguf", help="llama.cpp: a GGUF model file (--suite llamacpp)")
-    ap.add_argument("--prompt-tokens", type=int, default=128)
-    ap.add_argument("--new-tokens", type=int, default=64)
-    ap.add_argument("--repeats", "--num_times_per_question", dest="repeats", type=int, default=5)
-    ap.add_argument("--image-size", type=int, default=0, help=argparse.SUPPRESS)
-    ap.add_argument("--in-process", action="store_true", help="no process per case (debugging)")
-    ap.add_argument("--case-timeout", type=float, default=3600.0)
-    ap.add_argument("--out", help="result JSON (default results/suite-<time>.json)")
-    ap.add_argument("--results-root", default="results", help="root of the seed-layout CSVs (default results/)")
-    ap.add_argument("--plot", nargs="+", metavar="RESULT.json", help="only draw the figures from these result files (one line per machine)")
-    ap.add_argument("--quick", action="store_true", help="tiny models, few steps (a smoke test)")
-    args = ap.parse_args(argv)
-    console = Console() if Console().is_terminal else Console(width=200)
-    if args.plot:
-        from ..result import SchemaError, load_run
-
-        try:
-            runs = [load_run(p) for p in args.plot]
-        except SchemaError as e:
-            console.print(f"[red]error:[/red] {e}")
-            return 2
-        out = Path(args.out or Path(args.plot[0]).with_suffix("")).with_suffix("")
-        for p in suite_figures(runs, out):
-            console.print(f"figure: {p}")
-        return 0
-    try:
-        exps: list[str] = []
-        for s in (x.strip() for x in args.suite.split(",") if x.strip()):
-            if s in SUITES:
-                exps += SUITES[s]
-            elif s in EXPERIMENTS:
-                exps.append(s)
-            else:
-                raise ValueError(f"unknown suite {s!r}; choose from {', '.join(SUITES)} or {', '.join(EXPERIMENTS)}")
-        if args.device:
-            devs = [d.strip() for d in args.device.split(",") if d.strip()]
-            bad = [d for d in devs if d not in DEVICES]
-            if bad:
-                raise ValueError(f"unknown device {', '.join(bad)}; choose from {', '.join(DEVICES)}")
-            backends = [DEVICES[d] for d in devs]
-        elif args.backend:
-            backends = [b.strip() for b in args.backend.split(",") if b.strip()]
-            bad = [b for b in backends if b not in DEVICES.values()]
-            if bad:
-                raise ValueError(f"unknown backend {', '.join(bad)}; choose from {', '.join(DEVICES.values())}")
-        else:
-            backends = [next((b for b in ("torch-cuda", "torch-mps", "torch-cpu") if bk.info(b).available), "torch-cpu")]
-        modes = [m.strip() for m in args.mode.replace("both", "training,inference").split(",") if m.strip()]
-        if any(m not in ("training", "inference") for m in modes):
-            raise ValueError(f"unknown mode in {args.mode!r}; choose training, inference or both")
-        if args.steps < 1 or args.warmup < 0 or args.epochs < 0 or args.repeats < 1:
-            raise ValueError("--steps and --repeats must be >= 1, --warmup and --epochs >= 0")
-        batches = _ints(args.batch_size, "batch size") if args.batch_size else None
-        seqs = _ints(args.seq_len, "sequence length") if args.seq_len else None
-    except ValueError as e:
-        console.print(f"[red]error:[/red] {e}")
-        return 2
-    q = args.quick
-    cases = []
-    for ex in exps:
-        common = dict(steps=4 if q else args.steps, epochs=0 if q else args.epochs, warmup=1 if q else args.warmup,
-                      data=args.data, image_size=args.image_size or (32 if q else 0))
-        for backend in backends:
-            if ex == "bert":
-                model = args.model or ("tiny-bert" if q else "bert-base-cased")
-                for mode in modes:
-                    for s in seqs or ([32] if q else [128, 512]):
-                        for b in batches or ([2] if q else [16, 64, 256]):
-                            cases.append(Case(ex, backend, b, mode, s, model, **common))
-            elif ex == "distilbert-imdb":
-                model = args.model if args.model and not args.model.startswith("bert") else ("tiny-distilbert" if q else "distilbert-base-uncased")
-                for s in seqs or ([32] if q else [512]):
-                    for b in batches or ([2] if q else [32]):
-                        cases.append(Case(ex, backend, b, "training", s, model, **common))
-            elif ex.startswith("resnet50"):
-                for b in batches or ([2] if q else [32]):
-                    cases.append(Case(ex, backend, b, "training", 0, "resnet50", **common))
-            elif ex.startswith("tf-"):
-                tb = "tf-cpu" if backend == "torch-cpu" else "tf-gpu"
-                for b in batches or ([2] if q else [32]):
-                    if "distilbert" in ex:
-                        m = "tiny-distilbert" if q else "distilbert-base-uncased"
-                        for s_ in seqs or ([16] if q else [512]):
-                            cases.append(Case(ex, tb, b, "training", s_, m, **common))
-                    else:
-                        cases.append(Case(ex, tb, b, "training", 0, "resnet50", **common))
-            elif ex == "llamacpp-generate":
-                lb = "llama.cpp-cpu" if backend == "torch-cpu" else "llama.cpp"
-                cases.append(Case(ex, lb, 1, "inference", 0, Path(args.gguf).name if args.gguf else "gguf",
-                                  prompt_tokens=16 if q else args.prompt_tokens, new_tokens=4 if q else args.new_tokens,
-                                  repeats=2 if q else args.repeats, gguf=args.gguf, **common))
-            else:
-                model = "tiny-llama" if q else (args.model if args.model and not args.model.startswith("bert") else "llama-small")
-                cases.append(Case(ex, backend, 1, "inference", 0, model, prompt_tokens=16 if q else args.prompt_tokens,
-                                  new_tokens=4 if q else args.new_tokens, repeats=2 if q else args.repeats, **common))
-    writer = open_run(PROBE, args.out, prog, argv, {"cases": len(cases), "experiments": exps}, backends)
-    for n, case in enumerate(cases, 1):
-        console.print(f"[bold]case {n}/{len(cases)}[/bold] {case.label()}", highlight=False)
-
-        def progress(text):
-            if console.is_terminal:
-                console.print(f"  {text}", highlight=False, end="\r")
-
-        if args.in_process:
-            recs = run_case(case, progress)
-        else:
-            recs = run_in_subprocess(case, args.case_timeout, progress, module="gapbench.probes.suite",
-                                     error_record=lambda reason, c=case: Record(
-                                         probe=PROBE, backend=c.backend, variant=c.experiment, metric="step", status=ERROR,
-                                         reason=reason, params={"case": asdict(c), "label": c.label()}))
-        writer.extend(recs)
-        r = recs[-1]
-        console.print(f"  -> {r.metric} {r.summary().median * 1e3:.4g} ms" if r.status == OK else f"  -> {r.status}: {r.reason}",
-                      highlight=False)
-    writer.finish()
-    console.print(build_table(writer.records))
-    dev_name = next((str(r.device.get("name")) for r in writer.records if r.device.get("name")), "unknown")
-    for p in seed_csvs(writer.records, Path(args.results_root), dev_name):
-        console.print(f"seed-layout CSV: {p}")
-    try:
-        from ..result import load_run
-
-        for p in suite_figures([load_run(writer.path)], writer.path.with_suffix("")):
-            console.print(f"figure: {p}")
-    except ImportError:
-        console.print("figures skipped: matplotlib is not installed (pip install 'gapbench[plot]')")
-    console.print(f"results: {writer.path} and {writer.csv_path}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return BENCHMARK.main(argv, prog)

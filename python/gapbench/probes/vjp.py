@@ -9,30 +9,14 @@ from ..blasspec import OpSpec, uniform
 from .gemv import shapes
 
 
-def _dx(ad, fam, arrays):
+def _dx(ad, arrays):
     W, v = arrays
-    if fam == "torch":
-        x = ad.torch.ones(W.shape[1], dtype=W.dtype, device=W.device)
-        _, fn = ad.torch.func.vjp(lambda x_: W @ x_, x)
-        return lambda: fn(v)[0]
-    if fam == "cupy":
-        return lambda: W.T @ v
-    mx = ad.mx
-    x = mx.ones((W.shape[1],), dtype=W.dtype)
-    return lambda: mx.vjp(lambda x_: W @ x_, [x], [v])[1][0]
+    return ad.vjp_linear_dx(W, v)
 
 
-def _dw(ad, fam, arrays):
+def _dw(ad, arrays):
     v, x = arrays
-    if fam == "torch":
-        W = ad.torch.ones(v.shape[0], x.shape[0], dtype=x.dtype, device=x.device)
-        _, fn = ad.torch.func.vjp(lambda W_: W_ @ x, W)
-        return lambda: fn(v)[0]
-    if fam == "cupy":
-        return lambda: ad.cp.outer(v, x)
-    mx = ad.mx
-    W = mx.ones((v.shape[0], x.shape[0]), dtype=x.dtype)
-    return lambda: mx.vjp(lambda W_: W_ @ x, [W], [v])[1][0]
+    return ad.vjp_linear_dw(v, x)
 
 
 DX = OpSpec(

@@ -1,0 +1,124 @@
+"""python -m bench.blas: the command (arguments, the run, what it prints and draws). The
+measurement is gapbench.probes.blas, the rendering gapbench.probes.blas_tables."""
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict
+
+from .. import registry as bk
+from ..benchmark import Benchmark, print_lines
+from ..dtypes import DTYPES
+from .blas import COLD_MODES, OP_NAMES, PROBE, Config, iterate, parse_shapes, plain_check, selected_specs, shapes_for
+from .blas import __doc__ as _BLAS_DOC
+from .blas_tables import build_tables, markdown_summary, plain_ratios, report_tables, roofline
+
+
+def _split(text: str | None, allowed, what: str) -> list[str] | None:
+    if text is None:
+        return None
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    bad = [s for s in items if s not in allowed]
+    if bad:
+        raise ValueError(f"unknown {what} {', '.join(bad)}; choose from {', '.join(allowed)}")
+    return items
+
+
+class BlasBenchmark(Benchmark):
+    name = PROBE
+    title = "GEMM/GEMV/VJP/copy throughput against the roofline measured here (paper Figures 5-7)"
+    description = _BLAS_DOC.split("\n\n")[0]
+
+    def add_arguments(self, ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--ops", help=f"comma list of {', '.join(OP_NAMES)} (default: all; vjp = vjp_dx and vjp_dw)")
+        ap.add_argument("--dtypes", help=f"comma list of {', '.join(DTYPES)} (default: all)")
+        ap.add_argument("--shapes", help="comma list: N (copy), MxK (gemv, vjp), BxMxNxK (gemm); default: each op's sweep")
+        ap.add_argument("--backends", help=f"comma list (default: all). Known: {', '.join(bk.ALL)}")
+        ap.add_argument("--quick", action="store_true", help="small shapes and few samples (CI)")
+        ap.add_argument("--samples", type=int, default=None, help="timed runs per variant (default 100; quick 10)")
+        ap.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 10; quick 2)")
+        ap.add_argument("--budget", type=float, default=None,
+                        help="timed seconds per variant; samples are cut to fit (default 3)")
+        ap.add_argument("--cold", nargs="?", const="read", default=None, metavar="SCRUBS",
+                        help="also time native CUDA kernels with L2 scrubbed before each run: read (default: a read "
+                             "pass, L2 left clean), write (a memset, L2 left dirty), or read,write for both")
+        ap.add_argument("--seed", type=int, default=None, help="random seed (default: fresh data every run)")
+        ap.add_argument("--out", help="result JSON (default results/blas-<time>.json); CSV written beside it")
+        ap.add_argument("--no-plots", action="store_true", help="skip the PNG figures (written next to the JSON)")
+        ap.add_argument("--no-plain", action="store_true", help="skip the plain C++ cuBLAS loop check")
+        ap.add_argument("--no-progress", action="store_true")
+
+    @staticmethod
+    def config(args) -> Config:
+        cfg = Config(quick=args.quick, cold=_split(args.cold, list(COLD_MODES), "--cold scrub") or [], seed=args.seed)
+        if args.quick:
+            cfg.samples, cfg.warmup, cfg.budget_s = 10, 2, 0.5
+        cfg.ops = _split(args.ops, OP_NAMES, "op") or cfg.ops
+        cfg.dtypes = _split(args.dtypes, list(DTYPES), "dtype") or cfg.dtypes
+        if args.shapes:
+            cfg.shapes = parse_shapes(args.shapes)
+        for name in ("samples", "warmup"):
+            if getattr(args, name) is not None:
+                setattr(cfg, name, getattr(args, name))
+        if args.budget is not None:
+            cfg.budget_s = args.budget
+        if cfg.samples < 1 or cfg.warmup < 0 or cfg.budget_s <= 0:
+            raise ValueError("--samples must be >= 1, --warmup >= 0, --budget > 0")
+        return cfg
+
+    def run(self, args, prog: str, argv: list[str] | None) -> int:
+        from rich.markup import escape
+
+        from ..cli import console_for, open_run, progress_bar, write_figures
+
+        console = console_for()
+        try:
+            cfg = self.config(args)
+            names = bk.resolve(args.backends)
+        except ValueError as e:
+            console.print(f"[red]error:[/red] {e}")
+            return 2
+        writer = open_run(PROBE, args.out, prog, argv, asdict(cfg), names)
+        n_cases = (sum(len(shapes_for(spec, cfg)) for spec in selected_specs(cfg.ops)) * len(cfg.dtypes)
+                   * max(1, len([n for n in names if bk.info(n).available])))
+        with progress_bar(console, n_cases, disable=args.no_progress) as bar:
+            def on_case(text):
+                bar.describe(f"blas: {text}")
+                bar.advance()
+
+            for rec in iterate(cfg, names, on_case):
+                writer.add(rec)
+        if not args.no_plain:
+            writer.extend(plain_check(writer.records, cfg))
+        writer.finish(roofline=roofline(writer.records))
+        print_lines(console, build_tables(writer.records, writer.run["roofline"]))
+        ratios = plain_ratios(writer.records)
+        if ratios:
+            console.print("cuBLAS from the harness vs from a plain C++ loop (median ratio, same session): " + ", ".join(
+                f"{op} {dt} {sh} {x:.3f}" for op, dt, sh, x in ratios))
+        for r in (r for r in writer.records if r.metric == "all"):
+            console.print(f"[yellow]{r.backend}[/yellow]: {r.status}: {escape(r.reason)}", highlight=False)
+        if not args.no_plots:
+            write_figures(console, self, writer)
+        console.print(f"results: {writer.path} and {writer.csv_path}")
+        return 0
+
+    def tables(self, records):
+        return build_tables(records)
+
+    def markdown(self, records):
+        return markdown_summary(records)
+
+    def figures(self, records, stem, run=None):
+        from ..plots import blas_figures
+
+        return blas_figures(records, stem, (run or {}).get("roofline"))
+
+    def report_tables(self, runs):
+        return report_tables(runs)
+
+
+BENCHMARK = BlasBenchmark()
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m bench.blas") -> int:
+    return BENCHMARK.main(argv, prog)

@@ -1,0 +1,66 @@
+"""Launch benchmark: what the parent and its fresh worker processes share (the configuration,
+the op's inputs and its check)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+PROBE = "launch"
+
+# Phases measured once per fresh process; aggregated over processes by the parent.
+PHASES = ("import", "context", "library_compile", "pipeline_create", "cold", "first_warm")
+WARM_METRICS = ("submit", "roundtrip", "stream_b2b", "device_kernel", "graph_node")
+
+
+@dataclass
+class Config:
+    samples: int = 200
+    inner: int = 100
+    warmup: int = 20
+    cold_samples: int = 5
+    warm_processes: int = 3  # fresh processes whose warm samples are pooled
+    n: int = 1  # elements of the add op
+    seed: int | None = None
+    timeout: float = 600.0
+
+    @classmethod
+    def quick(cls) -> "Config":
+        return cls(samples=30, inner=20, warmup=5, cold_samples=2, warm_processes=1)
+
+    def validate(self) -> None:
+        for name in ("samples", "inner", "cold_samples", "warm_processes", "n"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.warmup < 0:
+            raise ValueError("--warmup must be >= 0")
+        if not self.timeout > 0:
+            raise ValueError(f"--timeout must be > 0 seconds, got {self.timeout:g}")
+
+
+def add_work(n: int) -> dict:
+    return {"flops": float(n), "bytes": float(12 * n)}  # two fp32 reads and one write per element
+
+
+def rng(cfg: Config) -> np.random.Generator:
+    return np.random.default_rng(cfg.seed)
+
+
+def check_add(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[bool, str]:
+    """Compare an fp32 add against the float64 reference; NaN (poison left behind) fails."""
+    ref = a.astype(np.float64) + b.astype(np.float64)
+    out = np.asarray(out, dtype=np.float64).reshape(ref.shape)
+    if not np.all(np.isfinite(out)):
+        return False, f"{int(np.sum(~np.isfinite(out)))} of {out.size} outputs not written (NaN poison left)"
+    err = float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-30))
+    ok = err <= 1e-6  # one fp32 rounding of a sum
+    return ok, f"rel. error {err:.2e} vs float64 (bound 1e-6), n={out.size}"
+
+
+def random_inputs(cfg: Config, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    r = rng(cfg)
+    n = n or cfg.n
+    # Away from zero: a result on zeros proves nothing.
+    a = r.uniform(0.5, 2.0, n).astype(np.float32)
+    b = r.uniform(0.5, 2.0, n).astype(np.float32)
+    return a, b

@@ -1,0 +1,184 @@
+"""Launch benchmark, rendering: the terminal table, its Markdown, and the report's tables over
+many machines."""
+from __future__ import annotations
+
+from .. import published as pub
+from .. import registry as bk
+from .. import reportkit as rk
+from ..result import ERROR, NOT_APPLICABLE, OK, UNAVAILABLE, Record
+from .launch_config import PHASES, WARM_METRICS
+
+
+# ============================================================== table
+def _us(x: float) -> str:
+    us = x * 1e6
+    return f"{us:.3g}" if us < 100 else f"{us:.0f}"
+
+
+def _cell(rec: Record | None, with_range: bool = False) -> str:
+    if rec is None:
+        return ""
+    if rec.status != OK:
+        return "n/a" if rec.status == NOT_APPLICABLE else rec.status
+    s = rec.summary()
+    txt = _us(s.median)
+    if with_range and s.n > 1:
+        txt += f" [{_us(s.min)}-{_us(s.max)}]"
+    if s.noisy:
+        txt += "~"
+    return txt
+
+
+def floor_record(records: list[Record], backend: str, metric: str) -> Record | None:
+    """The raw floor a framework row is compared with: the native backend of its device class,
+    on the same op (add1) where it exists, the binding floor (noop) on the CPU."""
+    try:
+        floor = bk.info(backend).floor if not bk.parse(backend).is_native else None
+    except bk.UnknownBackendError:
+        return None
+    if floor is None:
+        return None
+    idx = {(r.backend, r.variant, r.metric): r for r in records if r.status == OK}
+    for variant in ("add1", "noop"):
+        r = idx.get((floor, variant, metric))
+        if r is not None:
+            return r
+    return None
+
+
+def overhead(records: list[Record], backend: str, metric: str, rec: Record | None) -> str:
+    if rec is None or rec.status != OK:
+        return ""
+    f = floor_record(records, backend, metric)
+    if f is None:
+        return ""
+    return f"{rec.summary().median / f.summary().median:.1f}x"
+
+
+def build_table(records: list[Record], title: str = "Launch latency (us): median, cold as median [min-max]"):
+    from rich.table import Table
+
+    from rich.markup import escape
+
+    t = Table(title=escape(title), caption="~ noisy (IQR > 10% of median). xfloor: framework / native of the same device "
+                                    "(add1; CPU: binding floor). Full samples and spread in the JSON.")
+    cols = ["backend", "variant", "context", "cold", "1st warm", "submit/op", "launch+sync", "b2b/op",
+            "kernel/op", "graph/node", "xfloor sync", "xfloor b2b"]
+    for c in cols:
+        t.add_column(c, overflow="fold")
+    by_key = {(r.backend, r.variant, r.metric): r for r in records}
+    rows = list(dict.fromkeys((r.backend, r.variant) for r in records))
+    for backend, variant in rows:
+        got = {m: by_key.get((backend, variant, m)) for m in PHASES + WARM_METRICS + ("all", "warm")}
+        if got["all"] is not None:
+            continue  # listed by unavailable_table
+        if variant == "(errors)" or (got["cold"] and got["cold"].status == ERROR):
+            r = got["cold"]
+            t.add_row(backend, variant or "-", f"[red]error: {escape(r.reason)}[/red]", *[""] * 9)
+            continue
+        if all(v is None for v in got.values()):
+            continue
+        t.add_row(
+            backend, variant, _cell(got["context"]) if got["context"] else ("import " + _cell(got["import"]) if got["import"] else ""),
+            _cell(got["cold"], with_range=True), _cell(got["first_warm"]), _cell(got["submit"]),
+            _cell(got["roundtrip"]), _cell(got["stream_b2b"]), _cell(got["device_kernel"]), _cell(got["graph_node"]),
+            overhead(records, backend, "roundtrip", got["roundtrip"]),
+            overhead(records, backend, "stream_b2b", got["stream_b2b"]),
+        )
+        if got["warm"] is not None and got["warm"].status == ERROR:
+            t.add_row(backend, variant, f"[red]warm measurements lost: {escape(got['warm'].reason)}[/red]", *[""] * 9)
+    return t
+
+
+def markdown_table(records: list[Record]) -> str:
+    """The terminal table as Markdown (for READMEs and issues), generated from result records."""
+    head = ["backend", "variant", "context", "cold [min-max]", "1st warm", "submit/op", "launch+sync", "b2b/op",
+            "kernel/op", "graph/node", "xfloor sync", "xfloor b2b"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    by_key = {(r.backend, r.variant, r.metric): r for r in records}
+    for backend, variant in dict.fromkeys((r.backend, r.variant) for r in records):
+        got = {m: by_key.get((backend, variant, m)) for m in PHASES + WARM_METRICS}
+        if all(v is None or v.status == ERROR for v in got.values()):
+            continue
+        ctx = _cell(got["context"]) if got["context"] else ("import " + _cell(got["import"]) if got["import"] else "")
+        cells = [backend, variant, ctx, _cell(got["cold"], True), _cell(got["first_warm"]), _cell(got["submit"]),
+                 _cell(got["roundtrip"]), _cell(got["stream_b2b"]), _cell(got["device_kernel"]),
+                 _cell(got["graph_node"]), overhead(records, backend, "roundtrip", got["roundtrip"]),
+                 overhead(records, backend, "stream_b2b", got["stream_b2b"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def unavailable_table(records: list[Record]):
+    from rich.markup import escape
+    from rich.table import Table
+
+    rows = [r for r in records if r.metric == "all" and r.status == UNAVAILABLE]
+    if not rows:
+        return None
+    t = Table(title="Not measured on this machine")
+    t.add_column("backend")
+    t.add_column("why")
+    for r in rows:
+        t.add_row(r.backend, escape(r.reason))
+    return t
+
+
+def plain_comparison(records: list[Record]) -> list[tuple[str, float, float, float]]:
+    """(metric, harness median, plain median, harness/plain) for the native-cuda null kernel."""
+    idx = {(r.backend, r.variant, r.metric): r for r in records if r.status == OK}
+    rows = []
+    for m in WARM_METRICS:
+        h, p = idx.get(("native-cuda", "null", m)), idx.get(("plain-cuda", "null", m))
+        if h and p:
+            hm, pm = h.summary().median, p.summary().median
+            rows.append((m, hm, pm, hm / pm))
+    return rows
+
+
+# ============================================================== report (many machines)
+def report_tables(runs: list) -> list[rk.Table]:
+    """Table 6 and the launch rungs of the overhead ladder, microseconds."""
+    rows, ladder = [], []
+    for run in runs:
+        recs = [r for r in run.records if r.probe == "launch"]
+        if not recs:
+            continue
+        mach = rk.machine_of(run)
+        idx = {(r.backend, r.variant, r.metric): r for r in recs}
+        for (b, v, m), r in sorted(idx.items()):
+            if m != "roundtrip":
+                continue
+            cold = idx.get((b, v, "cold"))
+            if not rk.ok(r):
+                rows.append([mach, b, v, "-", f"{r.status}: {r.reason[:60]}", rk.date(run)])
+                continue
+            rows.append([mach, b, v, rk.us(cold) if cold is not None and rk.ok(cold) else "-", rk.us(r), rk.date(run)])
+        for r in recs:  # unavailable backends are rows that say why
+            if r.metric == "all" and r.status != OK:
+                rows.append([mach, r.backend, "", "-", f"{r.status}: {r.reason[:80]}", rk.date(run)])
+        # the ladder for the one-element add: framework -> raw launch -> device kernel
+        for cls, native in (("cuda", "native-cuda"), ("metal", "native-metal"), ("cpu", "native-cpu")):
+            raw = idx.get((native, "add1", "roundtrip")) or idx.get((native, "noop", "roundtrip"))
+            dev = idx.get((native, "add1", "device_kernel"))
+            for (b, v, m), r in sorted(idx.items()):
+                if m != "roundtrip" or not bk.parse(b).is_framework or not rk.ok(r) or raw is None or not rk.ok(raw):
+                    continue
+                if cls not in bk.parse(b).classes:
+                    continue
+                fw, rw = r.summary().median, raw.summary().median
+                ladder.append([mach, b, rk.us(r), rk.num((fw - rw) * 1e6), rk.us(raw),
+                               rk.us(dev) if dev is not None and rk.ok(dev) else "-", f"{fw / rw:.2f}x", rk.date(run)])
+    out = []
+    if rows:
+        out.append(rk.Table("Kernel launch (paper Table 6): cold and launch + wait, us, median [p10-p90]",
+                         ["machine", "backend", "variant", "cold", "launch + wait", "date"], rows))
+        out.append(rk.Table(f"Published, not measured: {pub.SOURCE} Table 6 (converted to us)",
+                         ["testbed", "cold launch", "follow-up launch"],
+                         [[t, rk.num(c * 1e3), rk.num(f * 1e3)] for t, c, f in pub.TABLE6]))
+    if ladder:
+        out.append(rk.Table("Overhead ladder, one-element op (us, median [p10-p90]): framework op = framework dispatch + raw launch + wait",
+                         ["machine", "framework", "framework op", "framework dispatch (difference of medians)",
+                          "raw launch + wait", "kernel on the device", "x raw", "date"], ladder,
+                         note="Each rung is measured; 'framework dispatch' is the difference of the two measured medians beside it."))
+    return out

@@ -1,0 +1,160 @@
+"""The worker protocol (gapbench.worker) and the command-line mechanism (gapbench.benchmark.run_cli):
+results and errors from a fresh process, and what a user's Ctrl-C, SIGTERM or SIGKILL leaves
+behind (nothing: no worker, no temporary files) with the exit code and the line they see."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, run_module
+from gapbench import benchmarks
+from gapbench.benchmark import EXIT_SIGINT, EXIT_SIGTERM
+from gapbench.worker import WorkerError, run_in_worker
+
+psutil = pytest.importorskip("psutil")
+
+TARGETS = '''
+import os, time
+from gapbench.worker import progress
+def echo(p):
+    progress("half way")
+    return {"got": p, "pid": os.getpid()}
+def boom(p):
+    raise ValueError("bad thing " + p["why"])
+def sleep(p):
+    time.sleep(p["s"])
+def die(p):
+    os._exit(3)
+'''
+
+
+@pytest.fixture
+def targets(tmp_path, monkeypatch):
+    (tmp_path / "wtargets.py").write_text(TARGETS)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    return "wtargets"
+
+
+def test_result_and_progress_come_back(targets):
+    seen = []
+    got = run_in_worker(f"{targets}:echo", {"a": [1, 2]}, 60, on_progress=seen.append)
+    assert got["got"] == {"a": [1, 2]} and got["pid"] != os.getpid()
+    assert seen == ["half way"]
+    assert not psutil.pid_exists(got["pid"]) or psutil.Process(got["pid"]).status() == psutil.STATUS_ZOMBIE
+
+
+@pytest.mark.parametrize("func, payload, timeout, kind, words", [
+    ("boom", {"why": "here"}, 60, "error", "ValueError: bad thing here"),
+    ("sleep", {"s": 60}, 3, "timeout", "timed out after 3 s"),
+    ("die", {}, 60, "crash", "exited with status 3"),
+])
+def test_failures_are_typed(targets, func, payload, timeout, kind, words):
+    t0 = time.monotonic()
+    with pytest.raises(WorkerError) as e:
+        run_in_worker(f"{targets}:{func}", payload, timeout)
+    assert e.value.kind == kind and words in str(e.value)
+    assert time.monotonic() - t0 < 50  # the sleeping worker was stopped, not waited for
+
+
+def _workers_of(pid: int) -> list:
+    try:
+        return [c for c in psutil.Process(pid).children(recursive=True)
+                if "gapbench.worker" in " ".join(c.cmdline())]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _start_long_launch(tmp_path):
+    """A launch run that would take hours, once its first worker is running."""
+    out = tmp_path / "long.json"
+    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "bench.launch", "--backends", "native-cpu", "--samples", "50000000",
+                             "--no-progress", "--out", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    workers = []
+    while time.time() < deadline and not workers:
+        workers = _workers_of(proc.pid)
+        time.sleep(0.1)
+    assert workers, "no worker process started"
+    time.sleep(1.0)  # the worker is inside its measurement loop now
+    return proc, out, workers
+
+
+def _gone(procs, within: float = 15.0) -> bool:
+    _, alive = psutil.wait_procs(procs, timeout=within)
+    return not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.parametrize("sig, code, name", [(signal.SIGINT, EXIT_SIGINT, "Ctrl-C"),
+                                             (signal.SIGTERM, EXIT_SIGTERM, "SIGTERM")])
+def test_interrupt_names_the_partial_file_and_leaves_nothing(tmp_path, sig, code, name):
+    proc, out, workers = _start_long_launch(tmp_path)
+    try:
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, err
+    assert "Traceback" not in err and f"interrupted ({name})" in err and str(out) in err
+    assert json.loads(out.read_text())["run"]["probe"] == "launch"  # the partial file is valid
+    assert _gone(workers), [w.pid for w in workers]
+    assert not any((tmp_path / "tmp").iterdir())
+
+
+def test_sigkill_of_the_parent_takes_the_worker_with_it(tmp_path):
+    proc, _, workers = _start_long_launch(tmp_path)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    proc.stdout.close()
+    proc.stderr.close()
+    try:
+        assert _gone(workers, within=10.0), "worker orphaned after its parent was killed"
+    finally:
+        for w in workers:
+            if w.is_running():
+                w.kill()
+    assert not any((tmp_path / "tmp").iterdir())
+
+
+def test_nothing_measured_is_exit_1_with_one_line(tmp_path):
+    from gapbench import registry
+
+    if registry.info("native-metal").available:
+        pytest.skip("needs a machine without Metal")
+    p = run_module("bench.launch", "--backends", "native-metal", "--out", str(tmp_path / "x.json"))
+    assert p.returncode == 1
+    assert "nothing was measured" in p.stderr and str(tmp_path / "x.json") in p.stderr
+
+
+@pytest.mark.parametrize("args, words", [(["--timeout", "0"], "--timeout"), (["--n", "0"], "--n")])
+def test_launch_bad_values_are_exit_2(tmp_path, args, words):
+    p = run_module("bench.launch", "--backends", "native-cpu", *args, "--out", str(tmp_path / "x.json"))
+    assert p.returncode == 2 and words in p.stdout and not (tmp_path / "x.json").exists()
+
+
+def test_unknown_command_lists_the_commands():
+    p = run_module("gapbench", "foo")
+    assert p.returncode == 2 and "unknown command 'foo'" in p.stderr
+    for name in ("launch", "blas", "train", "suite", "report"):
+        assert f"  {name} " in p.stderr
+
+
+def test_registry_lists_each_benchmark_once_and_skips_absent_modules(monkeypatch):
+    names = benchmarks.available()
+    assert {"launch", "blas", "train", "suite", "report"} <= set(names) and len(names) == len(set(names))
+    for n in names:
+        b = benchmarks.get(n)
+        assert b.name == n and b.title
+    monkeypatch.setitem(benchmarks.REGISTRY, "ghost", "gapbench.no_such_package.bench:BENCHMARK")
+    assert "ghost" not in benchmarks.available()
+    with pytest.raises(benchmarks.UnknownBenchmark):
+        benchmarks.get("ghost")
