@@ -12,12 +12,9 @@
 
 #include <cstddef>
 
+#include "dist_types.h"
+
 namespace gb::cuda::dist {
-
-enum class Op : int { all_reduce = 0, all_gather = 1, reduce_scatter = 2, broadcast = 3, all_to_all = 4, sendrecv = 5 };
-enum class DType : int { fp32 = 0, fp16 = 1, bf16 = 2 };
-
-inline size_t dtype_size(DType t) { return t == DType::fp32 ? 4 : 2; }
 
 __host__ __device__ inline float pat_sum(long long r, size_t i) { return float(int((i + size_t(r)) % 3) - 1); }
 __host__ __device__ inline float pat_move(long long r, size_t i) { return float(int((i + 7 * size_t(r)) % 61) - 30); }

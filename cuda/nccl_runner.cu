@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "cuda_check.h"
+#include "dist_pattern.cuh"
 
 namespace gb::cuda::dist {
 

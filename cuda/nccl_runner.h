@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "dist_pattern.cuh"
+#include "dist_types.h"
 #include "nccl_loader.h"
 
 namespace gb::cuda::dist {

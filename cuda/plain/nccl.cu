@@ -6,6 +6,7 @@
 // Build: part of `pip install .` when CUDA is found (installed as gapbench/bin/gapbench_nccl_plain),
 // or by hand: nvcc -O2 -arch=sm_90a -I cuda cuda/plain/nccl.cu cuda/nccl_loader.cpp -ldl -o nccl_plain
 // Run:   nccl_plain LIBNCCL min_bytes max_bytes factor iters samples warmup dtype(fp32|fp16|bf16)
+//        (iters 0: bench.dist's rule, 50 up to 1 MiB, 20 up to 64 MiB, 5 beyond)
 //        -> one JSON object on stdout. Keep NCCL_NVLS_ENABLE=0 in the environment (bench.dist does).
 #include <cuda_runtime.h>
 
@@ -52,7 +53,7 @@ int main(int argc, char** argv) {
   dist::DType dt = dts == "fp32" ? dist::DType::fp32 : dts == "fp16" ? dist::DType::fp16 : dist::DType::bf16;
   int ntype = dt == dist::DType::fp32 ? nccl::kFloat32 : dt == dist::DType::fp16 ? nccl::kFloat16 : nccl::kBfloat16;
   size_t es = dist::dtype_size(dt);
-  if (factor <= 1.0 || minb < es || maxb < minb || iters < 1 || samples < 1) {
+  if (factor <= 1.0 || minb < es || maxb < minb || iters < 0 || samples < 1) {
     std::fprintf(stderr, "bad arguments: need factor > 1, min >= element size, max >= min, iters, samples >= 1\n");
     return 2;
   }
@@ -110,6 +111,7 @@ int main(int argc, char** argv) {
   bool first = true;
   for (double b = double(minb); b <= double(maxb) * 1.0000001; b *= factor) {
     size_t count = size_t(b) / es;
+    int it = iters ? iters : (count * es <= (1u << 20) ? 50 : count * es <= (64u << 20) ? 20 : 5);
     for (int d = 0; d < n; ++d) {
       CHECK(cudaSetDevice(d));
       CHECK(cudaMemsetAsync(rbuf[d], 0xFF, count * es, streams[d]));
@@ -124,13 +126,13 @@ int main(int argc, char** argv) {
     std::vector<double> t;
     for (int s = 0; s < samples; ++s) {
       double t0 = now_s();
-      for (int i = 0; i < iters; ++i) run(count);
+      for (int i = 0; i < it; ++i) run(count);
       sync();
       t.push_back(now_s() - t0);
     }
     unsigned long long wrong_after = verify(count);
     std::printf("%s{\"bytes\": %zu, \"count\": %zu, \"iters\": %d, \"wrong_before\": %llu, \"wrong_after\": %llu, \"samples_s\": [",
-                first ? "" : ",\n", count * es, count, iters, wrong_before, wrong_after);
+                first ? "" : ",\n", count * es, count, it, wrong_before, wrong_after);
     for (size_t i = 0; i < t.size(); ++i) std::printf(i ? ", %.9e" : "%.9e", t[i]);
     std::printf("]}");
     first = false;
