@@ -55,7 +55,8 @@ def run_external_launcher(bench, args, cfg, rungs, nproc, prog, argv, console) -
             cmd.append("--standalone")
         cmd += worker
     elif args.launcher == "mlx":
-        cmd = [sys.executable, "-m", "mlx._distributed_utils.launch", "--python", sys.executable]
+        # mlx.launch's entry point (its module has no __main__ guard, so not `python -m`)
+        cmd = [sys.executable, "-c", "from mlx._distributed_utils.launch import main; main()", "--python", sys.executable]
         cmd += ["--hostfile", args.hostfile] if args.hostfile else ["--hosts", "127.0.0.1", "-n", str(nproc),
                                                                   "--backend", "ring" if cfg.device == "cpu" else "nccl"]
         cmd += ["--env", "NCCL_NVLS_ENABLE=0"] if not args.allow_multicast else []
