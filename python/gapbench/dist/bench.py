@@ -134,6 +134,8 @@ class DistBenchmark:
             topo = {"nvidia_smi_topo": nvidia_smi_topo(), "nvml": nvlink_topology()}
             sheet = datasheet_GBps(topo["nvml"])
             writer.run["topology"] = {**topo, "datasheet_GBps_per_dir": sheet}
+        if cfg.device == "cuda" and cfg.nccl_debug and "nccl" in rungs:
+            writer.run["nccl_choices"] = self._algo_probe(args, cfg, nproc, rank_root / "algo-probe", console)
         for rung in rungs:
             nprocs = 1 if rung == "p2p" else nproc
             if rung == "p2p" and cfg.device != "cuda":
@@ -157,6 +159,7 @@ class DistBenchmark:
             else:
                 info = read_logs(sorted(d.glob("nccl-rank0.*.log"))) if cfg.device == "cuda" else {}
                 if info:
+                    info["tuning"] = writer.run.get("nccl_choices", {}).get("tuning", {})
                     writer.run.setdefault("nccl", {})[rung] = info
                 recs = merge_lines({o.rank: o.lines for o in outs}, nprocs, failures=failures, nccl_info=info)
             for r in recs:
@@ -165,6 +168,23 @@ class DistBenchmark:
             writer.extend(recs)
         if cfg.device == "cuda" and "nccl" in rungs and not args.no_plain:
             writer.extend(plain_records(cfg, nproc))
+
+    def _algo_probe(self, args, cfg, nproc, d: Path, console) -> dict:
+        """NCCL's algorithm/protocol per op and size, from one untimed pass of direct NCCL with
+        NCCL_DEBUG_SUBSYS=TUNING (a log line per call would cost host time in the timed passes)."""
+        from dataclasses import replace
+
+        from .launcher import launch_local
+        from .ncclinfo import read_logs
+
+        d.mkdir(parents=True, exist_ok=True)
+        probe = replace(cfg, samples=1, warmup=0, iters=1, nccl_debug_subsys="INIT,ENV,TUNING")
+        (d / "config.json").write_text(json.dumps(probe.to_dict()))
+        console.print("[dim]nccl: untimed pass logging NCCL's algorithm choices...[/dim]")
+        launch_local(nproc, "gapbench.dist.worker", ["--config", str(d / "config.json"), "--rungs", "nccl",
+                     "--out-dir", str(d)], d, timeout_s=args.timeout, hang_s=args.hang_timeout,
+                     allow_multicast=args.allow_multicast, log_glob="rank{rank}.jsonl")
+        return read_logs(sorted(d.glob("nccl-rank0.*.log")))
 
     def tables(self, records: list[Record]) -> list:
         return tables.all_tables(records)
@@ -210,7 +230,9 @@ def plain_records(cfg: DistConfig, nproc: int) -> list[Record]:
         cmd = [str(exe), lib, str(cfg.sizes[0]), str(cfg.sizes[-1]), str(cfg.sizes[1] / cfg.sizes[0] if len(cfg.sizes) > 1 else 2),
                str(cfg.iters), str(cfg.samples), str(cfg.warmup), dt]
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=process_env())
+            env = process_env()
+            env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(map(str, range(nproc))))  # the ranks' GPUs
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
             doc = json.loads(p.stdout) if p.returncode == 0 else None
         except (subprocess.SubprocessError, json.JSONDecodeError) as e:
             p, doc = None, None

@@ -117,6 +117,9 @@ class DistConfig:
     device: str = "cuda"  # "cuda" or "cpu"
     op_timeout_s: float = 60.0  # every collective / wait gives up after this
     nccl_debug: bool = True  # rank 0 logs NCCL_DEBUG=INFO to a file that is parsed
+    #: INIT,ENV log once per communicator (version, transports, settings). TUNING logs a line per
+    #: call, which costs host time: bench.dist turns it on only in a separate untimed probe pass.
+    nccl_debug_subsys: str = "INIT,ENV"
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -42,7 +42,7 @@ def enforce_env(rank: int, cfg: DistConfig, out_dir: Path) -> dict:
     if not allowed:
         os.environ.update(SAFE_ENV)
     if cfg.device == "cuda" and cfg.nccl_debug and rank == 0 and "NCCL_DEBUG" not in os.environ:
-        os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,ENV,TUNING",
+        os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS=cfg.nccl_debug_subsys,
                           NCCL_DEBUG_FILE=str(out_dir / "nccl-rank0.%p.log"))
     return {"multicast_allowed_by_user": allowed, "env": shaping_env()}
 
