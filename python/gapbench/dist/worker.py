@@ -184,7 +184,11 @@ def main(argv: list[str] | None = None) -> int:
         import torch.distributed as dist
 
         dist.destroy_process_group()
-    return 0
+    # Everything is written and flushed: skip interpreter teardown, where backends' static
+    # destructors can abort a rank that finished (seen with gloo), turning it into a failure.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
