@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..result import ERROR, OK, Record, load_run
 from . import tables
-from .config import (COLLECTIVE_RUNGS, DTYPES, OPS, PLACEMENTS, RUNGS, ConfigError, DistConfig, csv_list,
+from .config import (DTYPES, OPS, PLACEMENTS, RUNGS, ConfigError, DistConfig, csv_list,
                      parse_bytes, process_env, shaping_env, sweep)
 
 
