@@ -11,6 +11,7 @@ namespace gb {
 void register_cpu(pybind11::module_& m);
 void register_cuda(pybind11::module_& m);
 void register_metal(pybind11::module_& m);
+void register_dist(pybind11::module_& m);
 }  // namespace gb
 
 namespace gb {

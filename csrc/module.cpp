@@ -19,4 +19,5 @@ PYBIND11_MODULE(_native, m) {
   gb::register_cpu(m);
   gb::register_cuda(m);
   gb::register_metal(m);
+  gb::register_dist(m);
 }

@@ -1,0 +1,146 @@
+"""What bench.dist measures: operations, their nccl-tests bus factors, the size sweep, dtypes,
+placements and rungs, plus the environment every process it starts runs under."""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field
+
+#: the collective operations, in the order of _native.dist.CollOp
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "sendrecv")
+DTYPES = ("fp32", "fp16", "bf16")
+DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+PLACEMENTS = ("out", "in")  # out of place, in place
+#: the rungs, lowest first
+RUNGS = ("p2p", "nccl", "torch", "cupy", "mlx")
+COLLECTIVE_RUNGS = ("nccl", "torch", "cupy", "mlx")
+REDUCTIONS = ("all_reduce", "reduce_scatter")
+
+#: Variables that keep NVLink multicast (NVLS) off; set in every process gapbench starts.
+SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+#: Variables recorded with every run because they shape what NCCL / gloo / MLX do.
+SHAPING_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_SYMM_MEM", "NVSHMEM_", "GLOO_", "MLX_", "CUDA_VISIBLE_DEVICES",
+                    "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "TORCH_DISTRIBUTED_DEBUG")
+
+
+class ConfigError(ValueError):
+    """Bad command-line input: printed as one line, exit status 2."""
+
+
+def bus_factor(op: str, n: int) -> float:
+    """nccl-tests' bus bandwidth factor (doc/PERFORMANCE.md): busbw = algbw * factor."""
+    if op == "all_reduce":
+        return 2.0 * (n - 1) / n
+    if op in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    if op in ("broadcast", "sendrecv"):
+        return 1.0
+    raise ConfigError(f"unknown op {op!r}; choose from {', '.join(OPS)}")
+
+
+def supports_placement(op: str, placement: str) -> bool:
+    """all_to_all and send/recv exist out of place only (as in nccl-tests' grouped p2p form)."""
+    return not (placement == "in" and op in ("all_to_all", "sendrecv"))
+
+
+def elements(op: str, size: int, dtype: str, n: int) -> int:
+    """Elements of the op's `size` buffer (nccl-tests' size: all_gather's output, reduce_scatter's
+    input, all_to_all's whole send buffer), rounded down to a multiple of the world size where the
+    op splits it into per-rank chunks. 0 when the size is too small for this world."""
+    count = size // DTYPE_BYTES[dtype]
+    if op in ("all_gather", "reduce_scatter", "all_to_all"):
+        count -= count % n
+    return count
+
+
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20,
+          "MIB": 1 << 20, "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30}
+
+
+def parse_bytes(text: str) -> int:
+    """'1K', '256M', '4G', '1024' -> bytes (binary units, as nccl-tests reads -b/-e)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", str(text))
+    if not m or m.group(2).upper() not in _UNITS:
+        raise ConfigError(f"cannot read {text!r} as a byte count (e.g. 1K, 256M, 1G)")
+    return int(m.group(1)) * _UNITS[m.group(2).upper()]
+
+
+def human_bytes(n: float) -> str:
+    for unit, div in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= div:
+            v = n / div
+            return f"{v:.0f}{unit}" if v == int(v) else f"{v:.1f}{unit}"
+    return f"{int(n)}B"
+
+
+def sweep(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
+    """nccl-tests' -b/-e/-f: min, min*f, ... up to max."""
+    if min_bytes < 1 or max_bytes < min_bytes:
+        raise ConfigError("need 1 <= --min-bytes <= --max-bytes")
+    if factor <= 1:
+        raise ConfigError("--step-factor must be > 1")
+    out, b = [], float(min_bytes)
+    while b <= max_bytes * (1 + 1e-9):
+        out.append(int(b))
+        b *= factor
+    return out
+
+
+def iterations(size: int) -> int:
+    """Collectives per timed sample: enough that a sample of a small message is far above the
+    host clock's resolution, few for large ones (all ranks derive the same number)."""
+    return 50 if size <= (1 << 20) else 20 if size <= (64 << 20) else 5
+
+
+def csv_list(text: str | None, allowed: tuple, what: str, default: tuple) -> list[str]:
+    if not text:
+        return list(default)
+    vals = [v.strip() for v in text.split(",") if v.strip()]
+    bad = [v for v in vals if v not in allowed]
+    if bad:
+        raise ConfigError(f"unknown {what} {', '.join(bad)}; choose from {', '.join(allowed)}")
+    return vals
+
+
+@dataclass
+class DistConfig:
+    """One bench.dist sweep, as every rank receives it (JSON)."""
+
+    ops: list[str] = field(default_factory=lambda: list(OPS))
+    dtypes: list[str] = field(default_factory=lambda: ["bf16"])
+    placements: list[str] = field(default_factory=lambda: ["out"])
+    sizes: list[int] = field(default_factory=lambda: sweep(1 << 10, 1 << 30, 4))
+    samples: int = 10
+    warmup: int = 5
+    iters: int = 0  # 0: iterations(size)
+    root: int = 0
+    device: str = "cuda"  # "cuda" or "cpu"
+    op_timeout_s: float = 60.0  # every collective / wait gives up after this
+    nccl_debug: bool = True  # rank 0 logs NCCL_DEBUG=INFO to a file that is parsed
+    #: INIT,ENV log once per communicator (version, transports, settings). TUNING logs a line per
+    #: call, which costs host time: bench.dist turns it on only in a separate untimed probe pass.
+    nccl_debug_subsys: str = "INIT,ENV"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "DistConfig":
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+    def iters_for(self, size: int) -> int:
+        return self.iters or iterations(size)
+
+
+def process_env(base: dict | None = None, *, allow_multicast: bool = False) -> dict:
+    """The environment of a process gapbench starts: multicast off unless the user explicitly
+    allowed it (then the caller records that)."""
+    env = dict(os.environ if base is None else base)
+    if not allow_multicast:
+        env.update(SAFE_ENV)
+    return env
+
+
+def shaping_env(env: dict | None = None) -> dict:
+    env = os.environ if env is None else env
+    return {k: v for k, v in sorted(env.items()) if k.startswith(SHAPING_PREFIXES)}

@@ -1,0 +1,59 @@
+"""The hardware floor: peer-to-peer copies between every ordered GPU pair of this node
+(_native.dist.PeerCopy: cudaMemcpyPeerAsync and copy kernels over peer pointers, device-timed),
+each checked byte for byte before timing and after the last timed copy. The full size sweep runs
+for the first pair; every other pair gets the smallest (latency) and largest (bandwidth) size."""
+from __future__ import annotations
+
+METHODS = ("memcpy_peer", "kernel_pull", "kernel_push")
+
+
+def run_p2p(cfg, log) -> None:
+    from .rungs.base import Unavailable
+    from .. import native
+
+    log.write(kind="start", rung="p2p")
+    try:
+        nd = native.load().dist
+        if not nd.built:
+            raise Unavailable(nd.reason)
+        import torch
+
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n < 2:
+            raise Unavailable(f"the p2p probe needs two GPUs in one node; this one has {n}")
+    except (Unavailable, RuntimeError, ImportError, AttributeError) as e:
+        log.write(kind="unavailable", rung="p2p", reason=str(e))
+        log.write(kind="done", rung="p2p")
+        return
+    sizes = sorted(set(cfg.sizes))
+    for src in range(n):
+        for dst in range(n):
+            if src == dst:
+                continue
+            todo = sizes if (src, dst) == (0, 1) else sorted({sizes[0], sizes[-1]})
+            for size in todo:
+                for m in METHODS:
+                    log.write(kind="p2p", **_one(nd, src, dst, size, m, cfg))
+    log.write(kind="done", rung="p2p")
+
+
+def _one(nd, src, dst, size, method, cfg) -> dict:
+    d = {"src": src, "dst": dst, "size": size, "method": method}
+    try:
+        pc = nd.PeerCopy(src, dst, size)
+        d["peer_access"] = pc.peer_access
+        if method != "memcpy_peer" and not pc.peer_access:
+            return {**d, "status": "n/a", "reason": "no peer access between these GPUs: copy kernels need it"}
+        M = nd.CopyMethod.__members__[method]
+        wrong = pc.check(M)
+        if wrong:
+            return {**d, "status": "failed", "reason": f"{wrong} of {size} bytes wrong before timing"}
+        iters = cfg.iters_for(size)
+        samples = pc.time(M, iters, cfg.samples, cfg.warmup)
+        wrong = pc.verify()
+        if wrong:
+            return {**d, "status": "failed", "reason": f"{wrong} of {size} bytes wrong after timing"}
+        return {**d, "status": "ok", "samples_s": list(samples), "iters": iters, "warmup": cfg.warmup,
+                "verify_detail": f"{size} bytes exact before timing and after the last timed copy"}
+    except Exception as e:  # noqa: BLE001 - one failing pair never loses the others
+        return {**d, "status": "error", "reason": f"{type(e).__name__}: {e}"}
