@@ -32,6 +32,7 @@ void register_cuda(py::module_& m) {
         d["runtime_version"] = s.runtime_version;
         d["sm_count"] = s.sm_count;
         d["clock_khz"] = s.clock_khz;
+        d["l2_bytes"] = s.l2_bytes;
         d["total_memory"] = s.total_memory;
         d["pci_bus_id"] = s.pci_bus_id;
         return d;
