@@ -39,7 +39,7 @@ static const char* kernel_base(Op op, Impl impl) {
   throw gb::NotApplicable("vendor_tf32 does not exist on Metal (Apple GPUs have no TF32 path)");
 }
 
-struct Case::Impl {
+struct Case::State {
   Op op = Op::copy;
   DType dt = DType::fp32;
   std::uint32_t batch = 1, m = 1, n = 1, k = 1;
@@ -135,7 +135,7 @@ struct Case::Impl {
 };
 
 Case::Case(Op op, DType dtype, long long batch, long long m, long long n, long long k, const std::string& source)
-    : impl_(new Impl) {
+    : impl_(new State) {
   auto& s = *impl_;
   gb::check_enums(op, dtype);
   for (long long d : {batch, m, n, k})

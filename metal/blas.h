@@ -35,8 +35,8 @@ class Case {
   std::vector<std::uint8_t> last_output();
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  struct State;  // (not "Impl": that is gb::Impl here)
+  std::unique_ptr<State> impl_;
 };
 
 }  // namespace gb::metal::blas
