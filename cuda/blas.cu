@@ -31,6 +31,10 @@ static void check_cublas(int status, const char* what) {
 
 static std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
 
+// Hot-mode rotation: at most this many sets (ops of a few KB would otherwise want ~10^5); beyond,
+// the case says it is L2-resident.
+static constexpr long long kMaxSets = 4096;
+
 struct Set {
   std::vector<void*> in;
   void* out = nullptr;
@@ -43,6 +47,7 @@ struct Case::Impl_ {
   std::vector<std::size_t> in_bytes;
   std::size_t out_bytes = 0;
   char* slab = nullptr;  // every set's inputs and output, one allocation
+  std::size_t set_stride = 0;  // bytes from one set to the next in the slab
   std::vector<Set> sets;
   bool l2_resident = false;
   long long round = 0;   // runs so far: the hot rotation carries on across time() calls
@@ -143,14 +148,15 @@ Case::Case(Op op, DType dtype, long long batch, long long m, long long n, long l
   std::size_t set_bytes = align256(s.out_bytes);
   for (auto b : s.in_bytes) set_bytes += align256(b);
   // Hot mode rotates through enough sets that one pass over them all is at least 2x the L2, so a
-  // rotated input has been evicted; memory permitting (a quarter of what is free), else the case
-  // says it is L2-resident.
+  // rotated input has been evicted; memory (a quarter of what is free) and kMaxSets permitting,
+  // else the case says it is L2-resident.
   const double l2x2 = 2.0 * (double)(s.gpu.l2_bytes > 0 ? s.gpu.l2_bytes : 1);
   std::size_t free_b = 0, total_b = 0;
   GB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   long long want = (long long)std::ceil(l2x2 / (double)set_bytes);
-  long long fit = (long long)((free_b / 4) / set_bytes);
+  long long fit = std::min((long long)((free_b / 4) / set_bytes), kMaxSets);
   long long nsets = std::max(1LL, std::min(want, fit));
+  s.set_stride = set_bytes;
   s.l2_resident = (double)nsets * (double)set_bytes < l2x2;
   GB_CUDA_CHECK(cudaMalloc(&s.slab, (std::size_t)nsets * set_bytes));
   char* cur = s.slab;
@@ -200,8 +206,14 @@ void Case::set_input(int i, const void* data, std::size_t bytes) {
     throw std::invalid_argument("input " + std::to_string(i) + ": expected " + std::to_string(s.in_bytes[i]) +
                                 " bytes, got " + std::to_string(bytes));
   GB_CUDA_CHECK(cudaMemcpy(s.sets[0].in[i], data, bytes, cudaMemcpyHostToDevice));
-  for (std::size_t j = 1; j < s.sets.size(); ++j)
-    GB_CUDA_CHECK(cudaMemcpyAsync(s.sets[j].in[i], s.sets[0].in[i], bytes, cudaMemcpyDeviceToDevice, s.stream));
+  // Replicate into every set by doubling: sets [0, have) are copied to [have, 2 have), one strided
+  // 2-D copy each (the sets are evenly spaced in the slab).
+  const std::size_t n = s.sets.size(), stride = s.set_stride;
+  for (std::size_t have = 1; have < n; have *= 2) {
+    std::size_t count = have < n - have ? have : n - have;
+    GB_CUDA_CHECK(cudaMemcpy2DAsync(s.sets[have].in[i], stride, s.sets[0].in[i], stride, bytes, count,
+                                    cudaMemcpyDeviceToDevice, s.stream));
+  }
   GB_CUDA_CHECK(cudaStreamSynchronize(s.stream));
 }
 

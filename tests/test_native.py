@@ -171,10 +171,17 @@ SPECS = {"copy": copy_probe.SPEC, "gemv": gemv_probe.SPEC, "vjp_dx": vjp_probe.D
 # and under L2/4, split-k and warp rows, wgmma's 128- and 256-wide tiles).
 RAGGED = {
     "copy": [{"n": 1}, {"n": 1001}, {"n": (1 << 20) + 3}],
+    # (x-stationary: 16392 fp32 leaves the last k-slice 2 packs wide; 777 ends row runs mid-pair;
+    # 1336 fp16 keeps only 2 warps busy)
     "gemv": [{"m": 1, "k": 1}, {"m": 37, "k": 1000}, {"m": 1000, "k": 1003}, {"m": 1001, "k": 16904},
-             {"m": 4099, "k": 1032}, {"m": 16384, "k": 1024}],
+             {"m": 4099, "k": 1032}, {"m": 16384, "k": 1024}, {"m": 777, "k": 16392}, {"m": 1001, "k": 1336},
+             {"m": 3, "k": 264}, {"m": 4097, "k": 4104}, {"m": 129, "k": 100}],
+    # (strips: 2050x8456 is 133 strips of 64 fp16 columns, the last 8 wide; 1001x16904 fp32 529;
+    # 8193x4104 and 4100x1032 take the tall rule with a second slice of rows)
     "vjp_dx": [{"m": 1, "k": 8}, {"m": 37, "k": 1003}, {"m": 1001, "k": 16904}, {"m": 2050, "k": 8456},
-               {"m": 4100, "k": 1032}, {"m": 4100, "k": 16392}, {"m": 8193, "k": 4104}, {"m": 300, "k": 24}],
+               {"m": 4100, "k": 1032}, {"m": 4100, "k": 16392}, {"m": 8193, "k": 4104}, {"m": 300, "k": 24},
+               {"m": 1001, "k": 1336}, {"m": 77, "k": 4104}, {"m": 2049, "k": 1000}, {"m": 3, "k": 264},
+               {"m": 129, "k": 100}],
     "vjp_dw": [{"m": 1, "k": 1}, {"m": 37, "k": 1003}, {"m": 1001, "k": 4104}],
     "gemm": [{"batch": 1, "m": 1, "n": 8, "k": 8}, {"batch": 3, "m": 200, "n": 136, "k": 72},
              {"batch": 2, "m": 130, "n": 264, "k": 520}, {"batch": 2, "m": 67, "n": 33, "k": 45}],
