@@ -333,3 +333,57 @@ def test_spin_fallback_drops_samples_queued_past_the_spin(monkeypatch):
     with pytest.raises(hold.GateTimeout, match="could not queue"):
         h.sample(0, slow, lambda: 1.0)
     assert h.invalid_samples == 1 + hold.MAX_RETRIES
+
+
+def test_bench_rows_fail_when_the_last_timed_run_is_wrong(monkeypatch):
+    """probes/blas.py's native path: a row whose last timed run left a wrong output is failed, not
+    timed-and-ok; the dispatcher's row names its strategy; a NotApplicable impl is an n/a row."""
+    from gapbench.probes import blas
+    from gapbench.result import FAILED, NOT_APPLICABLE, OK
+
+    shape = {"m": 64, "k": 48}
+    rounded = [dtypes.round_to(a, "fp16") for a in gemv_probe.SPEC.inputs(shape, np.random.default_rng(1))]
+    ref = gemv_probe.SPEC.reference([a.astype(np.float64) for a in rounded])
+    good = dtypes.to_bytes(ref.astype(np.float32), "fp16").tobytes()
+    broken = {"last": False}
+
+    class FakeCase:
+        rotations, l2_resident, invalid_samples = 9, False, 0
+
+        def __init__(self, op, dt, *dims):
+            assert op is _native.Op.gemv and dt is _native.DType.fp16
+
+        def set_input(self, i, data):
+            pass
+
+        def strategy(self, impl):
+            if impl is _native.Impl.vendor:
+                raise _native.NotApplicable("no vendor here")
+            return f"gemv_{impl.name}"
+
+        def run_once(self, impl):
+            return good
+
+        def time(self, impl, n, warmup, cache):
+            return [1e-6] * n
+
+        def last_output(self):
+            out = bytearray(good)
+            if broken["last"]:
+                out[0:2] = b"\xff\xff"  # one output the last timed run never wrote
+            return bytes(out)
+
+    monkeypatch.setattr(_native, "cuda", type("FakePart", (), {"BlasCase": FakeCase}))
+    info = type("Info", (), {"device": {}})()
+    cfg = blas.Config(samples=5, warmup=1)
+    for last_bad in (False, True):
+        broken["last"] = last_bad
+        recs = blas._native_cuda(gemv_probe.SPEC, "fp16", shape, rounded, ref, cfg, info, "libcublas.so", "")
+        rows = {r.variant: r for r in recs}
+        assert rows["cublas"].status == NOT_APPLICABLE and "no vendor" in rows["cublas"].reason
+        g = rows["gapbench"]
+        assert g.params["strategy"] == "gemv_dispatch" and g.params["rotations"] == 9
+        if last_bad:
+            assert g.status == FAILED and "last timed run" in g.reason and not g.samples_s
+        else:
+            assert g.status == OK and g.verified and "last timed run" in g.verify_detail

@@ -128,9 +128,18 @@ def _native_case(part, spec: OpSpec, dtype: str, shape: dict, rounded: list[np.n
     return case
 
 
+#: The reference kernels are the simplest correct ones, and slow (gemm's reads operands straight
+#: from memory, gemv's has a warp read 32 rows): the bench checks them only up to this much work.
+#: Every one is checked on ragged shapes by tests/test_native.py.
+REFERENCE_CHECK_MAX = {"bytes": 64 * 2**20, "flops": 5e10}
+
+
 def _check_reference(case, spec, dtype, shape, ref, info, backend) -> tuple[list[Record], str]:
     """The library's reference kernel, run once on a poisoned output against float64: the rows of
     this case are trusted only if the simplest kernel agrees with numpy. Never timed."""
+    work = spec.work(shape, dtype)
+    if any(work[k] > REFERENCE_CHECK_MAX[k] for k in REFERENCE_CHECK_MAX):
+        return [], "not run at this size (see REFERENCE_CHECK_MAX)"
     try:
         ok, detail = check(from_bytes(case.run_once(native.impl("reference")), dtype), ref, dtype)
     except (RuntimeError, ValueError, MemoryError) as e:
