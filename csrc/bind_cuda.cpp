@@ -3,10 +3,12 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#include "contract.h"
 
 #ifdef GAPBENCH_WITH_CUDA
 #include "blas.h"
 #include "device.h"
+#include "gate.h"
 #include "launch.h"
 #endif
 
@@ -30,6 +32,7 @@ void register_cuda(py::module_& m) {
         d["runtime_version"] = s.runtime_version;
         d["sm_count"] = s.sm_count;
         d["clock_khz"] = s.clock_khz;
+        d["l2_bytes"] = s.l2_bytes;
         d["total_memory"] = s.total_memory;
         d["pci_bus_id"] = s.pci_bus_id;
         return d;
@@ -39,8 +42,12 @@ void register_cuda(py::module_& m) {
   using gb::cuda::launch::Probe;
   using rel = py::call_guard<py::gil_scoped_release>;
   py::class_<Probe>(c, "LaunchProbe")
-      .def(py::init<int, int, int>(), py::arg("variant"), py::arg("n") = 1, py::arg("device") = 0, rel())
-      .def_property_readonly("variant", &Probe::variant)
+      .def(py::init([](LaunchKernel kernel, int n, int device) {
+             py::gil_scoped_release r;
+             return new Probe((int)kernel, n, device);
+           }), py::arg("kernel"), py::arg("n") = 1, py::arg("device") = 0)
+      .def_property_readonly("kernel", [](const Probe& p) { return (LaunchKernel)p.variant(); })
+      .def_property_readonly("invalid_samples", &Probe::invalid_samples)
       .def("timed_launch_sync", &Probe::timed_launch_sync, rel())
       .def("submit", &Probe::submit, py::arg("samples"), py::arg("inner"), py::arg("warmup"), rel())
       .def("roundtrip", &Probe::roundtrip, py::arg("samples"), py::arg("warmup"), rel())
@@ -54,14 +61,35 @@ void register_cuda(py::module_& m) {
   auto blas_case = py::class_<Case>(c, "BlasCase");
   bind_case_io(blas_case);
   blas_case
-      .def(py::init<int, int, long long, long long, long long, long long, int>(), py::arg("op"), py::arg("dtype"),
+      .def(py::init<Op, DType, long long, long long, long long, long long, int>(), py::arg("op"), py::arg("dtype"),
            py::arg("batch"), py::arg("m"), py::arg("n"), py::arg("k"), py::arg("device") = 0, rel())
       .def_property_readonly("n_inputs", &Case::n_inputs)
       .def_property_readonly("output_bytes", &Case::output_bytes)
       .def_property_readonly("rotations", &Case::rotations)
-      .def("input_bytes", &Case::input_bytes)
-      .def("time", &Case::time, py::arg("variant"), py::arg("samples"), py::arg("warmup"),
-           py::arg("cache") = 0, rel());
+      .def_property_readonly("l2_resident", &Case::l2_resident)
+      .def_property_readonly("invalid_samples", &Case::invalid_samples)
+      .def("input_bytes", &Case::input_bytes, py::arg("i"))
+      .def("strategy", &Case::strategy, py::arg("impl"))
+      .def("time", &Case::time, py::arg("impl"), py::arg("samples"), py::arg("warmup"),
+           py::arg("cache") = Cache::hot, rel())
+      .def("last_output", [](Case& self) {
+        std::vector<std::uint8_t> out;
+        {
+          py::gil_scoped_release r;
+          out = self.last_output();
+        }
+        return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
+      });
+
+  using gb::cuda::Gate;
+  py::class_<Gate>(c, "Gate", "Release gate: hold(stream) enqueues a kernel that waits for release() (or the "
+                              "timeout); timed_out() says whether the last hold ended by timeout.")
+      .def(py::init<int, double>(), py::arg("device") = 0, py::arg("timeout_s") = 1.0, rel())
+      .def("hold", &Gate::hold, py::arg("stream"), rel())
+      .def("release", &Gate::release)
+      .def("timed_out", &Gate::timed_out, rel())
+      .def_property_readonly("timeout_s", &Gate::timeout_s)
+      .def_property_readonly("device", &Gate::device);
   c.def("cublas_load", &gb::cuda::blas::cublas_load, py::arg("candidates"), rel());
   c.def("cublas_error", &gb::cuda::blas::cublas_error);
 #else

@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
+#include "contract.h"
 
 #ifdef GAPBENCH_WITH_METAL
 #include "blas.h"
@@ -34,7 +35,10 @@ void register_metal(py::module_& m) {
   using gb::metal::launch::Probe;
   using rel = py::call_guard<py::gil_scoped_release>;
   py::class_<Probe>(c, "LaunchProbe")
-      .def(py::init<int, int, const std::string&>(), py::arg("variant"), py::arg("n"), py::arg("source"), rel())
+      .def(py::init([](LaunchKernel kernel, int n, const std::string& source) {
+             py::gil_scoped_release r;
+             return new Probe((int)kernel, n, source);
+           }), py::arg("kernel"), py::arg("n"), py::arg("source"))
       .def_property_readonly("library_compile_seconds", &Probe::library_compile_seconds)
       .def_property_readonly("pipeline_create_seconds", &Probe::pipeline_create_seconds)
       .def("timed_launch_sync", &Probe::timed_launch_sync, rel())
@@ -49,13 +53,18 @@ void register_metal(py::module_& m) {
   auto blas_case = py::class_<Case>(c, "BlasCase");
   bind_case_io(blas_case);
   blas_case
-      .def(py::init<int, int, long long, long long, long long, long long, const std::string&>(), py::arg("op"),
+      .def(py::init<Op, DType, long long, long long, long long, long long, const std::string&>(), py::arg("op"),
            py::arg("dtype"), py::arg("batch"), py::arg("m"), py::arg("n"), py::arg("k"), py::arg("source"), rel())
       .def_property_readonly("n_inputs", &Case::n_inputs)
       .def_property_readonly("output_bytes", &Case::output_bytes)
       .def_property_readonly("library_compile_seconds", &Case::library_compile_seconds)
-      .def("input_bytes", &Case::input_bytes)
-      .def("time", &Case::time, py::arg("variant"), py::arg("samples"), py::arg("warmup"), rel());
+      .def("input_bytes", &Case::input_bytes, py::arg("i"))
+      .def("strategy", &Case::strategy, py::arg("impl"))
+      .def("time", &Case::time, py::arg("impl"), py::arg("samples"), py::arg("warmup"), rel())
+      .def("last_output", [](Case& self) {
+        std::vector<std::uint8_t> out = self.last_output();
+        return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
+      });
 #else
   c.attr("built") = false;
   c.def("status", []() {

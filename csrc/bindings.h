@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "contract.h"
+
 namespace gb {
 void register_cpu(pybind11::module_& m);
 void register_cuda(pybind11::module_& m);
@@ -17,7 +19,7 @@ void register_dist(pybind11::module_& m);
 namespace gb {
 
 // The buffer I/O every BLAS case class shares (CUDA and Metal): set_input takes any C-contiguous
-// buffer (numpy arrays) as raw bytes; run_once returns the poisoned-then-computed output bytes.
+// buffer (numpy arrays) as raw bytes; run_once(impl) returns the poisoned-then-computed output bytes.
 template <class Case>
 void bind_case_io(pybind11::class_<Case>& cls) {
   namespace py = pybind11;
@@ -33,14 +35,14 @@ void bind_case_io(pybind11::class_<Case>& cls) {
         py::gil_scoped_release r;
         self.set_input(i, info.ptr, bytes);
       }, py::arg("i"), py::arg("data"));
-  cls.def("run_once", [](Case& self, int variant) {
+  cls.def("run_once", [](Case& self, Impl impl) {
         std::vector<std::uint8_t> out;
         {
           py::gil_scoped_release r;
-          out = self.run_once(variant);
+          out = self.run_once(impl);
         }
         return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
-      }, py::arg("variant"));
+      }, py::arg("impl"));
 }
 
 }  // namespace gb

@@ -1,174 +1,190 @@
-// Case: see blas.h. Holds the buffers and dispatches op x variant.
+// Case: see blas.h. Holds the buffers, the GPU facts the dispatcher's rule needs, and the gate.
 #include "blas.h"
-#include "blas_kernels.h"
-#include "cublas_loader.h"
-#include "cuda_check.h"
-#include "dtype.cuh"
-#include "l2_scrub.cuh"
-#include "spin.cuh"
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
+#include "cublas_loader.h"
+#include "cuda_check.h"
+#include "gate.h"
+#include "kernels.h"
+#include "l2_scrub.cuh"
+
 namespace gb::cuda::blas {
 
-using gb::blas::dtype_size;
+using gb::blas::Kernel;
 
-static cudaDataType cuda_type(int dt) {
+static cudaDataType cuda_type(DType dt) {
   switch (dt) {
-    case gb::blas::kF32: return CUDA_R_32F;
-    case gb::blas::kF16: return CUDA_R_16F;
-    default: return CUDA_R_16BF;
+    case DType::fp32: return CUDA_R_32F;
+    case DType::fp16: return CUDA_R_16F;
+    case DType::bf16: break;
   }
+  return CUDA_R_16BF;
 }
 
 static void check_cublas(int status, const char* what) {
   if (status != 0) throw std::runtime_error(std::string(what) + " failed with cublasStatus " + std::to_string(status));
 }
 
+static std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
+
+// Hot-mode rotation: at most this many sets (ops of a few KB would otherwise want ~10^5); beyond,
+// the case says it is L2-resident.
+static constexpr long long kMaxSets = 4096;
+
 struct Set {
   std::vector<void*> in;
   void* out = nullptr;
 };
 
-struct Case::Impl {
-  int op, dt, device, sms = 1;
-  long long batch, m, n, k;
+struct Case::Impl_ {
+  gb::blas::Problem p;
+  gb::blas::Gpu gpu;
+  int device = 0;
   std::vector<std::size_t> in_bytes;
   std::size_t out_bytes = 0;
+  char* slab = nullptr;  // every set's inputs and output, one allocation
+  std::size_t set_stride = 0;  // bytes from one set to the next in the slab
   std::vector<Set> sets;
-  float* work = nullptr;  // split-k / row-slice partial sums (gemv, vjp_dx)
+  bool l2_resident = false;
+  long long round = 0;   // runs so far: the hot rotation carries on across time() calls
+  int last_set = -1;     // set of the last timed run
+  int invalid = 0;
+  float* work = nullptr;  // split-k / row-slice partials, self-resetting accumulators (gemv, vjp_dx)
   gb::cache::L2Scrub scrub;  // cold-cache modes: evicts L2 before each run (l2_scrub.cuh)
   cudaStream_t stream = nullptr;
   cudaEvent_t e0 = nullptr, e1 = nullptr;
   cublas::Handle handle = nullptr;
+  std::unique_ptr<Gate> gate;
 
-  void run(int variant, const Set& s) {
-    const void* a = s.in.size() > 0 ? s.in[0] : nullptr;
-    const void* b = s.in.size() > 1 ? s.in[1] : nullptr;
-    bool ok = false;
-    if (variant == 0 || variant == 100) {
-      ok = run_vendor(variant, a, b, s.out);
-    } else {
-      switch (op) {
-        case kCopy: ok = gb::blas::launch_copy(variant, dt, a, s.out, n, stream); break;
-        case kGemv: ok = gb::blas::launch_gemv(variant, dt, a, b, s.out, m, k, stream, work, sms); break;
-        case kVjpDx: ok = gb::blas::launch_vjp_dx(variant, dt, a, b, s.out, work, m, k, sms, stream); break;
-        case kVjpDw: ok = gb::blas::launch_vjp_dw(variant, dt, a, b, s.out, m, k, stream); break;
-        case kGemm: ok = gb::blas::launch_gemm(variant, dt, a, b, s.out, batch, m, n, k, stream); break;
-      }
-    }
-    if (!ok) throw std::invalid_argument("no variant " + std::to_string(variant) + " for this op/dtype");
-    GB_CUDA_CHECK_LAUNCH();
+  void require_cublas() const {
+    if (!cublas::loaded())
+      throw gb::NotApplicable("cuBLAS is not loaded" +
+                              (cublas::load_error().empty() ? std::string(" (call cublas_load first)")
+                                                            : ": " + cublas::load_error()));
   }
 
-  bool run_vendor(int variant, const void* a, const void* b, void* out) {
-    if (op == kCopy) {
-      if (variant != 0) return false;
-      GB_CUDA_CHECK(cudaMemcpyAsync(out, a, out_bytes, cudaMemcpyDeviceToDevice, stream));
-      return true;
+  void run(Impl impl, const Set& s) {
+    gb::blas::Buffers buf{s.in.size() > 0 ? s.in[0] : nullptr, s.in.size() > 1 ? s.in[1] : nullptr, s.out, work};
+    switch (impl) {
+      case Impl::reference: gb::blas::launch(gb::blas::reference_kernel(p.op), p, gpu, buf, stream); return;
+      case Impl::dispatch: gb::blas::launch(gb::blas::dispatch(p, gpu), p, gpu, buf, stream); return;
+      case Impl::vendor:
+      case Impl::vendor_tf32: run_vendor(impl, buf.a, buf.b, buf.out); GB_CUDA_CHECK_LAUNCH(); return;
     }
+    throw std::invalid_argument("unknown impl " + std::to_string((int)impl));
+  }
+
+  void run_vendor(Impl impl, const void* a, const void* b, void* out) {
+    if (impl == Impl::vendor_tf32 && !(p.op == Op::gemm && p.dt == DType::fp32))
+      throw gb::NotApplicable("vendor_tf32 (cuBLAS with TF32 tensor cores) exists for fp32 gemm only");
+    if (p.op == Op::copy) {
+      GB_CUDA_CHECK(cudaMemcpyAsync(out, a, out_bytes, cudaMemcpyDeviceToDevice, stream));
+      return;
+    }
+    require_cublas();
     const auto& api = cublas::api();
     if (!handle) {
       check_cublas(api.create(&handle), "cublasCreate");
       check_cublas(api.set_stream(handle, stream), "cublasSetStream");
     }
-    if (variant == 100 && !(op == kGemm && dt == gb::blas::kF32)) return false;
-    int compute = variant == 100 ? cublas::kCompute32FFastTF32 : cublas::kCompute32F;
+    int compute = impl == Impl::vendor_tf32 ? cublas::kCompute32FFastTF32 : cublas::kCompute32F;
     const float one = 1.f, zero = 0.f;
-    cudaDataType t = cuda_type(dt);
-    int M = (int)m, N = (int)n, K = (int)k;
+    cudaDataType t = cuda_type(p.dt);
+    const bool f32 = p.dt == DType::fp32;
+    int M = (int)p.m, N = (int)p.n, K = (int)p.k;
     // cuBLAS is column-major: a row-major R x C matrix is its column-major C x R transpose.
-    switch (op) {
-      case kGemv:  // y = A x: column-major A^T (k x m), op T
-        if (dt == gb::blas::kF32)
+    switch (p.op) {
+      case Op::gemv:  // y = A x: column-major A^T (k x m), op T
+        if (f32)
           check_cublas(api.sgemv(handle, cublas::kOpT, K, M, &one, (const float*)a, K, (const float*)b, 1, &zero,
                                  (float*)out, 1), "cublasSgemv");
         else
           check_cublas(api.gemm_ex(handle, cublas::kOpT, cublas::kOpN, M, 1, K, &one, a, t, K, b, t, K, &zero, out,
                                    t, M, compute, cublas::kGemmDefault), "cublasGemmEx(gemv)");
-        return true;
-      case kVjpDx:  // dx = W^T v: column-major W^T (k x m) times v, op N
-        if (dt == gb::blas::kF32)
+        return;
+      case Op::vjp_dx:  // dx = W^T v: column-major W^T (k x m) times v, op N
+        if (f32)
           check_cublas(api.sgemv(handle, cublas::kOpN, K, M, &one, (const float*)a, K, (const float*)b, 1, &zero,
                                  (float*)out, 1), "cublasSgemv");
         else
           check_cublas(api.gemm_ex(handle, cublas::kOpN, cublas::kOpN, K, 1, M, &one, a, t, K, b, t, M, &zero, out,
                                    t, K, compute, cublas::kGemmDefault), "cublasGemmEx(vjp_dx)");
-        return true;
-      case kVjpDw:  // dW (row-major m x k) = column-major (k x m) = x (k x 1) * v^T (1 x m)
+        return;
+      case Op::vjp_dw:  // dW (row-major m x k) = column-major (k x m) = x (k x 1) * v^T (1 x m)
         check_cublas(api.gemm_ex(handle, cublas::kOpN, cublas::kOpT, K, M, 1, &one, b, t, K, a, t, M, &zero, out, t,
                                  K, compute, cublas::kGemmDefault), "cublasGemmEx(vjp_dw)");
-        return true;
-      case kGemm:  // C = A B row-major  <=>  C^T = B^T A^T column-major
+        return;
+      case Op::gemm:  // C = A B row-major  <=>  C^T = B^T A^T column-major
         check_cublas(api.gemm_strided_batched_ex(handle, cublas::kOpN, cublas::kOpN, N, M, K, &one, b, t, N,
                                                  (long long)K * N, a, t, K, (long long)M * K, &zero, out, t, N,
-                                                 (long long)M * N, (int)batch, compute, cublas::kGemmDefault),
+                                                 (long long)M * N, (int)p.batch, compute, cublas::kGemmDefault),
                      "cublasGemmStridedBatchedEx");
-        return true;
+        return;
+      case Op::copy: return;
     }
-    return false;
   }
 };
 
-Case::Case(int op, int dtype, long long batch, long long m, long long n, long long k, int device) : impl_(new Impl) {
+Case::Case(Op op, DType dtype, long long batch, long long m, long long n, long long k, int device)
+    : impl_(new Impl_) {
+  gb::check_enums(op, dtype);
+  for (long long d : {batch, m, n, k})
+    if (d < 1) throw std::invalid_argument("every dimension must be >= 1");
   auto& s = *impl_;
-  if (op < kCopy || op > kGemm) throw std::invalid_argument("unknown op " + std::to_string(op));
-  if (dtype < gb::blas::kF32 || dtype > gb::blas::kBF16) throw std::invalid_argument("unknown dtype");
-  s.op = op;
-  s.dt = dtype;
+  s.p = {op, dtype, batch, m, n, k};
   s.device = device;
-  s.batch = batch;
-  s.m = m;
-  s.n = n;
-  s.k = k;
-  gb::blas_ops::Io io = gb::blas_ops::io_bytes(op, dtype_size(dtype), batch, m, n, k);
+  gb::blas_ops::Io io = gb::blas_ops::io_bytes(op, gb::dtype_bytes(dtype), batch, m, n, k);
   s.in_bytes = io.in;
   s.out_bytes = io.out;
   GB_CUDA_CHECK(cudaSetDevice(device));
-  GB_CUDA_CHECK(cudaDeviceGetAttribute(&s.sms, cudaDevAttrMultiProcessorCount, device));
-  int l2 = 0;
-  GB_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  s.gpu = gb::blas::query_gpu(device);
   GB_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
   GB_CUDA_CHECK(cudaEventCreate(&s.e0));
   GB_CUDA_CHECK(cudaEventCreate(&s.e1));
-  std::size_t set_bytes = s.out_bytes;
-  for (auto b : s.in_bytes) set_bytes += b;
-  // Enough sets that one pass over all of them is 3x the L2: a rotated input was evicted.
-  long long want = (3LL * l2 + (long long)set_bytes - 1) / (long long)set_bytes;
-  int nsets = (int)(want < 1 ? 1 : (want > 16 ? 16 : want));
-  for (int i = 0; i < nsets; ++i) {
+  std::size_t set_bytes = align256(s.out_bytes);
+  for (auto b : s.in_bytes) set_bytes += align256(b);
+  // Hot mode rotates through enough sets that one pass over them all is at least 2x the L2, so a
+  // rotated input has been evicted; memory (a quarter of what is free) and kMaxSets permitting,
+  // else the case says it is L2-resident.
+  const double l2x2 = 2.0 * (double)(s.gpu.l2_bytes > 0 ? s.gpu.l2_bytes : 1);
+  std::size_t free_b = 0, total_b = 0;
+  GB_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  long long want = (long long)std::ceil(l2x2 / (double)set_bytes);
+  long long fit = std::min((long long)((free_b / 4) / set_bytes), kMaxSets);
+  long long nsets = std::max(1LL, std::min(want, fit));
+  s.set_stride = set_bytes;
+  s.l2_resident = (double)nsets * (double)set_bytes < l2x2;
+  GB_CUDA_CHECK(cudaMalloc(&s.slab, (std::size_t)nsets * set_bytes));
+  char* cur = s.slab;
+  for (long long i = 0; i < nsets; ++i) {
     Set st;
     for (auto b : s.in_bytes) {
-      void* p = nullptr;
-      GB_CUDA_CHECK(cudaMalloc(&p, b));
-      st.in.push_back(p);
+      st.in.push_back(cur);
+      cur += align256(b);
     }
-    GB_CUDA_CHECK(cudaMalloc(&st.out, s.out_bytes));
+    st.out = cur;
+    cur += align256(s.out_bytes);
     s.sets.push_back(st);
   }
-  if (op == kVjpDx) {
-    std::size_t bytes = sizeof(float) * gb::blas::vjp_dx_work_floats(m, k, s.sms);
-    GB_CUDA_CHECK(cudaMalloc(&s.work, bytes));
-    GB_CUDA_CHECK(cudaMemset(s.work, 0, bytes));  // vjp_dx v5's counters start at zero, reset themselves
-  }
-  if (op == kGemv) {
-    std::size_t bytes = sizeof(float) * gb::blas::gemv_work_floats(m, k, s.sms);
-    GB_CUDA_CHECK(cudaMalloc(&s.work, bytes));
-    GB_CUDA_CHECK(cudaMemset(s.work, 0, bytes));  // variant 4's accumulator and counters start at zero
+  if (long long wf = gb::blas::work_floats(s.p, s.gpu)) {
+    GB_CUDA_CHECK(cudaMalloc(&s.work, sizeof(float) * wf));
+    GB_CUDA_CHECK(cudaMemset(s.work, 0, sizeof(float) * wf));  // counters and accumulators start at zero
   }
   GB_CUDA_CHECK(s.scrub.alloc(device));
+  s.gate = std::make_unique<Gate>(device, 1.0);
 }
 
 Case::~Case() {
   if (!impl_) return;
   auto& s = *impl_;
+  s.gate.reset();
   if (s.stream) cudaStreamSynchronize(s.stream);
   if (s.handle && cublas::loaded()) cublas::api().destroy(s.handle);
-  for (auto& st : s.sets) {
-    for (auto p : st.in) cudaFree(p);
-    cudaFree(st.out);
-  }
+  cudaFree(s.slab);
   cudaFree(s.work);
   s.scrub.release();
   if (s.e0) cudaEventDestroy(s.e0);
@@ -180,6 +196,8 @@ int Case::n_inputs() const { return (int)impl_->in_bytes.size(); }
 std::size_t Case::input_bytes(int i) const { return impl_->in_bytes.at(i); }
 std::size_t Case::output_bytes() const { return impl_->out_bytes; }
 int Case::rotations() const { return (int)impl_->sets.size(); }
+bool Case::l2_resident() const { return impl_->l2_resident; }
+int Case::invalid_samples() const { return impl_->invalid; }
 
 void Case::set_input(int i, const void* data, std::size_t bytes) {
   auto& s = *impl_;
@@ -187,48 +205,101 @@ void Case::set_input(int i, const void* data, std::size_t bytes) {
   if (bytes != s.in_bytes[i])
     throw std::invalid_argument("input " + std::to_string(i) + ": expected " + std::to_string(s.in_bytes[i]) +
                                 " bytes, got " + std::to_string(bytes));
-  for (auto& st : s.sets) GB_CUDA_CHECK(cudaMemcpy(st.in[i], data, bytes, cudaMemcpyHostToDevice));
+  GB_CUDA_CHECK(cudaMemcpy(s.sets[0].in[i], data, bytes, cudaMemcpyHostToDevice));
+  // Replicate into every set by doubling: sets [0, have) are copied to [have, 2 have), one strided
+  // 2-D copy each (the sets are evenly spaced in the slab).
+  const std::size_t n = s.sets.size(), stride = s.set_stride;
+  for (std::size_t have = 1; have < n; have *= 2) {
+    std::size_t count = have < n - have ? have : n - have;
+    GB_CUDA_CHECK(cudaMemcpy2DAsync(s.sets[have].in[i], stride, s.sets[0].in[i], stride, bytes, count,
+                                    cudaMemcpyDeviceToDevice, s.stream));
+  }
+  GB_CUDA_CHECK(cudaStreamSynchronize(s.stream));
 }
 
-std::vector<std::uint8_t> Case::run_once(int variant) {
+std::string Case::strategy(Impl impl) const {
+  auto& s = *impl_;
+  switch (impl) {
+    case Impl::reference: return gb::blas::kernel_name(gb::blas::reference_kernel(s.p.op));
+    case Impl::dispatch: return gb::blas::kernel_name(gb::blas::dispatch(s.p, s.gpu));
+    case Impl::vendor:
+      if (s.p.op == Op::copy) return "cudaMemcpyAsync";
+      s.require_cublas();
+      return "cublas";
+    case Impl::vendor_tf32:
+      if (!(s.p.op == Op::gemm && s.p.dt == DType::fp32))
+        throw gb::NotApplicable("vendor_tf32 (cuBLAS with TF32 tensor cores) exists for fp32 gemm only");
+      s.require_cublas();
+      return "cublas_tf32";
+  }
+  throw std::invalid_argument("unknown impl " + std::to_string((int)impl));
+}
+
+std::vector<std::uint8_t> Case::run_once(Impl impl) {
   auto& s = *impl_;
   Set& st = s.sets[0];
   GB_CUDA_CHECK(cudaMemsetAsync(st.out, 0xFF, s.out_bytes, s.stream));
-  s.run(variant, st);
+  s.run(impl, st);
   std::vector<std::uint8_t> host(s.out_bytes);
   GB_CUDA_CHECK(cudaMemcpyAsync(host.data(), st.out, s.out_bytes, cudaMemcpyDeviceToHost, s.stream));
   GB_CUDA_CHECK(cudaStreamSynchronize(s.stream));
   return host;
 }
 
-std::vector<double> Case::time(int variant, int samples, int warmup, int cache) {
+std::vector<double> Case::time(Impl impl, int samples, int warmup, Cache cache) {
   auto& s = *impl_;
-  if (cache != gb::cache::kHot && cache != gb::cache::kColdClean && cache != gb::cache::kColdDirty)
-    throw std::invalid_argument("cache mode " + std::to_string(cache) + ": want 0 (hot), 1 (cold, read scrub) or 2 (cold, memset scrub)");
-  const bool cold = cache != gb::cache::kHot;
+  if (cache != Cache::hot && cache != Cache::cold_clean && cache != Cache::cold_dirty)
+    throw std::invalid_argument("unknown cache mode " + std::to_string((int)cache));
+  if (samples < 1 || warmup < 0) throw std::invalid_argument("samples must be >= 1 and warmup >= 0");
+  const bool cold = cache != Cache::hot;
+  const int scrub_mode = cache == Cache::cold_clean ? gb::cache::kColdClean : gb::cache::kColdDirty;
+  const int max_invalid = std::max(3, samples);
+  s.invalid = 0;
   std::vector<double> out;
   out.reserve(samples);
-  int khz = 0;
-  GB_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, s.device));
-  long long hold = (long long)(khz / 1000) * 50;  // ~50 us of SM clocks
-  for (int i = 0; i < warmup + samples; ++i) {
-    const Set& st = s.sets[cold ? 0 : i % s.sets.size()];
-    // Keep the device busy while the host queues start event, run and stop event: otherwise, on
-    // an idle GPU, the host's submission gap after the start event is timed as if it were the
-    // kernel (several us, which dominates small ops). The L2 scrub does this in cold modes.
-    if (cold)
-      GB_CUDA_CHECK(s.scrub.run(cache, i, s.stream));
-    else
-      gb::launch::spin_kernel<<<1, 1, 0, s.stream>>>(hold);
+  for (int i = 0; (int)out.size() < samples;) {
+    const int set = cold ? 0 : (int)(s.round % (long long)s.sets.size());
+    const Set& st = s.sets[set];
+    const bool timed = i >= warmup, last = timed && (int)out.size() == samples - 1;
+    if (last) {  // so that last_output() shows what the last timed run wrote, not an older result
+      GB_CUDA_CHECK(cudaMemsetAsync(st.out, 0xFF, s.out_bytes, s.stream));
+      s.last_set = set;
+    }
+    if (cold) GB_CUDA_CHECK(s.scrub.run(scrub_mode, i, s.stream));
+    s.gate->hold(reinterpret_cast<std::uintptr_t>(s.stream));
     GB_CUDA_CHECK(cudaEventRecord(s.e0, s.stream));
-    s.run(variant, st);
+    try {
+      s.run(impl, st);
+    } catch (...) {
+      s.gate->release();
+      cudaStreamSynchronize(s.stream);
+      throw;
+    }
     GB_CUDA_CHECK(cudaEventRecord(s.e1, s.stream));
+    s.gate->release();
     GB_CUDA_CHECK(cudaEventSynchronize(s.e1));
+    ++s.round;
+    if (s.gate->timed_out()) {  // the host took longer than the gate's timeout to queue: invalid
+      if (++s.invalid > max_invalid)
+        throw std::runtime_error("the gate timed out " + std::to_string(s.invalid) +
+                                 " times: the host could not queue one run within its timeout");
+      continue;
+    }
     float ms = 0.f;
     GB_CUDA_CHECK(cudaEventElapsedTime(&ms, s.e0, s.e1));
-    if (i >= warmup) out.push_back(ms * 1e-3);
+    if (timed) out.push_back(ms * 1e-3);
+    ++i;
   }
   return out;
+}
+
+std::vector<std::uint8_t> Case::last_output() {
+  auto& s = *impl_;
+  if (s.last_set < 0) throw std::logic_error("last_output() before any timed run: call time() first");
+  std::vector<std::uint8_t> host(s.out_bytes);
+  GB_CUDA_CHECK(cudaMemcpyAsync(host.data(), s.sets[s.last_set].out, s.out_bytes, cudaMemcpyDeviceToHost, s.stream));
+  GB_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  return host;
 }
 
 std::string cublas_load(const std::vector<std::string>& candidates) {

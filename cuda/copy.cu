@@ -1,9 +1,9 @@
-// copy.cu: device-memory copy, the measured bandwidth roofline of this machine.
-// Bytes moved = read + write. Variant 1 copies element by element; variant 2 moves 16-byte packs
-// with a grid-stride loop (the form that reaches the memory system's peak). Vendor row:
-// cudaMemcpyAsync device-to-device.  Run: python -m bench.blas --ops copy
-#include "blas_kernels.h"
+// copy.cu: device-memory copy, the measured bandwidth roofline of this machine (bytes = read +
+// write). copy_reference: element by element. copy_vec16: 16-byte packs with a grid-stride loop
+// (the form that reaches the memory system's peak), any tail bytes by the element form.
+// Vendor row: cudaMemcpyAsync device-to-device (cuda/blas.cu).
 #include "dtype.cuh"
+#include "kernels.h"
 
 namespace gb::blas {
 
@@ -23,25 +23,23 @@ static int grid_for(long long work, int block) {
   return static_cast<int>(g < 65535 * 16 ? (g > 0 ? g : 1) : 65535 * 16);
 }
 
-bool launch_copy(int variant, int dt, const void* src, void* dst, long long n, cudaStream_t s) {
-  long long bytes = n * dtype_size(dt);
-  if (variant == 1) {
-    return dispatch_dtype(dt, [&]<class T>() {
-      copy_scalar<T><<<grid_for(n, 256), 256, 0, s>>>(static_cast<const T*>(src), static_cast<T*>(dst), n);
+void launch_copy(Kernel kern, const Problem& p, const Buffers& buf, cudaStream_t s) {
+  const long long n = p.n;
+  if (kern == Kernel::copy_reference) {
+    dispatch_dtype(p.dt, [&]<class T>() {
+      copy_scalar<T><<<grid_for(n, 256), 256, 0, s>>>(static_cast<const T*>(buf.a), static_cast<T*>(buf.out), n);
     });
+    return;
   }
-  if (variant == 2) {
-    long long packs = bytes / 16;
-    copy_pack<<<grid_for(packs, 256), 256, 0, s>>>(static_cast<const uint4*>(src), static_cast<uint4*>(dst), packs);
-    long long tail = bytes - packs * 16;  // shapes here keep this 0; copied by the scalar form otherwise
-    if (tail) {
-      const char* sb = static_cast<const char*>(src) + packs * 16;
-      char* db = static_cast<char*>(dst) + packs * 16;
-      copy_scalar<char><<<1, 32, 0, s>>>(sb, db, tail);
-    }
-    return true;
+  long long bytes = n * dtype_size((int)p.dt), packs = bytes / 16;
+  if (packs > 0)
+    copy_pack<<<grid_for(packs, 256), 256, 0, s>>>(static_cast<const uint4*>(buf.a), static_cast<uint4*>(buf.out),
+                                                   packs);
+  if (long long tail = bytes - packs * 16) {
+    const char* sb = static_cast<const char*>(buf.a) + packs * 16;
+    char* db = static_cast<char*>(buf.out) + packs * 16;
+    copy_scalar<char><<<1, 32, 0, s>>>(sb, db, tail);
   }
-  return false;
 }
 
 }  // namespace gb::blas

@@ -50,6 +50,7 @@ DeviceStatus device_status(int device) {
   s.sm_count = p.multiProcessorCount;
   s.total_memory = p.totalGlobalMem;
   cudaDeviceGetAttribute(&s.clock_khz, cudaDevAttrClockRate, device);
+  cudaDeviceGetAttribute(&s.l2_bytes, cudaDevAttrL2CacheSize, device);
   char bus[32] = {0};
   if (cudaDeviceGetPCIBusId(bus, sizeof bus, device) == cudaSuccess) s.pci_bus_id = bus;
   s.available = true;

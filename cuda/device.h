@@ -15,6 +15,7 @@ struct DeviceStatus {
   int runtime_version = 0;     // cudart this module was linked with
   int sm_count = 0;
   int clock_khz = 0;
+  int l2_bytes = 0;            // L2 cache size
   std::size_t total_memory = 0;
   std::string pci_bus_id;
 };

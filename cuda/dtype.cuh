@@ -5,9 +5,12 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "contract.h"
+
 namespace gb::blas {
 
-enum DType : int { kF32 = 0, kF16 = 1, kBF16 = 2 };
+// gb::DType's values as plain ints, for the kernels' templates and the standalone loops.
+constexpr int kF32 = (int)gb::DType::fp32, kF16 = (int)gb::DType::fp16, kBF16 = (int)gb::DType::bf16;
 
 inline int dtype_size(int dt) { return dt == kF32 ? 4 : 2; }
 
@@ -45,6 +48,10 @@ bool dispatch_dtype(int dt, F&& f) {
     case kBF16: f.template operator()<__nv_bfloat16>(); return true;
   }
   return false;
+}
+template <class F>
+bool dispatch_dtype(gb::DType dt, F&& f) {
+  return dispatch_dtype((int)dt, static_cast<F&&>(f));
 }
 
 }  // namespace gb::blas

@@ -1,15 +1,12 @@
 // gemm.cu: batched C = A B (row-major, A m x k, B k x n, per batch), fp32 accumulation.
 // Compute-bound at the paper's size (8 x 2000^3): the target is the vendor GEMM's FLOP rate.
-// Variant 1: one thread per output element, operands straight from global memory (each element
-// of A and B is re-read n or m times: L2/L1 bandwidth bound). Variant 2: 32x32 tiles staged in
-// shared memory, so each global element is read m/32 + n/32 times instead of m + n.
-// Variant 3: 128x128 block tiles with 8x8 register tiles per thread (SIMT fp32 math).
-// Variant 4 (fp16/bf16): tensor cores through WMMA fragments, single-buffered.
-// Variant 5: variant 3 double-buffered, conflict-free 16-byte shared-memory reads.
-// Variant 6 (fp16/bf16, sm_80+): mma.sync + ldmatrix with a 4-stage cp.async pipeline.
-// Variants 7, 8 (fp16/bf16, sm_90a only): Hopper's TMA + wgmma with a producer warpgroup and an
-// mbarrier ring; 128x128 and 128x256 block tiles.
-// Run: python -m bench.blas --ops gemm
+//   gemm_reference: one thread per output element, operands straight from global memory.
+//   gemm_simt_tiles (was variant 5): 128x128 block tiles, 8x8 register tiles per thread (SIMT fp32
+//     math), double-buffered shared memory with conflict-free 16-byte reads. Any dtype and shape.
+//   gemm_mma_async (was 6; fp16/bf16, sm_80+): mma.sync + ldmatrix fed by a 4-stage cp.async ring.
+//   gemm_wgmma_tma128/256 (were 7/8; fp16/bf16, sm_90a only): Hopper's TMA + wgmma with a producer
+//     warpgroup and an mbarrier ring; 128x128 and 128x256 block tiles.
+// Which one runs: the rule in kernels.h. The other numbered variants: cuda/lab/.
 #include <cudaTypedefs.h>
 #include <mma.h>
 
@@ -20,8 +17,8 @@
 #include <tuple>
 #include <type_traits>
 
-#include "blas_kernels.h"
 #include "dtype.cuh"
+#include "kernels.h"
 #include "ptx.cuh"
 #include "tensor_map.h"
 
@@ -41,170 +38,7 @@ __global__ void gemm_naive(const T* __restrict__ A, const T* __restrict__ B, T* 
   C[b * m * n + row * n + col] = from_f<T>(acc);
 }
 
-template <class T, int TILE>
-__global__ void gemm_smem(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, long long m,
-                          long long n, long long k) {
-  __shared__ float As[TILE][TILE];
-  __shared__ float Bs[TILE][TILE + 1];  // +1: no bank conflicts on the column reads
-  long long b = blockIdx.z;
-  long long row = blockIdx.y * (long long)TILE + threadIdx.y;
-  long long col = blockIdx.x * (long long)TILE + threadIdx.x;
-  const T* a = A + b * m * k;
-  const T* bb = B + b * k * n;
-  float acc = 0.f;
-  for (long long t = 0; t < k; t += TILE) {
-    As[threadIdx.y][threadIdx.x] = (row < m && t + threadIdx.x < k) ? to_f(a[row * k + t + threadIdx.x]) : 0.f;
-    Bs[threadIdx.y][threadIdx.x] = (t + threadIdx.y < k && col < n) ? to_f(bb[(t + threadIdx.y) * n + col]) : 0.f;
-    __syncthreads();
-#pragma unroll
-    for (int p = 0; p < TILE; ++p) acc += As[threadIdx.y][p] * Bs[p][threadIdx.x];
-    __syncthreads();
-  }
-  if (row < m && col < n) C[b * m * n + row * n + col] = from_f<T>(acc);
-}
-
-// Variant 3: each block computes a 128x128 tile of C with 256 threads, each thread an 8x8
-// sub-tile held in registers: per k-step a thread reads 8 A and 8 B values from shared memory
-// and does 64 FMAs, so shared-memory traffic per FMA falls 8x against variant 2. A is stored
-// transposed in shared memory so both operand reads are contiguous. Bounds-checked loads and
-// stores: any m, n, k (the paper's 2000 is not a multiple of 128).
-template <class T>
-__global__ void __launch_bounds__(256) gemm_reg(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
-                                                long long m, long long n, long long k) {
-  constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8;
-  __shared__ __align__(16) float As[BK][BM];
-  __shared__ __align__(16) float Bs[BK][BN];
-  long long bz = blockIdx.z;
-  const T* a = A + bz * m * k;
-  const T* b = B + bz * k * n;
-  T* c = C + bz * m * n;
-  long long row0 = blockIdx.y * (long long)BM, col0 = blockIdx.x * (long long)BN;
-  int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
-  int ar = tid / 2, ac = (tid % 2) * 4;   // A tile 128 x 8: 4 consecutive k of one row
-  int br = tid / 32, bc = (tid % 32) * 4; // B tile 8 x 128: 4 consecutive columns of one row
-  float acc[TM][TN];
-#pragma unroll
-  for (int i = 0; i < TM; ++i)
-#pragma unroll
-    for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
-  for (long long t0 = 0; t0 < k; t0 += BK) {
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      long long gr = row0 + ar, gk = t0 + ac + q;
-      As[ac + q][ar] = (gr < m && gk < k) ? to_f(a[gr * k + gk]) : 0.f;
-      long long hk = t0 + br, hc = col0 + bc + q;
-      Bs[br][bc + q] = (hk < k && hc < n) ? to_f(b[hk * n + hc]) : 0.f;
-    }
-    __syncthreads();
-#pragma unroll
-    for (int kk = 0; kk < BK; ++kk) {
-      float ra[TM], rb[TN];
-#pragma unroll
-      for (int i = 0; i < TM; ++i) ra[i] = As[kk][ty * TM + i];
-#pragma unroll
-      for (int j = 0; j < TN; ++j) rb[j] = Bs[kk][tx * TN + j];
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] += ra[i] * rb[j];
-    }
-    __syncthreads();
-  }
-#pragma unroll
-  for (int i = 0; i < TM; ++i) {
-    long long r = row0 + ty * TM + i;
-    if (r >= m) continue;
-#pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      long long col = col0 + tx * TN + j;
-      if (col < n) c[r * n + col] = from_f<T>(acc[i][j]);
-    }
-  }
-}
-
-// Variant 4 (fp16/bf16): tensor cores through WMMA. 128x128 block tile, 8 warps each owning a
-// 64x32 slab (4x2 fragments of 16x16x16, fp32 accumulators), K staged 32 at a time in padded
-// shared memory (+8 elements per row: no bank conflicts on fragment loads), 16-byte global loads
-// where aligned. Single-buffered: the next steps are cp.async pipelining and Hopper wgmma.
-template <class T>
-__global__ void __launch_bounds__(256) gemm_wmma(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
-                                                 long long m, long long n, long long k) {
-#if __CUDA_ARCH__ >= 800
-  using namespace nvcuda;
-  constexpr int BM = 128, BN = 128, BK = 32, PAD = 8, N = Pack<T>::N;
-  __shared__ __align__(32) T As[BM][BK + PAD];
-  __shared__ __align__(32) T Bs[BK][BN + PAD];
-  __shared__ __align__(32) float Cs[8][16][16];
-  long long bz = blockIdx.z;
-  const T* a = A + bz * m * k;
-  const T* b = B + bz * k * n;
-  T* c = C + bz * m * n;
-  long long row0 = blockIdx.y * (long long)BM, col0 = blockIdx.x * (long long)BN;
-  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  int wr = warp / 4, wc = warp % 4;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[4][2];
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.f);
-  const T zero = from_f<T>(0.f);
-  bool a_vec = k % N == 0, b_vec = n % N == 0;
-  for (long long t0 = 0; t0 < k; t0 += BK) {
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      int p = threadIdx.x + q * 256;
-      int r = p / (BK / N), cc = (p % (BK / N)) * N;  // A: 128 rows x 4 packs
-      long long gr = row0 + r, gk = t0 + cc;
-      if (a_vec && gr < m && gk + N <= k) {
-        *reinterpret_cast<Pack<T>*>(&As[r][cc]) = *reinterpret_cast<const Pack<T>*>(a + gr * k + gk);
-      } else {
-#pragma unroll
-        for (int e = 0; e < N; ++e) As[r][cc + e] = (gr < m && gk + e < k) ? a[gr * k + gk + e] : zero;
-      }
-      int rb = p / (BN / N), cb = (p % (BN / N)) * N;  // B: 32 rows x 16 packs
-      long long hk = t0 + rb, hc = col0 + cb;
-      if (b_vec && hk < k && hc + N <= n) {
-        *reinterpret_cast<Pack<T>*>(&Bs[rb][cb]) = *reinterpret_cast<const Pack<T>*>(b + hk * n + hc);
-      } else {
-#pragma unroll
-        for (int e = 0; e < N; ++e) Bs[rb][cb + e] = (hk < k && hc + e < n) ? b[hk * n + hc + e] : zero;
-      }
-    }
-    __syncthreads();
-#pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa[4];
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb[2];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) wmma::load_matrix_sync(fa[i], &As[wr * 64 + i * 16][kk], BK + PAD);
-#pragma unroll
-      for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], &Bs[kk][wc * 32 + j * 16], BN + PAD);
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
-    }
-    __syncthreads();
-  }
-  // Epilogue through a per-warp 16x16 fp32 staging tile: bounds-checked, converted to T.
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      wmma::store_matrix_sync(&Cs[warp][0][0], acc[i][j], 16, wmma::mem_row_major);
-      __syncwarp();
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        int idx = lane * 8 + e, r = idx / 16, cc = idx % 16;
-        long long gr = row0 + wr * 64 + i * 16 + r, gc = col0 + wc * 32 + j * 16 + cc;
-        if (gr < m && gc < n) c[gr * n + gc] = from_f<T>(Cs[warp][r][cc]);
-      }
-      __syncwarp();
-    }
-#endif
-}
-
-// Variant 5: variant 3 made latency-tolerant. Two shared-memory buffers: the next K-slice's
+// gemm_simt_tiles: 128x128 block tiles with 8x8 register tiles per thread, made latency-tolerant. Two shared-memory buffers: the next K-slice's
 // global loads are issued into registers before the current slice's 512 FMAs and stored to the
 // other buffer after them (one barrier per slice). Each thread's 8x8 tile is two 4x4 halves 64
 // rows/columns apart, so its shared-memory reads are 16-byte loads from consecutive addresses
@@ -304,7 +138,7 @@ struct alignas(4) Pair {
   T x, y;
 };
 
-// Variant 6 (fp16/bf16, sm_80+): variant 4's tile (128x128, 8 warps of 64x32) on the raw
+// gemm_mma_async (fp16/bf16, sm_80+): a 128x128 tile (8 warps of 64x32) on the raw
 // tensor-core instructions. K-slices of 32 stream through a 4-stage ring of shared-memory
 // buffers filled by cp.async, so three slices' loads are in flight while the warps compute on
 // the fourth: HBM latency is hidden by the pipeline, not by occupancy. Operands reach registers
@@ -398,7 +232,7 @@ __global__ void __launch_bounds__(256) gemm_mma(const T* __restrict__ A, const T
 #endif
 }
 
-// Variants 7 and 8 (fp16/bf16, sm_90a): the Hopper pipeline. Warpgroup 0 is the producer: one
+// gemm_wgmma_tma128/256 (fp16/bf16, sm_90a): the Hopper pipeline. Warpgroup 0 is the producer: one
 // thread issues TMA copies of 128x64 A tiles and 64xBN B tiles (128-byte swizzled, zero-filled
 // past the edges, so no bounds logic in the main loop) into a ring of STAGES buffers, each
 // guarded by a "full" mbarrier (TMA byte count) and an "empty" one (consumer release).
@@ -497,28 +331,20 @@ namespace {
 
 constexpr int kMmaSmem = 4 * (128 * 40 + 32 * 136) * 2;  // gemm_mma: 4 stages of A and B tiles
 
-[[noreturn]] void refuse(int variant, const std::string& why) {
-  throw std::invalid_argument("no variant " + std::to_string(variant) + " here: " + why);
-}
-
-int compute_capability() {
-  int dev = 0, major = 0, minor = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  return major * 10 + minor;
+[[noreturn]] void refuse(Kernel kern, const std::string& why) {
+  throw gb::NotApplicable(std::string(kernel_name(kern)) + " cannot run here: " + why);
 }
 
 // A 3-D (inner, outer, batch) map over a row-major batch of matrices, 128-byte swizzled boxes.
-CUtensorMap make_map(int dt, const void* base, long long inner, long long outer, long long batch, int box_inner,
+CUtensorMap make_map(DType dt, const void* base, long long inner, long long outer, long long batch, int box_inner,
                      int box_outer) {
   auto encode = tensor_map_encoder();
-  if (!encode) refuse(7, "cuTensorMapEncodeTiled is not available from this driver");
+  if (!encode) refuse(Kernel::gemm_wgmma_tma256, "cuTensorMapEncodeTiled is not available from this driver");
   CUtensorMap map{};
   cuuint64_t dims[3] = {(cuuint64_t)inner, (cuuint64_t)outer, (cuuint64_t)batch};
   cuuint64_t strides[2] = {(cuuint64_t)(inner * 2), (cuuint64_t)(inner * outer * 2)};
   cuuint32_t box[3] = {(cuuint32_t)box_inner, (cuuint32_t)box_outer, 1}, estr[3] = {1, 1, 1};
-  CUresult rc = encode(&map, dt == kF16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
+  CUresult rc = encode(&map, dt == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
                        const_cast<void*>(base), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
@@ -527,24 +353,36 @@ CUtensorMap make_map(int dt, const void* base, long long inner, long long outer,
 }
 
 template <class T, int BN>
-void launch_wgmma(int variant, int dt, const void* A, const void* B, void* C, long long batch, long long m,
-                  long long n, long long k, cudaStream_t s) {
-  constexpr int STAGES = BN == 128 ? 5 : 4, STAGE_BYTES = 128 * 64 * 2 + 64 * BN * 2;
-  constexpr int SMEM = STAGES * STAGE_BYTES + 1024 + 2 * STAGES * 8;
-  static std::once_flag once;
-  static cudaError_t attr_rc = cudaSuccess;
-  static int binary = 0;
-  std::call_once(once, [] {
+constexpr int wgmma_smem() {
+  return (BN == 128 ? 5 : 4) * (128 * 64 * 2 + 64 * BN * 2) + 1024 + 2 * (BN == 128 ? 5 : 4) * 8;
+}
+
+// Sets the kernel's shared-memory size once; the binary version says whether sm_90a code is here
+// (an sm_90a cubin is what runs on sm_90 when the build included "90a": CMakeLists maps 90 to it).
+template <class T, int BN>
+int wgmma_binary() {
+  static int binary = [] {
     cudaFuncAttributes fa{};
-    attr_rc = cudaFuncGetAttributes(&fa, gemm_wgmma<T, BN>);
-    binary = fa.binaryVersion;
-    if (attr_rc == cudaSuccess)
-      attr_rc = cudaFuncSetAttribute(gemm_wgmma<T, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
-  });
-  // An sm_90a cubin is what runs on sm_90 when the build included "90a" (CMakeLists maps 90 to it).
-  if (attr_rc != cudaSuccess || binary != 90)
-    refuse(variant, "this build has no sm_90a code for the wgmma kernel (binary sm_" + std::to_string(binary) + ")");
-  // Maps are cached per buffer: the hot-cache mode rotates through a few input sets.
+    if (cudaFuncGetAttributes(&fa, gemm_wgmma<T, BN>) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    if (cudaFuncSetAttribute(gemm_wgmma<T, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgmma_smem<T, BN>()) !=
+        cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return fa.binaryVersion;
+  }();
+  return binary;
+}
+
+template <class T, int BN>
+void launch_wgmma(Kernel kern, DType dt, const void* A, const void* B, void* C, long long batch, long long m,
+                  long long n, long long k, cudaStream_t s) {
+  if (wgmma_binary<T, BN>() != 90)
+    refuse(kern, "this build has no sm_90a code for the wgmma kernel (binary sm_" + std::to_string(wgmma_binary<T, BN>()) + ")");
+  // Maps are cached per buffer: the hot-cache mode rotates through many input sets.
   static std::mutex mu;
   static std::map<std::tuple<const void*, const void*, long long, long long, long long, long long>,
                   std::pair<CUtensorMap, CUtensorMap>> cache;
@@ -554,89 +392,57 @@ void launch_wgmma(int variant, int dt, const void* A, const void* B, void* C, lo
     auto key = std::make_tuple(A, B, batch, m, n, k);
     auto it = cache.find(key);
     if (it == cache.end()) {
-      if (cache.size() > 64) cache.clear();
+      if (cache.size() > 4096) cache.clear();
       it = cache.emplace(key, std::make_pair(make_map(dt, A, k, m, batch, 64, 128),
                                              make_map(dt, B, n, k, batch, 64, 64))).first;
     }
     maps = it->second;
   }
   dim3 grid((unsigned)((n + BN - 1) / BN), (unsigned)((m + 127) / 128), (unsigned)batch);
-  gemm_wgmma<T, BN><<<grid, 384, SMEM, s>>>(maps.first, maps.second, static_cast<T*>(C), (int)m, (int)n, (int)k);
+  gemm_wgmma<T, BN><<<grid, 384, wgmma_smem<T, BN>(), s>>>(maps.first, maps.second, static_cast<T*>(C), (int)m,
+                                                          (int)n, (int)k);
 }
 
 }  // namespace
 
-bool launch_gemm(int variant, int dt, const void* A, const void* B, void* C, long long batch, long long m,
-                 long long n, long long k, cudaStream_t s) {
-  if (variant >= 6 && variant <= 8) {
-    if (dt == kF32) return false;  // tensor-core variants: fp16/bf16 operands only
-    int cc = compute_capability();
-    if (k % 8 || n % 8) refuse(variant, "needs k and n multiples of 8 (16-byte rows for cp.async/TMA)");
-    if (variant == 6) {
-      if (cc < 80) refuse(variant, "needs sm_80 or newer (cp.async, bf16 mma)");
-      dim3 grid((unsigned)((n + 127) / 128), (unsigned)((m + 127) / 128), (unsigned)batch);
-      return dispatch_dtype(dt, [&]<class T>() {
-        if constexpr (sizeof(T) == 2) {
-          static bool set = [] {
-            return cudaFuncSetAttribute(gemm_mma<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMmaSmem) == cudaSuccess;
-          }();
-          (void)set;
-          gemm_mma<T><<<grid, 256, kMmaSmem, s>>>(static_cast<const T*>(A), static_cast<const T*>(B), static_cast<T*>(C),
-                                              m, n, k);
-        }
-      });
+bool gemm_wgmma_built() { return wgmma_binary<__half, 256>() == 90 && wgmma_binary<__half, 128>() == 90; }
+
+void launch_gemm(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cudaStream_t s) {
+  const long long batch = p.batch, m = p.m, n = p.n, k = p.k;
+  const bool tensor = kern == Kernel::gemm_mma_async || kern == Kernel::gemm_wgmma_tma128 ||
+                      kern == Kernel::gemm_wgmma_tma256;
+  if (tensor) {
+    if (p.dt == DType::fp32) refuse(kern, "tensor-core kernel: fp16/bf16 operands only");
+    if (k % 8 || n % 8) refuse(kern, "needs k and n multiples of 8 (16-byte rows for cp.async/TMA)");
+    if (kern == Kernel::gemm_mma_async && g.cc < 80) refuse(kern, "needs sm_80 or newer (cp.async, bf16 mma)");
+    if (kern != Kernel::gemm_mma_async) {
+      if (g.cc / 10 != 9) refuse(kern, "wgmma needs an sm_90 GPU (H100/H200); this one is sm_" + std::to_string(g.cc));
+      if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) refuse(kern, "dimensions must fit in 32 bits");
     }
-    if (cc != 90) refuse(variant, "wgmma needs an sm_90 GPU (H100/H200); this one is sm_" + std::to_string(cc));
-    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) refuse(variant, "dimensions must fit in 32 bits");
-    return dispatch_dtype(dt, [&]<class T>() {
-      if constexpr (sizeof(T) == 2) {
-        if (variant == 7) launch_wgmma<T, 128>(variant, dt, A, B, C, batch, m, n, k, s);
-        else launch_wgmma<T, 256>(variant, dt, A, B, C, batch, m, n, k, s);
+  }
+  dispatch_dtype(p.dt, [&]<class T>() {
+    auto a = static_cast<const T*>(buf.a);
+    auto b = static_cast<const T*>(buf.b);
+    auto c = static_cast<T*>(buf.out);
+    dim3 tiles((unsigned)((n + 127) / 128), (unsigned)((m + 127) / 128), (unsigned)batch);
+    if constexpr (sizeof(T) == 2) {
+      if (kern == Kernel::gemm_mma_async) {
+        static bool set = [] {
+          return cudaFuncSetAttribute(gemm_mma<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMmaSmem) == cudaSuccess;
+        }();
+        (void)set;
+        gemm_mma<T><<<tiles, 256, kMmaSmem, s>>>(a, b, c, m, n, k);
+        return;
       }
-    });
-  }
-  if (variant == 5) {
-    return dispatch_dtype(dt, [&]<class T>() {
-      dim3 grid((unsigned)((n + 127) / 128), (unsigned)((m + 127) / 128), (unsigned)batch);
-      gemm_reg_db<T><<<grid, 256, 0, s>>>(static_cast<const T*>(A), static_cast<const T*>(B), static_cast<T*>(C), m,
-                                          n, k);
-    });
-  }
-  if (variant == 4) {
-    if (dt == kF32) return false;  // tensor-core variant: fp16/bf16 operands only
-    int dev = 0, major = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    if (major < 8) return false;  // WMMA with bf16 and this kernel need sm_80+
-    dim3 grid((unsigned)((n + 127) / 128), (unsigned)((m + 127) / 128), (unsigned)batch);
-    if (dt == kF16)
-      gemm_wmma<__half><<<grid, 256, 0, s>>>(static_cast<const __half*>(A), static_cast<const __half*>(B),
-                                             static_cast<__half*>(C), m, n, k);
-    else
-      gemm_wmma<__nv_bfloat16><<<grid, 256, 0, s>>>(static_cast<const __nv_bfloat16*>(A),
-                                                     static_cast<const __nv_bfloat16*>(B),
-                                                     static_cast<__nv_bfloat16*>(C), m, n, k);
-    return true;
-  }
-  if (variant == 3) {
-    return dispatch_dtype(dt, [&]<class T>() {
-      dim3 grid((unsigned)((n + 127) / 128), (unsigned)((m + 127) / 128), (unsigned)batch);
-      gemm_reg<T><<<grid, 256, 0, s>>>(static_cast<const T*>(A), static_cast<const T*>(B), static_cast<T*>(C), m, n, k);
-    });
-  }
-  if (variant != 1 && variant != 2) return false;
-  return dispatch_dtype(dt, [&]<class T>() {
-    auto a = static_cast<const T*>(A);
-    auto b = static_cast<const T*>(B);
-    auto c = static_cast<T*>(C);
-    if (variant == 1) {
+      if (kern == Kernel::gemm_wgmma_tma128) return launch_wgmma<T, 128>(kern, p.dt, a, b, c, batch, m, n, k, s);
+      if (kern == Kernel::gemm_wgmma_tma256) return launch_wgmma<T, 256>(kern, p.dt, a, b, c, batch, m, n, k, s);
+    }
+    if (kern == Kernel::gemm_reference) {
       dim3 block(32, 8), grid((unsigned)((n + 31) / 32), (unsigned)((m + 7) / 8), (unsigned)batch);
       gemm_naive<T><<<grid, block, 0, s>>>(a, b, c, m, n, k);
-    } else {
-      constexpr int TILE = 32;
-      dim3 block(TILE, TILE), grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE), (unsigned)batch);
-      gemm_smem<T, TILE><<<grid, block, 0, s>>>(a, b, c, m, n, k);
+      return;
     }
+    gemm_reg_db<T><<<tiles, 256, 0, s>>>(a, b, c, m, n, k);  // gemm_simt_tiles
   });
 }
 

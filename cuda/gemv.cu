@@ -1,15 +1,14 @@
 // gemv.cu: y = A x (A row-major m x k), fp32/fp16/bf16 with fp32 accumulation.
 // Memory-bound at every useful size: each element of A is read once, so the target is the copy
-// bandwidth. Variant 1: one thread per row (threads of a warp read 32 different rows: uncoalesced,
-// the baseline). Variant 2: one warp per row, 16-byte packs, 4 packs in flight per lane before
-// any arithmetic (enough outstanding loads to cover HBM latency), shuffle reduction.
-// Variant 3: split-k over (row, k-slice) so short m still fills the GPU (see below).
-// Variant 4: x-stationary blocks: a block owns a k-range and a run of rows; each warp keeps its
-// part of x in registers for all those rows (x is read once per block, not once per row), and
-// the k-slices of a row meet by fp32 atomics in L2, the last slice's block writing y (one launch).
-// Run: python -m bench.blas --ops gemv
-#include "blas_kernels.h"
+// bandwidth. gemv_reference: one thread per row (threads of a warp read 32 different rows).
+// gemv_warp_rows: one warp per row, 16-byte packs, 4 packs in flight per lane before any
+// arithmetic, shuffle reduction. gemv_split_k: a warp per (row, k-slice), so short m still fills
+// the GPU; fp32 partials summed by a second kernel. gemv_x_stationary: a block owns a k-range and
+// a run of rows; each warp keeps its part of x in registers for all those rows (x is read once
+// per block, not once per row), and the k-slices of a row meet by fp32 atomics in L2, the last
+// slice's block writing y (one launch). Which one runs: the rule in kernels.h.
 #include "dtype.cuh"
+#include "kernels.h"
 
 namespace gb::blas {
 
@@ -61,9 +60,9 @@ __global__ void gemv_warp_row(const T* __restrict__ A, const T* __restrict__ x, 
   if (lane == 0) y[row] = from_f<T>(acc);
 }
 
-// Variant 3: split-k. A warp per (row, k-slice), 8 packs in flight per lane; when m alone
+// gemv_split_k. A warp per (row, k-slice), 8 packs in flight per lane; when m alone
 // cannot fill the GPU (m warps < ~4 per SM slot) the row is cut into slices whose fp32 partial
-// sums a second kernel adds. For large m it is variant 2 with deeper unrolling.
+// sums a second kernel adds. For large m it is gemv_warp_rows with deeper unrolling.
 template <class T, int UNROLL>
 __global__ void gemv_split(const T* __restrict__ A, const T* __restrict__ x, float* __restrict__ part,
                            T* __restrict__ y, long long m, long long k, long long slice) {
@@ -111,7 +110,7 @@ __global__ void gemv_reduce(const float* __restrict__ part, T* __restrict__ y, l
   y[r] = from_f<T>(acc);
 }
 
-// Variant 4. Each lane holds P packs of x (its warp's k-range: 32 x P packs, contiguous, so a
+// gemv_x_stationary. Each lane holds P packs of x (its warp's k-range: 32 x P packs, contiguous, so a
 // warp reads 512 B-runs of a row and the block's warps together a contiguous WARPS x 32 x P-pack
 // run), walks its block's rows R at a time (R x P independent 16-byte loads in flight per lane)
 // and leaves one sum per (warp, row) in shared memory. After one barrier the block sums its
@@ -210,60 +209,55 @@ static void launch_gemv_xstat(const T* A, const T* x, T* y, float* accum, unsign
   else go.template operator()<1>();
 }
 
-long long gemv_split_slices(long long m, long long k, int pack, int sms) {
+static long long gemv_split_slices(long long m, long long k, int pack, int sms) {
   long long want = (64LL * sms + m - 1) / m;                 // about 64 warps per SM in all
   long long max_slices = k / (32LL * pack * 8) > 0 ? k / (32LL * pack * 8) : 1;  // >= one full unrolled pass
   return want < 1 ? 1 : (want > max_slices ? max_slices : want);
 }
 
-// Workspace (floats): [variant 3's partials: slices x m] [variant 4's accumulator: m]
-// [variant 4's counters: one per run of rows, at most m]. Variant 4's part starts zeroed (the
-// case runner clears the workspace once) and clears itself.
+// Workspace (floats): [gemv_split_k's partials: slices x m] [gemv_x_stationary's accumulator: m]
+// [its counters: one per run of rows, at most m]. The x-stationary part starts zeroed (the case
+// clears the workspace once) and clears itself.
 static long long gemv_partials_floats(long long m, long long k, int sms) {
   return (gemv_split_slices(m, k, 4, sms) * m + 3) / 4 * 4;  // the fp32 pack allows the most slices
 }
 
 long long gemv_work_floats(long long m, long long k, int sms) { return gemv_partials_floats(m, k, sms) + 2 * m; }
 
-bool launch_gemv(int variant, int dt, const void* A, const void* x, void* y, long long m, long long k,
-                 cudaStream_t s, float* work, int sms) {
-  if (variant == 3) {
-    return dispatch_dtype(dt, [&]<class T>() {
-      auto a = static_cast<const T*>(A);
-      auto xv = static_cast<const T*>(x);
-      auto yv = static_cast<T*>(y);
-      constexpr int warps = 8;
-      if (k % Pack<T>::N != 0) {  // rows not 16-byte aligned: the warp-per-row form handles it
-        gemv_warp_row<T, 4><<<(unsigned)((m + warps - 1) / warps), warps * 32, 0, s>>>(a, xv, yv, m, k);
+void launch_gemv(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cudaStream_t s) {
+  const long long m = p.m, k = p.k;
+  const int sms = g.sms;
+  float* work = buf.work;
+  if (kern == Kernel::gemv_x_stationary && k % 8 != 0)
+    throw gb::NotApplicable("gemv_x_stationary needs k % 8 == 0 (16-byte rows)");
+  dispatch_dtype(p.dt, [&]<class T>() {
+    auto a = static_cast<const T*>(buf.a);
+    auto xv = static_cast<const T*>(buf.b);
+    auto yv = static_cast<T*>(buf.out);
+    constexpr int warps = 8;
+    switch (kern) {
+      case Kernel::gemv_reference:
+        gemv_thread_row<T><<<(unsigned)((m + 127) / 128), 128, 0, s>>>(a, xv, yv, m, k);
+        return;
+      case Kernel::gemv_x_stationary: {
+        float* accum = work + gemv_partials_floats(m, k, sms);
+        launch_gemv_xstat<T>(a, xv, yv, accum, reinterpret_cast<unsigned*>(accum + m), m, k, sms, s);
         return;
       }
-      long long slices = gemv_split_slices(m, k, Pack<T>::N, sms);
-      long long per = (k + slices - 1) / slices;
-      per = (per + Pack<T>::N - 1) / Pack<T>::N * Pack<T>::N;
-      slices = (k + per - 1) / per;
-      dim3 grid((unsigned)((m + warps - 1) / warps), (unsigned)slices);
-      gemv_split<T, 8><<<grid, warps * 32, 0, s>>>(a, xv, work, yv, m, k, per);
-      if (slices > 1) gemv_reduce<T><<<(unsigned)((m + 255) / 256), 256, 0, s>>>(work, yv, m, (int)slices);
-    });
-  }
-  if (variant == 4) {
-    if (k % 8 != 0) return false;  // whole 16-byte packs for every dtype
-    return dispatch_dtype(dt, [&]<class T>() {
-      float* accum = work + gemv_partials_floats(m, k, sms);
-      launch_gemv_xstat<T>(static_cast<const T*>(A), static_cast<const T*>(x), static_cast<T*>(y), accum,
-                           reinterpret_cast<unsigned*>(accum + m), m, k, sms, s);
-    });
-  }
-  if (variant != 1 && variant != 2) return false;
-  return dispatch_dtype(dt, [&]<class T>() {
-    auto a = static_cast<const T*>(A);
-    auto xv = static_cast<const T*>(x);
-    auto yv = static_cast<T*>(y);
-    if (variant == 1) {
-      gemv_thread_row<T><<<(unsigned)((m + 127) / 128), 128, 0, s>>>(a, xv, yv, m, k);
-    } else {
-      constexpr int warps = 8;
-      gemv_warp_row<T, 4><<<(unsigned)((m + warps - 1) / warps), warps * 32, 0, s>>>(a, xv, yv, m, k);
+      case Kernel::gemv_split_k:
+        if (k % Pack<T>::N == 0) {
+          long long slices = gemv_split_slices(m, k, Pack<T>::N, sms);
+          long long per = (k + slices - 1) / slices;
+          per = (per + Pack<T>::N - 1) / Pack<T>::N * Pack<T>::N;
+          slices = (k + per - 1) / per;
+          dim3 grid((unsigned)((m + warps - 1) / warps), (unsigned)slices);
+          gemv_split<T, 8><<<grid, warps * 32, 0, s>>>(a, xv, work, yv, m, k, per);
+          if (slices > 1) gemv_reduce<T><<<(unsigned)((m + 255) / 256), 256, 0, s>>>(work, yv, m, (int)slices);
+          return;
+        }
+        [[fallthrough]];  // rows not 16-byte aligned: the warp-per-row form handles any k
+      default:
+        gemv_warp_row<T, 4><<<(unsigned)((m + warps - 1) / warps), warps * 32, 0, s>>>(a, xv, yv, m, k);
     }
   });
 }

@@ -8,10 +8,13 @@
 // Check against a plain loop: build/*/gapbench_launch_plain (cuda/plain/launch.cu).
 #include "launch.h"
 #include "cuda_check.h"
+#include "gate.h"
 #include "launch_kernels.cuh"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -32,7 +35,8 @@ struct Probe::Impl {
   cudaEvent_t start = nullptr, stop = nullptr;
   unsigned int* counter = nullptr;
   float *a = nullptr, *b = nullptr, *out = nullptr;
-  long long spin_cycles_per_us = 1000;
+  std::unique_ptr<gb::cuda::Gate> gate;
+  int invalid = 0;  // gate timeouts in the last device_kernel() call
 
   // The one dispatcher every timing loop goes through: simplest variant first.
   void launch() {
@@ -78,9 +82,7 @@ Probe::Probe(int variant, int n, int device) : impl_(new Impl) {
   for (int i = 0; i < n; ++i) init[i] = 1.0f + 0.25f * static_cast<float>(i % 7);
   GB_CUDA_CHECK(cudaMemcpy(s.a, init.data(), bytes, cudaMemcpyHostToDevice));
   GB_CUDA_CHECK(cudaMemcpy(s.b, init.data(), bytes, cudaMemcpyHostToDevice));
-  int khz = 0;
-  GB_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device));
-  s.spin_cycles_per_us = khz > 0 ? khz / 1000 : 1000;
+  s.gate = std::make_unique<gb::cuda::Gate>(device, 1.0);
   GB_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -88,6 +90,7 @@ Probe::~Probe() {
   if (!impl_) return;
   auto& s = *impl_;
   // Destructors never throw: errors here are ignored on purpose.
+  s.gate.reset();
   if (s.stream) cudaStreamSynchronize(s.stream);
   cudaFree(s.counter);
   cudaFree(s.a);
@@ -141,33 +144,44 @@ std::vector<double> Probe::roundtrip(int samples, int warmup) {
   return out;
 }
 
-// Device events around `inner` launches. With hold_cycles > 0 a spin kernel first keeps the
-// device busy long enough for the host to queue every launch (a few us each), so the events
-// see kernels running back to back rather than the host's issue rate.
-static std::vector<double> events_around_launches(Probe::Impl& s, int samples, int inner, int warmup,
-                                                  long long hold_cycles) {
+// Device events around `inner` launches. With `gated`, the gate holds the stream until the host
+// has queued the start event, every launch and the stop event, so the events see kernels running
+// back to back rather than the host's issue rate; a sample whose hold timed out is dropped and
+// run again (counted in invalid_samples; `inner` must fit the stream's queue).
+static std::vector<double> events_around_launches(Probe::Impl& s, int samples, int inner, int warmup, bool gated) {
   std::vector<double> out;
   out.reserve(samples);
-  for (int i = 0; i < warmup + samples; ++i) {
-    if (hold_cycles > 0) spin_kernel<<<1, 1, 0, s.stream>>>(hold_cycles);
+  s.invalid = 0;
+  const int max_invalid = std::max(3, samples);
+  for (int i = 0; i < warmup + samples;) {
+    if (gated) s.gate->hold(reinterpret_cast<std::uintptr_t>(s.stream));
     GB_CUDA_CHECK(cudaEventRecord(s.start, s.stream));
     for (int k = 0; k < inner; ++k) s.launch();
     GB_CUDA_CHECK(cudaEventRecord(s.stop, s.stream));
+    if (gated) s.gate->release();
     GB_CUDA_CHECK(cudaEventSynchronize(s.stop));
     GB_CUDA_CHECK_LAUNCH();
+    if (gated && s.gate->timed_out()) {
+      if (++s.invalid > max_invalid)
+        throw std::runtime_error("the gate timed out " + std::to_string(s.invalid) + " times: the host could not "
+                                 "queue " + std::to_string(inner) + " launches within its timeout");
+      continue;
+    }
     if (i >= warmup) out.push_back(s.elapsed());
+    ++i;
   }
   return out;
 }
 
 std::vector<double> Probe::stream_b2b(int samples, int inner, int warmup) {
-  return events_around_launches(*impl_, samples, inner, warmup, 0);
+  return events_around_launches(*impl_, samples, inner, warmup, false);
 }
 
 std::vector<double> Probe::device_kernel(int samples, int inner, int warmup) {
-  long long hold = impl_->spin_cycles_per_us * (200 + 20LL * inner);
-  return events_around_launches(*impl_, samples, inner, warmup, hold);
+  return events_around_launches(*impl_, samples, inner, warmup, true);
 }
+
+int Probe::invalid_samples() const { return impl_->invalid; }
 
 std::vector<double> Probe::graph_replay(int samples, int inner, int warmup) {
   auto& s = *impl_;

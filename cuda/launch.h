@@ -27,9 +27,10 @@ class Probe {
   std::vector<double> roundtrip(int samples, int warmup);
   // (3a) device events around `inner` launches as the host issues them.
   std::vector<double> stream_b2b(int samples, int inner, int warmup);
-  // (3b) device events around `inner` launches queued behind a spin kernel, so the host
-  //      has issued them all before the first runs: per-kernel time on the device alone.
+  // (3b) device events around `inner` launches held behind the release gate (gate.h) until the
+  //      host has issued them all: per-kernel time on the device alone.
   std::vector<double> device_kernel(int samples, int inner, int warmup);
+  int invalid_samples() const;  // gate timeouts in the last device_kernel() call (dropped, re-run)
   // (4) device events around one replay of a CUDA graph of `inner` kernel nodes.
   std::vector<double> graph_replay(int samples, int inner, int warmup);
 

@@ -1,5 +1,6 @@
 // blas.cpp: BLAS cases on Metal (host side of metal/{copy,gemv,vjp,gemm}.metal), metal-cpp.
-// Variants: 0 vendor (blit copy / MPS, metal/mps.cpp), 1 each op's first kernel, 2 gemm_simd.
+// Impls: vendor (blit copy / MPS, metal/mps.cpp), reference (each op's first kernel), dispatch
+// (gemm_simd for gemm, the reference kernel elsewhere).
 // Run: python -m bench.blas --backends native-metal   (macOS on Apple Silicon; not yet run on one)
 #include <Foundation/Foundation.hpp>
 #include <Metal/Metal.hpp>
@@ -17,23 +18,30 @@
 
 namespace gb::metal::blas {
 
-static const char* dtype_suffix(int dt) { return dt == 0 ? "float" : (dt == 1 ? "half" : "bfloat"); }
+static const char* dtype_suffix(DType dt) {
+  return dt == DType::fp32 ? "float" : (dt == DType::fp16 ? "half" : "bfloat");
+}
 
-static const char* kernel_base(int op, int variant) {
-  if (variant == 2 && op == kGemm) return "gemm_simd";
-  if (variant != 1) return nullptr;
+// The kernel of metal/<op>.metal each hand-written Impl runs (the library table of this backend).
+static const char* kernel_base(Op op, Impl impl) {
+  if (impl == Impl::dispatch && op == Op::gemm) return "gemm_simd";
   switch (op) {
-    case kCopy: return "copy_elem";
-    case kGemv: return "gemv_row";
-    case kVjpDx: return "vjp_dx_col";
-    case kVjpDw: return "vjp_dw_elem";
-    case kGemm: return "gemm_naive";
+    case Op::copy: return "copy_elem";
+    case Op::gemv: return "gemv_row";
+    case Op::vjp_dx: return "vjp_dx_col";
+    case Op::vjp_dw: return "vjp_dw_elem";
+    case Op::gemm: return "gemm_naive";
   }
   return nullptr;
 }
 
-struct Case::Impl {
-  int op = 0, dt = 0;
+[[noreturn]] static void no_tf32() {
+  throw gb::NotApplicable("vendor_tf32 does not exist on Metal (Apple GPUs have no TF32 path)");
+}
+
+struct Case::State {
+  Op op = Op::copy;
+  DType dt = DType::fp32;
   std::uint32_t batch = 1, m = 1, n = 1, k = 1;
   std::vector<std::size_t> in_bytes;
   std::size_t out_bytes = 0;
@@ -41,48 +49,46 @@ struct Case::Impl {
   MTL::Buffer* out = nullptr;
   MTL::Library* lib = nullptr;
   double compile_s = 0;
-  std::map<int, MTL::ComputePipelineState*> pipelines;
-  std::unique_ptr<mps::Op> vendor;  // variant 0 (not copy): made at first use
+  std::map<std::string, MTL::ComputePipelineState*> pipelines;  // by kernel name
+  std::unique_ptr<mps::Op> vendor;  // Impl::vendor (not copy): made at first use
 
-  MTL::ComputePipelineState* pipeline(int variant) {
-    auto it = pipelines.find(variant);
+  MTL::ComputePipelineState* pipeline(Impl impl) {
+    std::string name = std::string(kernel_base(op, impl)) + "_" + dtype_suffix(dt);
+    auto it = pipelines.find(name);
     if (it != pipelines.end()) return it->second;
-    const char* base = kernel_base(op, variant);
-    if (!base) throw std::invalid_argument("no variant " + std::to_string(variant) + " for this op on Metal");
-    std::string name = std::string(base) + "_" + dtype_suffix(dt);
     MTL::ComputePipelineState* p = make_pipeline(lib, name.c_str(), nullptr);
-    pipelines[variant] = p;
+    pipelines[name] = p;
     return p;
   }
 
   // One dispatch of the op, encoded into `enc`: argument order is each kernel's [[buffer(i)]].
-  void encode(MTL::ComputeCommandEncoder* enc, MTL::ComputePipelineState* p, int variant) {
+  void encode(MTL::ComputeCommandEncoder* enc, MTL::ComputePipelineState* p, Impl impl) {
     enc->setComputePipelineState(p);
     for (std::size_t i = 0; i < in.size(); ++i) enc->setBuffer(in[i], 0, i);
     NS::UInteger next = in.size();
     enc->setBuffer(out, 0, next++);
     NS::UInteger tg = p->maxTotalThreadsPerThreadgroup();
     switch (op) {
-      case kCopy: {
+      case Op::copy: {
         std::uint32_t count = n;
         enc->setBytes(&count, sizeof count, next);
         enc->dispatchThreads(MTL::Size(count, 1, 1), MTL::Size(std::min<NS::UInteger>(tg, count), 1, 1));
         break;
       }
-      case kGemv:
-      case kVjpDx:
-      case kVjpDw: {
+      case Op::gemv:
+      case Op::vjp_dx:
+      case Op::vjp_dw: {
         enc->setBytes(&m, sizeof m, next);
         enc->setBytes(&k, sizeof k, next + 1);
-        NS::UInteger threads = op == kGemv ? m : (op == kVjpDx ? k : (NS::UInteger)m * k);
+        NS::UInteger threads = op == Op::gemv ? m : (op == Op::vjp_dx ? k : (NS::UInteger)m * k);
         enc->dispatchThreads(MTL::Size(threads, 1, 1), MTL::Size(std::min<NS::UInteger>(tg, threads), 1, 1));
         break;
       }
-      case kGemm: {
+      case Op::gemm: {
         enc->setBytes(&m, sizeof m, next);
         enc->setBytes(&n, sizeof n, next + 1);
         enc->setBytes(&k, sizeof k, next + 2);
-        if (variant == 2) {  // gemm_simd: 32x32 tiles, 4 simdgroups of 32 threads each
+        if (std::strcmp(kernel_base(op, impl), "gemm_simd") == 0) {  // 32x32 tiles, 4 simdgroups of 32 threads
           enc->dispatchThreadgroups(MTL::Size((n + 31) / 32, (m + 31) / 32, batch), MTL::Size(128, 1, 1));
           break;
         }
@@ -94,14 +100,16 @@ struct Case::Impl {
     }
   }
 
-  // Variant 0 is the vendor path: the blit encoder for copy (as cudaMemcpy on CUDA), MPS for
-  // the rest; variants 1.. are the hand-written kernels.
-  MTL::CommandBuffer* submit(int variant) {
+  // Impl::vendor is the blit encoder for copy (as cudaMemcpy on CUDA), MPS for the rest; reference
+  // and dispatch are the hand-written kernels.
+  MTL::CommandBuffer* submit(Impl impl) {
     MTL::CommandBuffer* cb = nullptr;
-    if (variant == 0) {
-      if (op != kCopy && !vendor) vendor = std::make_unique<mps::Op>(context().device, op, dt, in, out, batch, m, n, k);
+    if (impl == Impl::vendor_tf32) no_tf32();
+    if (impl == Impl::vendor) {
+      if (op != Op::copy && !vendor)
+        vendor = std::make_unique<mps::Op>(context().device, op, dt, in, out, batch, m, n, k);
       cb = context().queue->commandBuffer();
-      if (op == kCopy) {
+      if (op == Op::copy) {
         MTL::BlitCommandEncoder* blit = cb->blitCommandEncoder();
         blit->copyFromBuffer(in[0], 0, out, 0, out_bytes);
         blit->endEncoding();
@@ -109,10 +117,10 @@ struct Case::Impl {
         vendor->encode(cb);
       }
     } else {
-      MTL::ComputePipelineState* p = pipeline(variant);
+      MTL::ComputePipelineState* p = pipeline(impl);
       cb = context().queue->commandBuffer();
       MTL::ComputeCommandEncoder* enc = cb->computeCommandEncoder();
-      encode(enc, p, variant);
+      encode(enc, p, impl);
       enc->endEncoding();
     }
     cb->commit();
@@ -126,11 +134,10 @@ struct Case::Impl {
   }
 };
 
-Case::Case(int op, int dtype, long long batch, long long m, long long n, long long k, const std::string& source)
-    : impl_(new Impl) {
+Case::Case(Op op, DType dtype, long long batch, long long m, long long n, long long k, const std::string& source)
+    : impl_(new State) {
   auto& s = *impl_;
-  if (op < kCopy || op > kGemm) throw std::invalid_argument("unknown op " + std::to_string(op));
-  if (dtype < 0 || dtype > 2) throw std::invalid_argument("unknown dtype");
+  gb::check_enums(op, dtype);
   for (long long d : {batch, m, n, k})
     if (d < 1 || d > 0xFFFFFFFFLL) throw std::invalid_argument("Metal kernels index with 32-bit uint: dims must be 1..2^32-1");
   s.op = op;
@@ -139,7 +146,7 @@ Case::Case(int op, int dtype, long long batch, long long m, long long n, long lo
   s.m = (std::uint32_t)m;
   s.n = (std::uint32_t)n;
   s.k = (std::uint32_t)k;
-  gb::blas_ops::Io io = gb::blas_ops::io_bytes(op, dtype == 0 ? 4 : 2, batch, m, n, k);
+  gb::blas_ops::Io io = gb::blas_ops::io_bytes(op, gb::dtype_bytes(dtype), batch, m, n, k);
   s.in_bytes = io.in;
   s.out_bytes = io.out;
   Context& ctx = context();
@@ -177,12 +184,19 @@ void Case::set_input(int i, const void* data, std::size_t bytes) {
   std::memcpy(s.in[i]->contents(), data, bytes);
 }
 
-std::vector<std::uint8_t> Case::run_once(int variant) {
+std::string Case::strategy(Impl impl) const {
+  auto& s = *impl_;
+  if (impl == Impl::vendor_tf32) no_tf32();
+  if (impl == Impl::vendor) return s.op == Op::copy ? "blit" : "mps";
+  return kernel_base(s.op, impl);
+}
+
+std::vector<std::uint8_t> Case::run_once(Impl impl) {
   auto& s = *impl_;
   NS::AutoreleasePool* pool = NS::AutoreleasePool::alloc()->init();
   std::memset(s.out->contents(), 0xFF, s.out_bytes);
   try {
-    s.submit(variant);
+    s.submit(impl);
   } catch (...) {
     pool->release();
     throw;
@@ -193,15 +207,17 @@ std::vector<std::uint8_t> Case::run_once(int variant) {
   return host;
 }
 
-std::vector<double> Case::time(int variant, int samples, int warmup) {
+std::vector<double> Case::time(Impl impl, int samples, int warmup) {
   auto& s = *impl_;
+  if (samples < 1 || warmup < 0) throw std::invalid_argument("samples must be >= 1 and warmup >= 0");
   std::vector<double> out;
   out.reserve(samples);
   for (int i = 0; i < warmup + samples; ++i) {
+    if (i == warmup + samples - 1) std::memset(s.out->contents(), 0xFF, s.out_bytes);  // see last_output()
     NS::AutoreleasePool* pool = NS::AutoreleasePool::alloc()->init();
     double dt = 0;
     try {
-      MTL::CommandBuffer* cb = s.submit(variant);
+      MTL::CommandBuffer* cb = s.submit(impl);
       dt = cb->GPUEndTime() - cb->GPUStartTime();
     } catch (...) {
       pool->release();
@@ -211,6 +227,13 @@ std::vector<double> Case::time(int variant, int samples, int warmup) {
     if (i >= warmup) out.push_back(dt);
   }
   return out;
+}
+
+std::vector<std::uint8_t> Case::last_output() {
+  auto& s = *impl_;
+  std::vector<std::uint8_t> host(s.out_bytes);
+  std::memcpy(host.data(), s.out->contents(), s.out_bytes);
+  return host;
 }
 
 }  // namespace gb::metal::blas

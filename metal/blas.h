@@ -1,8 +1,9 @@
 // One BLAS measurement case on Metal (mirrors cuda/blas.h): shared-storage buffers, the
 // hand-written kernels of metal/<op>.metal compiled at run time from the source Python
 // assembles (local includes inlined), verification I/O, and GPU-timestamp timing.
-// Variant 0 is the vendor path (blit copy, MPS: mps.h), 1 each op's first kernel (<op kernel>_<dtype>),
-// 2 the simdgroup-matrix GEMM. A variant that cannot run throws std::invalid_argument("no variant ...").
+// Impl::vendor is the vendor path (blit copy, MPS: mps.h); Impl::reference each op's first kernel
+// (<kernel>_<dtype>); Impl::dispatch the shipped kernel (the simdgroup-matrix GEMM for gemm, the
+// reference kernel elsewhere). Impl::vendor_tf32 throws gb::NotApplicable (no TF32 on Apple GPUs).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -14,11 +15,9 @@
 
 namespace gb::metal::blas {
 
-using namespace gb::blas_ops;  // Op codes kCopy .. kGemm
-
 class Case {
  public:
-  Case(int op, int dtype, long long batch, long long m, long long n, long long k, const std::string& source);
+  Case(Op op, DType dtype, long long batch, long long m, long long n, long long k, const std::string& source);
   ~Case();
   Case(const Case&) = delete;
   Case& operator=(const Case&) = delete;
@@ -28,13 +27,16 @@ class Case {
   std::size_t output_bytes() const;
   double library_compile_seconds() const;
   void set_input(int i, const void* data, std::size_t bytes);
-  std::vector<std::uint8_t> run_once(int variant);  // output poisoned first (all-ones bytes: NaN)
-  // GPU seconds per run (GPUEndTime - GPUStartTime of a command buffer holding one dispatch).
-  std::vector<double> time(int variant, int samples, int warmup);
+  std::string strategy(Impl impl) const;  // the kernel `impl` runs, e.g. "gemm_simd", "mps"
+  std::vector<std::uint8_t> run_once(Impl impl);  // output poisoned first (all-ones bytes: NaN)
+  // GPU seconds per run (GPUEndTime - GPUStartTime of a command buffer holding one dispatch). The
+  // output is poisoned before the last timed run, so last_output() shows what that run wrote.
+  std::vector<double> time(Impl impl, int samples, int warmup);
+  std::vector<std::uint8_t> last_output();
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  struct State;  // (not "Impl": that is gb::Impl here)
+  std::unique_ptr<State> impl_;
 };
 
 }  // namespace gb::metal::blas

@@ -29,7 +29,7 @@ R msg(const void* receiver, const char* selector, A... args) {
 Obj cls(const char* name) {
   Obj c = reinterpret_cast<Obj>(objc_getClass(name));
   if (!c)
-    throw std::invalid_argument(std::string("no variant 0 here: class ") + name +
+    throw gb::NotApplicable(std::string("MPS class ") + name +
                                 " not found (is MetalPerformanceShaders linked?)");
   return c;
 }
@@ -40,7 +40,7 @@ constexpr std::uint32_t kFloat32 = 0x10000000u | 32u, kFloat16 = 0x10000000u | 1
 }  // namespace
 
 struct Op::Impl {
-  int op = 0;
+  gb::Op op = gb::Op::copy;
   Obj kernel = nullptr;                // MPSMatrixMultiplication or MPSMatrixVectorMultiplication
   Obj left = nullptr, right = nullptr;  // MPSMatrix, or matrix + MPSVector for matrix-vector
   Obj result = nullptr;
@@ -57,32 +57,32 @@ struct Op::Impl {
   }
 };
 
-Op::Op(MTL::Device* device, int op, int dtype, const std::vector<MTL::Buffer*>& in, MTL::Buffer* out,
+Op::Op(MTL::Device* device, gb::Op op, gb::DType dtype, const std::vector<MTL::Buffer*>& in, MTL::Buffer* out,
        std::uint32_t batch, std::uint32_t m, std::uint32_t n, std::uint32_t k)
     : impl_(new Impl) {
   auto& s = *impl_;
   s.op = op;
-  if (op == kCopy) throw std::invalid_argument("no variant 0 here: copy's vendor path is the blit encoder");
+  if (op == gb::Op::copy) throw gb::NotApplicable("copy's vendor path is the blit encoder, not MPS");
   // MPS's matrix kernels document float32 and float16; bfloat16 is not attempted (an unsupported
   // type raises an Objective-C exception, which would end the process, not fail one row).
-  if (dtype == 2) throw std::invalid_argument("no variant 0 here: MPS matrix kernels are used for fp32/fp16 only");
-  std::uint32_t type = dtype == 0 ? kFloat32 : kFloat16;
-  UInt es = dtype == 0 ? 4 : 2;
+  if (dtype == gb::DType::bf16) throw gb::NotApplicable("MPS matrix kernels are used for fp32/fp16 only");
+  std::uint32_t type = dtype == gb::DType::fp32 ? kFloat32 : kFloat16;
+  UInt es = dtype == gb::DType::fp32 ? 4 : 2;
   const void* dev = device;
   const bool yes = true, no = false;  // BOOL is bool on arm64
-  if (op == kGemm || op == kVjpDw) {
-    UInt rows = m, cols = op == kGemm ? n : k, inner = op == kGemm ? k : 1, mats = op == kGemm ? batch : 1;
+  if (op == gb::Op::gemm || op == gb::Op::vjp_dw) {
+    UInt rows = m, cols = op == gb::Op::gemm ? n : k, inner = op == gb::Op::gemm ? k : 1, mats = op == gb::Op::gemm ? batch : 1;
     s.left = Impl::matrix(in[0], rows, inner, mats, es, type);   // A (m x k) or v (m x 1)
     s.right = Impl::matrix(in[1], inner, cols, mats, es, type);  // B (k x n) or x^T (1 x k)
     s.result = Impl::matrix(out, rows, cols, mats, es, type);
     s.kernel = msg<Obj>(msg<Obj>(cls("MPSMatrixMultiplication"), "alloc"),
                         "initWithDevice:transposeLeft:transposeRight:resultRows:resultColumns:interiorColumns:alpha:beta:",
                         dev, no, no, rows, cols, inner, 1.0, 0.0);
-    if (op == kGemm) msg<void>(s.kernel, "setBatchSize:", (UInt)batch);
+    if (op == gb::Op::gemm) msg<void>(s.kernel, "setBatchSize:", (UInt)batch);
   } else {
     // y = op(W) x with W row-major m x k: GEMV uses W (rows m, columns k); dx = W^T v uses the
     // transpose (MPS's rows/columns describe op(W): k x m).
-    bool t = op == kVjpDx;
+    bool t = op == gb::Op::vjp_dx;
     s.vector = true;
     s.left = Impl::matrix(in[0], m, k, 1, es, type);
     s.right = Impl::vec(in[1], t ? m : k, type);

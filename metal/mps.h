@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "contract.h"
+
 namespace MTL {
 class Buffer;
 class CommandBuffer;
@@ -20,9 +22,8 @@ namespace gb::metal::mps {
 // One op's MPS objects (kernel, matrix and vector views of the case's buffers), made once.
 class Op {
  public:
-  // op/dtype codes as gb::blas_ops::Op and the dtype codes (0 fp32, 1 fp16, 2 bf16). Throws
-  // std::invalid_argument("no variant 0 here: <why>") when MPS cannot do this op/dtype.
-  Op(MTL::Device* device, int op, int dtype, const std::vector<MTL::Buffer*>& in, MTL::Buffer* out,
+  // Throws gb::NotApplicable when MPS cannot do this op/dtype.
+  Op(MTL::Device* device, gb::Op op, gb::DType dtype, const std::vector<MTL::Buffer*>& in, MTL::Buffer* out,
      std::uint32_t batch, std::uint32_t m, std::uint32_t n, std::uint32_t k);
   ~Op();
   Op(const Op&) = delete;

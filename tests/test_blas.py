@@ -187,15 +187,19 @@ def test_failed_verification_is_not_timed(monkeypatch):
 @pytest.mark.cuda
 @pytest.mark.skipif(not registry.info("native-cuda").available,
                     reason="needs an NVIDIA GPU and driver: " + registry.info("native-cuda").reason)
-def test_every_cuda_variant_verifies_on_gpu(tmp_path):
+def test_every_native_row_verifies_on_gpu(tmp_path):
+    # Every library kernel on ragged shapes, directly: tests/test_native.py. Here the bench's rows.
     out = tmp_path / "gpu.json"
     p = run_module("bench.blas", "--quick", "--no-progress", "--backends", "native-cuda", "--cold", "read,write",
                    "--out", str(out))
     assert p.returncode == 0, p.stderr
     recs = [r for r in load_run(out).records if r.backend == "native-cuda"]
-    hand = [r for r in recs if r.variant.startswith("v") and r.status != NOT_APPLICABLE]
-    assert hand and all(r.status == OK and r.verified for r in hand), [(r.variant, r.reason) for r in hand if r.status != OK]
-    # every timed variant (cuBLAS too) also has both cold modes, each with its own samples
+    ran = [r for r in recs if r.status != NOT_APPLICABLE]
+    assert ran and all(r.status == OK and r.verified for r in ran), [(r.variant, r.reason) for r in ran if r.status != OK]
+    assert {r.variant for r in ran} >= {"gapbench", "memcpy"}
+    assert all(r.params["strategy"] and "last timed run" in r.verify_detail for r in ran)
+    assert all(r.params["invalid_samples"] == 0 for r in ran)
+    # every timed row also has both cold modes, each with its own samples
     timed = {(r.params["op"], r.params["dtype"], r.params["shape_text"], r.variant) for r in recs
              if r.status == OK and r.metric == "time"}
     for metric, word in (("time_cold", "read pass"), ("time_cold_dirty", "memset")):
@@ -203,68 +207,8 @@ def test_every_cuda_variant_verifies_on_gpu(tmp_path):
                 if r.status == OK and r.metric == metric}
         assert set(cold) == timed, (metric, timed ^ set(cold))
         assert all(len(r.samples_s) >= 5 and min(r.samples_s) > 0 and word in r.params["cache"] for r in cold.values())
-    tensor_core_fp32 = {("gemm", v, "fp32") for v in ("v4", "v6", "v7", "v8")}  # fp16/bf16-only variants
-    na = [r for r in recs if r.status == NOT_APPLICABLE
-          and (r.params["op"], r.variant, r.params["dtype"]) not in tensor_core_fp32]
-    # the only other refusals allowed: the Hopper variants (wgmma GEMM v7/v8, PDL vjp_dx v6, TMA
-    # vjp_dx v9) on a GPU older than sm_90, saying so
-    hopper = {("gemm", "v7"), ("gemm", "v8"), ("vjp_dx", "v6"), ("vjp_dx", "v9")}
-    assert all((r.params["op"], r.variant) in hopper and "sm_90" in r.reason for r in na), [(r.variant, r.reason) for r in na]
+    assert not [r for r in recs if r.status == NOT_APPLICABLE]
     assert json.loads(out.read_text())["run"]["roofline"]["cuda"]["bytes_per_s"]["value"] > 0
-
-
-@pytest.mark.cuda
-@pytest.mark.skipif(not registry.info("native-cuda").available,
-                    reason="needs an NVIDIA GPU and driver: " + registry.info("native-cuda").reason)
-def test_vjp_variants_verify_on_ragged_shapes_on_gpu(tmp_path):
-    # Shapes no tile divides: odd row counts (last row tile / slice partly past m), a last column
-    # block partly past k, a k that is not a multiple of 8 (16-byte-pack variants refuse it), and
-    # fewer rows than one tile; 8193x4104 has more units than an H200 holds blocks, so variant 10's
-    # blocks take several units each and cross column blocks mid-range. On a 132-SM GPU variant 11
-    # runs one-slice and two-slice grids of both its block sizes across these (2050x8456: 133
-    # strips of 64 fp16 columns, the last one 8 wide, two slices). Variant 12 runs its 128-byte
-    # strips in fp16/bf16 here and its 256-byte ones in fp32 at 2050x8456 (133 strips, the last
-    # 8 wide, more blocks than SMs). Variant 13 (under 4096 rows) takes 16-warp blocks at 2050x8456
-    # fp16 and 8-warp ones in fp32, and at 1001x16904 8-warp (fp16) and 4-warp (fp32: 529 strips,
-    # the last one 8 wide) blocks. Every variant that runs must match float64.
-    out = tmp_path / "ragged.json"
-    p = run_module("bench.blas", "--ops", "vjp", "--shapes", "1001x1336,77x4104,2049x1000,3x264,129x100,8193x4104,2050x8456,1001x16904",
-                   "--samples", "3", "--warmup", "1", "--no-progress", "--no-plain", "--backends", "native-cuda",
-                   "--out", str(out))
-    assert p.returncode == 0, p.stderr
-    recs = [r for r in load_run(out).records if r.backend == "native-cuda" and r.variant.startswith("v")]
-    ran = [r for r in recs if r.status != NOT_APPLICABLE]
-    assert {r.params["shape_text"] for r in ran} == {"1001x1336", "77x4104", "2049x1000", "3x264", "129x100",
-                                                     "8193x4104", "2050x8456", "1001x16904"}
-    assert all(r.status == OK and r.verified for r in ran), [(r.variant, r.params["shape_text"], r.reason)
-                                                              for r in ran if r.status != OK]
-    for v in ("v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14"):
-        for shape in ("77x4104", "8193x4104", "2050x8456", "1001x16904"):
-            assert any(r.variant == v and r.params["op"] == "vjp_dx" and r.params["shape_text"] == shape
-                       and r.status == OK for r in recs), (v, shape)
-
-
-@pytest.mark.cuda
-@pytest.mark.skipif(not registry.info("native-cuda").available,
-                    reason="needs an NVIDIA GPU and driver: " + registry.info("native-cuda").reason)
-def test_gemv_variants_verify_on_ragged_shapes_on_gpu(tmp_path):
-    # Variant 4 splits k into slices of (warps x 32 lanes x 4) packs and m into runs of rows: a k
-    # that leaves the last slice 2 packs wide (16392 fp32 = 5 slices), an odd m and runs that end
-    # mid-pair (777), fewer rows than one pair (3), a k whose packs keep only 2 warps busy (1336
-    # fp16), and a k that is not a multiple of 8 (refused by the 16-byte-pack variants).
-    out = tmp_path / "gemv.json"
-    shapes = ["777x16392", "1001x1336", "3x264", "4097x4104", "129x100"]
-    p = run_module("bench.blas", "--ops", "gemv", "--shapes", ",".join(shapes), "--samples", "3", "--warmup", "1",
-                   "--no-progress", "--no-plain", "--backends", "native-cuda", "--out", str(out))
-    assert p.returncode == 0, p.stderr
-    recs = [r for r in load_run(out).records if r.backend == "native-cuda" and r.variant.startswith("v")]
-    ran = [r for r in recs if r.status != NOT_APPLICABLE]
-    assert all(r.status == OK and r.verified for r in ran), [(r.variant, r.params["shape_text"], r.reason)
-                                                              for r in ran if r.status != OK]
-    for shape in shapes[:-1]:
-        for dt in ("fp32", "fp16", "bf16"):
-            assert any(r.variant == "v4" and r.params["shape_text"] == shape and r.params["dtype"] == dt
-                       and r.status == OK for r in recs), (shape, dt)
 
 
 @pytest.mark.apple
@@ -275,9 +219,9 @@ def test_every_metal_kernel_verifies_on_apple_gpu(tmp_path):
     p = run_module("bench.blas", "--quick", "--no-progress", "--backends", "native-metal", "--out", str(out))
     assert p.returncode == 0, p.stderr
     recs = [r for r in load_run(out).records if r.backend == "native-metal"]
-    # every hand-written kernel (v1, gemm v2) and the vendor path (blit, MPS fp32/fp16) verified and timed
-    must = [r for r in recs if r.variant in ("v1", "v2", "blit") or (r.variant == "mps" and r.params["dtype"] != "bf16")]
-    assert {r.variant for r in must} == {"v1", "v2", "blit", "mps"}
+    # the dispatcher's kernels and the vendor path (blit, MPS fp32/fp16) verified and timed
+    must = [r for r in recs if r.variant in ("gapbench", "blit") or (r.variant == "mps" and r.params["dtype"] != "bf16")]
+    assert {r.variant for r in must} == {"gapbench", "blit", "mps"}
     assert all(r.status == OK and r.verified and r.clock == "gpu_timestamps" for r in must)
 
 

@@ -1,10 +1,24 @@
-"""The extension itself: which parts were built, and how each reports (un)availability."""
+"""The extension itself: which parts were built, how each reports (un)availability, the typed
+contract (enums, NotApplicable, the .pyi stubs), and on a GPU every library kernel, the gate and
+the last-run check."""
+import ast
 import shutil
 import subprocess
+import time
+from pathlib import Path
 
+import numpy as np
 import pytest
 
-from gapbench import _native, registry
+from gapbench import _native, dtypes, native, registry
+from gapbench.blasspec import native_dims
+from gapbench.probes import copy as copy_probe
+from gapbench.probes import gemm as gemm_probe
+from gapbench.probes import gemv as gemv_probe
+from gapbench.probes import vjp as vjp_probe
+
+CUDA = registry.info("native-cuda").available
+needs_gpu = pytest.mark.skipif(not CUDA, reason="needs an NVIDIA GPU and driver: " + registry.info("native-cuda").reason)
 
 
 def test_cpu_part_always_built():
@@ -13,6 +27,13 @@ def test_cpu_part_always_built():
     t0 = _native.cpu.now_ns()
     t1 = _native.cpu.now_ns()
     assert 0 <= t1 - t0 < 10**9
+
+
+def test_build_info_carries_provenance():
+    info = _native.build_info
+    assert len(info["source_hash"]) == 64 and int(info["source_hash"], 16) >= 0
+    assert isinstance(info["dirty"], bool)
+    assert info["source_commit"] == "unknown" or len(info["source_commit"]) == 40
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc on this machine: the CUDA part is not built")
@@ -32,12 +53,16 @@ def test_cuda_status_explains_itself():
         assert not b.available and b.reason == st["reason"]
 
 
-@pytest.mark.skipif(registry.info("native-cuda").available or not _native.cuda.built,
+@pytest.mark.skipif(CUDA or not _native.cuda.built,
                     reason="checks the no-driver path: needs the CUDA part built and no usable GPU")
 def test_cuda_calls_without_driver_raise_with_the_runtime_error():
     assert "driver" in _native.cuda.status(0)["reason"].lower()
     with pytest.raises(RuntimeError, match="cudaError"):
-        _native.cuda.LaunchProbe(1, 1, 0)
+        _native.cuda.LaunchProbe(_native.LaunchKernel.null, 1, 0)
+    with pytest.raises(RuntimeError, match="cudaErrorInsufficientDriver"):
+        _native.cuda.BlasCase(_native.Op.gemv, _native.DType.fp32, 1, 8, 1, 8)
+    with pytest.raises(RuntimeError, match="cudaErrorInsufficientDriver"):
+        _native.cuda.Gate(0, 1.0)
 
 
 @pytest.mark.skipif(not _native.cuda.built, reason="CUDA part not built")
@@ -46,7 +71,7 @@ def test_plain_loop_binary_installed_and_fails_cleanly_without_gpu():
 
     exe = plain_binary()
     assert exe is not None
-    if not registry.info("native-cuda").available:
+    if not CUDA:
         p = subprocess.run([str(exe), "2", "2", "0"], capture_output=True, text=True, timeout=60)
         assert p.returncode == 2 and "failed" in p.stderr
 
@@ -55,3 +80,310 @@ def test_metal_part_reports_why_not_here():
     st = _native.metal.status()
     if not _native.metal.built:
         assert not st["available"] and st["reason"]
+
+
+# ------------------------------------------------------------------ the typed contract
+CONTRACT = {
+    "Op": ["copy", "gemv", "vjp_dx", "vjp_dw", "gemm"],
+    "DType": ["fp32", "fp16", "bf16"],
+    "Cache": ["hot", "cold_clean", "cold_dirty"],
+    "Impl": ["reference", "dispatch", "vendor", "vendor_tf32"],
+    "LaunchKernel": ["null", "add1"],
+}
+
+
+@pytest.mark.parametrize("enum_name", list(CONTRACT))
+def test_enums_round_trip_by_name(enum_name):
+    enum = getattr(_native, enum_name)
+    members = [getattr(enum, name) for name in CONTRACT[enum_name]]
+    assert [m.name for m in members] == CONTRACT[enum_name]
+    assert len({m.value for m in members}) == len(members)  # distinct values
+    helper = {"Op": native.op, "DType": native.dtype, "Cache": native.cache, "Impl": native.impl,
+              "LaunchKernel": native.launch_kernel}[enum_name]
+    for m in members:
+        assert helper(m.name) is m
+    with pytest.raises(ValueError, match=f"unknown {enum_name} 'nope'"):
+        helper("nope")
+
+
+def test_python_names_map_to_the_enums():
+    """The specs and dtypes name the enum members: no integer codes on the Python side."""
+    specs = [copy_probe.SPEC, gemv_probe.SPEC, vjp_probe.DX, vjp_probe.DW, gemm_probe.SPEC]
+    assert [native.op(s.native_op).name for s in specs] == CONTRACT["Op"]
+    assert [native.dtype(d).name for d in dtypes.DTYPES] == CONTRACT["DType"]
+    assert not hasattr(dtypes, "NATIVE_CODE")
+
+
+def test_not_applicable_is_a_value_error():
+    assert issubclass(_native.NotApplicable, ValueError)
+    assert native.not_applicable() is _native.NotApplicable
+
+
+def _stub_names() -> dict[str, set[str]]:
+    """Public names the .pyi declares: top level, and inside each submodule / class namespace."""
+    tree = ast.parse((Path(_native.__file__).parent / "_native.pyi").read_text())
+    out: dict[str, set[str]] = {"": set()}
+
+    def walk(body, prefix):
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                out[prefix].add(node.name)
+                key = f"{prefix}.{node.name}".lstrip(".")
+                out[key] = set()
+                walk(node.body, key)
+            elif isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                out[prefix].add(node.name)
+            elif isinstance(node, ast.AnnAssign):
+                out[prefix].add(node.target.id)
+            elif isinstance(node, ast.Assign):
+                out[prefix].update(t.id for t in node.targets)
+
+    walk(tree.body, "")
+    return out
+
+
+def _public(obj) -> set[str]:
+    return {n for n in dir(obj) if not n.startswith("_")}
+
+
+def test_stubs_match_the_built_module():
+    stub = _stub_names()
+    assert stub[""] == _public(_native) - {"annotations"}
+    assert stub["cpu"] == _public(_native.cpu)
+    for enum_name, names in CONTRACT.items():
+        assert stub[enum_name] == set(names)
+    for part in ("cuda", "metal"):
+        mod = getattr(_native, part)
+        built = _public(mod)
+        assert built <= stub[part], f"{part}: in the module, not the stub: {built - stub[part]}"
+        if mod.built:  # a built part has everything the stub promises, classes member for member
+            assert built == stub[part], f"{part}: in the stub, not the module: {stub[part] - built}"
+            for cls in (n for n in built if isinstance(getattr(mod, n), type)):
+                assert _public(getattr(mod, cls)) == stub[f"{part}.{cls}"], f"{part}.{cls}"
+
+
+# ------------------------------------------------------------------ GPU: every Impl, gate, last run
+SPECS = {"copy": copy_probe.SPEC, "gemv": gemv_probe.SPEC, "vjp_dx": vjp_probe.DX, "vjp_dw": vjp_probe.DW,
+         "gemm": gemm_probe.SPEC}
+# Ragged shapes: dimensions that are not multiples of any tile, pack or warp, k not a multiple of 8
+# (the 16-byte kernels step aside), fewer rows than a tile, and shapes that drive each branch of
+# the dispatcher's rule (tall and short W, wide and narrow strips, one-wave block sizes, W over
+# and under L2/4, split-k and warp rows, wgmma's 128- and 256-wide tiles).
+RAGGED = {
+    "copy": [{"n": 1}, {"n": 1001}, {"n": (1 << 20) + 3}],
+    # (x-stationary: 16392 fp32 leaves the last k-slice 2 packs wide; 777 ends row runs mid-pair;
+    # 1336 fp16 keeps only 2 warps busy)
+    "gemv": [{"m": 1, "k": 1}, {"m": 37, "k": 1000}, {"m": 1000, "k": 1003}, {"m": 1001, "k": 16904},
+             {"m": 4099, "k": 1032}, {"m": 16384, "k": 1024}, {"m": 777, "k": 16392}, {"m": 1001, "k": 1336},
+             {"m": 3, "k": 264}, {"m": 4097, "k": 4104}, {"m": 129, "k": 100}],
+    # (strips: 2050x8456 is 133 strips of 64 fp16 columns, the last 8 wide; 1001x16904 fp32 529;
+    # 8193x4104 and 4100x1032 take the tall rule with a second slice of rows)
+    "vjp_dx": [{"m": 1, "k": 8}, {"m": 37, "k": 1003}, {"m": 1001, "k": 16904}, {"m": 2050, "k": 8456},
+               {"m": 4100, "k": 1032}, {"m": 4100, "k": 16392}, {"m": 8193, "k": 4104}, {"m": 300, "k": 24},
+               {"m": 1001, "k": 1336}, {"m": 77, "k": 4104}, {"m": 2049, "k": 1000}, {"m": 3, "k": 264},
+               {"m": 129, "k": 100}],
+    "vjp_dw": [{"m": 1, "k": 1}, {"m": 37, "k": 1003}, {"m": 1001, "k": 4104}],
+    "gemm": [{"batch": 1, "m": 1, "n": 8, "k": 8}, {"batch": 3, "m": 200, "n": 136, "k": 72},
+             {"batch": 2, "m": 130, "n": 264, "k": 520}, {"batch": 2, "m": 67, "n": 33, "k": 45}],
+}
+CASES = [(op, dt, sh) for op, shapes in RAGGED.items() for dt in dtypes.DTYPES for sh in shapes]
+
+
+def _case(op, dt, shape, rng):
+    spec = SPECS[op]
+    rounded = [dtypes.round_to(a, dt) for a in spec.inputs(shape, rng)]
+    case = _native.cuda.BlasCase(native.op(op), native.dtype(dt), *native_dims(shape), 0)
+    for i, a in enumerate(rounded):
+        case.set_input(i, dtypes.to_bytes(a, dt))
+    return case, spec.reference([a.astype(np.float64) for a in rounded])
+
+
+@pytest.fixture(scope="module")
+def cublas():
+    from gapbench.probes.blas import cublas_candidates
+
+    return _native.cuda.cublas_load(cublas_candidates()) if CUDA else ""
+
+
+@pytest.mark.cuda
+@needs_gpu
+@pytest.mark.parametrize("op,dt,shape", CASES, ids=[f"{o}-{d}-{'x'.join(map(str, s.values()))}" for o, d, s in CASES])
+def test_every_impl_verifies_on_ragged_shapes(op, dt, shape, cublas):
+    case, ref = _case(op, dt, shape, np.random.default_rng(7))
+    impls = ["reference", "dispatch"] + (["vendor"] if cublas or op == "copy" else [])
+    if op == "gemm" and dt == "fp32" and cublas:
+        impls.append("vendor_tf32")
+    for name in impls:
+        impl = native.impl(name)
+        tol = "tf32" if name == "vendor_tf32" else dt
+        for _ in range(2):  # twice: kernels that count in the workspace must have reset it
+            ok, detail = dtypes.check(dtypes.from_bytes(case.run_once(impl), dt), ref, tol)
+            assert ok, f"{name} ({case.strategy(impl)}): {detail}"
+    if op != "gemm" or dt != "fp32":
+        with pytest.raises(_native.NotApplicable):
+            case.run_once(native.impl("vendor_tf32"))
+
+
+@pytest.mark.cuda
+@needs_gpu
+@pytest.mark.parametrize("cache", ["hot", "cold_clean", "cold_dirty"])
+def test_last_timed_output_verified_and_l2_rotation(cache, cublas):
+    for op, dt, shape in [("vjp_dx", "bf16", {"m": 1001, "k": 16904}), ("gemv", "fp32", {"m": 1000, "k": 1032}),
+                          ("gemm", "fp16", {"batch": 2, "m": 130, "n": 264, "k": 520}),
+                          ("vjp_dx", "fp16", {"m": 256, "k": 256})]:
+        case, ref = _case(op, dt, shape, np.random.default_rng(3))
+        with pytest.raises(RuntimeError, match="before any timed run"):
+            case.last_output()
+        samples = case.time(native.impl("dispatch"), 7, 2, native.cache(cache))
+        assert len(samples) == 7 and all(s > 0 for s in samples) and case.invalid_samples == 0
+        ok, detail = dtypes.check(dtypes.from_bytes(case.last_output(), dt), ref, dt)
+        assert ok, f"{op} {dt} last timed run ({case.strategy(native.impl('dispatch'))}): {detail}"
+        l2 = _native.cuda.status(0)["l2_bytes"]
+        set_bytes = sum(-(-b // 256) * 256 for b in [case.input_bytes(i) for i in range(case.n_inputs)]
+                        + [case.output_bytes])
+        assert case.l2_resident or case.rotations * set_bytes >= 2 * l2
+
+
+@pytest.mark.cuda
+@needs_gpu
+def test_dispatcher_follows_its_rule():
+    """The strategy names the rule table in cuda/kernels.h promises, on an sm_90 GPU (H100/H200)."""
+    if _native.cuda.status(0)["compute_capability"] != "9.0":
+        pytest.skip("the table's gemm rows are for sm_90")
+    want = {
+        ("gemv", "fp32", (1024, 16384)): "gemv_x_stationary", ("gemv", "fp16", (1024, 16384)): "gemv_split_k",
+        ("gemv", "bf16", (4096, 16384)): "gemv_warp_rows", ("gemv", "fp32", (1000, 1003)): "gemv_warp_rows",
+        ("vjp_dx", "fp16", (16384, 16384)): "vjp_dx_strips256", ("vjp_dx", "fp16", (1024, 1024)): "vjp_dx_strips128_wave",
+        ("vjp_dx", "fp32", (2048, 16384)): "vjp_dx_strips128_wave_ef", ("vjp_dx", "fp32", (37, 1003)): "vjp_dx_row_slices",
+        ("vjp_dw", "bf16", (4096, 16384)): "vjp_dw_2d_stream", ("copy", "fp16", (1 << 20,)): "copy_vec16",
+        ("gemm", "fp32", (8, 256, 256, 256)): "gemm_simt_tiles", ("gemm", "fp16", (8, 256, 256, 256)): "gemm_wgmma_tma256",
+        ("gemm", "bf16", (2, 256, 128, 256)): "gemm_wgmma_tma128", ("gemm", "fp16", (2, 64, 60, 64)): "gemm_simt_tiles",
+    }
+    keys = {1: ("n",), 2: ("m", "k"), 4: ("batch", "m", "n", "k")}
+    for (op, dt, dims), name in want.items():
+        case = _native.cuda.BlasCase(native.op(op), native.dtype(dt), *native_dims(dict(zip(keys[len(dims)], dims))), 0)
+        assert case.strategy(native.impl("dispatch")) == name, (op, dt, dims)
+        assert case.strategy(native.impl("reference")) == f"{op}_reference"
+
+
+@pytest.mark.cuda
+@needs_gpu
+def test_gate_releases_and_times_out():
+    import torch
+
+    gate = _native.cuda.Gate(0, 0.5)
+    stream = torch.cuda.Stream()
+    x = torch.ones(1024, device="cuda")
+    # Released: the queued work runs after release, and the hold did not time out.
+    gate.hold(stream.cuda_stream)
+    with torch.cuda.stream(stream):
+        y = x * 2
+    time.sleep(0.05)
+    assert not stream.query()  # held: the work behind the gate has not run
+    gate.release()
+    stream.synchronize()
+    assert not gate.timed_out() and float(y.sum()) == 2048.0
+    # Never released: the kernel gives up after its timeout, says so, and the stream goes on.
+    t0 = time.perf_counter()
+    gate.hold(stream.cuda_stream)
+    with torch.cuda.stream(stream):
+        z = x * 3
+    stream.synchronize()
+    waited = time.perf_counter() - t0
+    assert 0.45 < waited < 5.0, waited
+    gate.release()
+    assert gate.timed_out() and float(z.sum()) == 3072.0
+    with pytest.raises(ValueError, match="timeout_s"):
+        _native.cuda.Gate(0, 0.0)
+
+
+@pytest.mark.cuda
+@needs_gpu
+def test_launch_probe_device_kernel_is_gated():
+    p = _native.cuda.LaunchProbe(_native.LaunchKernel.null, 1, 0)
+    assert p.kernel == _native.LaunchKernel.null
+    samples = p.device_kernel(20, 50, 2)
+    assert len(samples) == 20 and all(s > 0 for s in samples) and p.invalid_samples == 0
+
+
+@pytest.mark.skipif(CUDA, reason="checks the spin fallback, used only where the native gate is absent")
+def test_spin_fallback_drops_samples_queued_past_the_spin(monkeypatch):
+    """Without the native gate a fixed spin holds the stream; a sample whose host queuing outlasted
+    the shortest the spin can last is dropped and taken again, and never returned as valid."""
+    from gapbench import hold
+
+    now = [0.0]
+    monkeypatch.setattr(hold.time, "perf_counter", lambda: now[0])
+    spins = []
+    h = hold.StreamHold(0, spins.append)
+    assert h.gate is None and "fixed spin" in h.method
+    shortest = hold.SPIN_CYCLES / hold.MAX_CLOCK_HZ
+    queue_times = iter([2 * shortest, 0.5 * shortest])
+    results = iter([9.0, 1.5e-6])  # the first sample's events would include host time
+
+    def enqueue():
+        now[0] += next(queue_times)
+
+    assert h.sample(0, enqueue, lambda: next(results)) == 1.5e-6
+    assert h.invalid_samples == 1 and spins == [hold.SPIN_CYCLES] * 2
+
+    def slow():
+        now[0] += 1.01 * shortest
+
+    with pytest.raises(hold.GateTimeout, match="could not queue"):
+        h.sample(0, slow, lambda: 1.0)
+    assert h.invalid_samples == 1 + hold.MAX_RETRIES
+
+
+def test_bench_rows_fail_when_the_last_timed_run_is_wrong(monkeypatch):
+    """probes/blas.py's native path: a row whose last timed run left a wrong output is failed, not
+    timed-and-ok; the dispatcher's row names its strategy; a NotApplicable impl is an n/a row."""
+    from gapbench.probes import blas
+    from gapbench.result import FAILED, NOT_APPLICABLE, OK
+
+    shape = {"m": 64, "k": 48}
+    rounded = [dtypes.round_to(a, "fp16") for a in gemv_probe.SPEC.inputs(shape, np.random.default_rng(1))]
+    ref = gemv_probe.SPEC.reference([a.astype(np.float64) for a in rounded])
+    good = dtypes.to_bytes(ref.astype(np.float32), "fp16").tobytes()
+    broken = {"last": False}
+
+    class FakeCase:
+        rotations, l2_resident, invalid_samples = 9, False, 0
+
+        def __init__(self, op, dt, *dims):
+            assert op is _native.Op.gemv and dt is _native.DType.fp16
+
+        def set_input(self, i, data):
+            pass
+
+        def strategy(self, impl):
+            if impl is _native.Impl.vendor:
+                raise _native.NotApplicable("no vendor here")
+            return f"gemv_{impl.name}"
+
+        def run_once(self, impl):
+            return good
+
+        def time(self, impl, n, warmup, cache):
+            return [1e-6] * n
+
+        def last_output(self):
+            out = bytearray(good)
+            if broken["last"]:
+                out[0:2] = b"\xff\xff"  # one output the last timed run never wrote
+            return bytes(out)
+
+    monkeypatch.setattr(_native, "cuda", type("FakePart", (), {"BlasCase": FakeCase}))
+    info = type("Info", (), {"device": {}})()
+    cfg = blas.Config(samples=5, warmup=1)
+    for last_bad in (False, True):
+        broken["last"] = last_bad
+        recs = blas._native_cuda(gemv_probe.SPEC, "fp16", shape, rounded, ref, cfg, info, "libcublas.so", "")
+        rows = {r.variant: r for r in recs}
+        assert rows["cublas"].status == NOT_APPLICABLE and "no vendor" in rows["cublas"].reason
+        g = rows["gapbench"]
+        assert g.params["strategy"] == "gemv_dispatch" and g.params["rotations"] == 9
+        if last_bad:
+            assert g.status == FAILED and "last timed run" in g.reason and not g.samples_s
+        else:
+            assert g.status == OK and g.verified and "last timed run" in g.verify_detail

@@ -1,11 +1,12 @@
 // plain/blas.cu: cuBLAS called from a plain standalone C++ loop, no harness, no Python.
 // It checks that the harness's vendor rows (cuda/blas.cu) add nothing to the library's own time:
 // bench.blas runs it in the same session and reports harness/plain ratios (target: within 2%).
-// Usage: gapbench_blas_plain LIBCUBLAS OP(gemm|gemv) DTYPE(0 fp32|1 fp16|2 bf16) B M N K SAMPLES WARMUP
+// Usage: gapbench_blas_plain LIBCUBLAS OP(gemm|gemv) DTYPE(fp32|fp16|bf16) B M N K SAMPLES WARMUP
 //        -> one JSON object with the per-run seconds (CUDA events around each call).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,7 +17,7 @@
 #include "cublas_or_exit.h"
 #include "fill.cuh"
 #include "plain_check.h"
-#include "spin.cuh"
+#include "gate.h"
 
 #define CHECK_BLAS(x)                                                              \
   do {                                                                             \
@@ -38,7 +39,12 @@ int main(int argc, char** argv) {
   std::string lib = gb::plain::load_cublas_or_exit(argv[1]);
   const auto& api = gb::cuda::cublas::api();
   bool gemm = std::strcmp(argv[2], "gemm") == 0;
-  int dt = std::atoi(argv[3]);
+  // The dtype by name, as gapbench._native.DType spells it (no hand-kept codes across files).
+  int dt = std::strcmp(argv[3], "fp32") == 0 ? 0 : std::strcmp(argv[3], "fp16") == 0 ? 1 : std::strcmp(argv[3], "bf16") == 0 ? 2 : -1;
+  if (dt < 0) {
+    std::fprintf(stderr, "DTYPE must be fp32, fp16 or bf16, got %s\n", argv[3]);
+    return 1;
+  }
   long long B = std::atoll(argv[4]), M = std::atoll(argv[5]), N = std::atoll(argv[6]), K = std::atoll(argv[7]);
   int samples = std::atoi(argv[8]), warmup = std::atoi(argv[9]);
   cudaDataType t = dt == 0 ? CUDA_R_32F : (dt == 1 ? CUDA_R_16F : CUDA_R_16BF);
@@ -62,13 +68,12 @@ int main(int argc, char** argv) {
   const float one = 1.f, zero = 0.f;
   int m = (int)M, n = (int)N, k = (int)K;
   std::vector<double> out;
-  int khz = 0;
-  CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
-  long long hold = (long long)(khz / 1000) * 50;  // ~50 us of SM clocks, as the harness
-  for (int i = 0; i < warmup + samples; ++i) {
-    // Same method as the harness (cuda/blas.cu): the device is kept busy while the host queues
-    // the start event and the call, so the host's submission gap is not timed as the library's.
-    gb::launch::spin_kernel<<<1, 1, 0, st>>>(hold);
+  gb::cuda::Gate gate(0, 1.0);
+  int invalid = 0;
+  for (int i = 0; i < warmup + samples;) {
+    // Same method as the harness (cuda/blas.cu): the release gate holds the stream until the host
+    // has queued the start event, the call and the stop event, so no submission gap is timed.
+    gate.hold(reinterpret_cast<std::uintptr_t>(st));
     CHECK(cudaEventRecord(e0, st));
     if (gemm) {  // row-major C = A B as column-major C^T = B^T A^T
       CHECK_BLAS(api.gemm_strided_batched_ex(h, 0, 0, n, m, k, &one, b, t, n, (long long)k * n, a, t, k,
@@ -79,12 +84,21 @@ int main(int argc, char** argv) {
       CHECK_BLAS(api.gemm_ex(h, 1, 0, m, 1, k, &one, a, t, k, b, t, k, &zero, c, t, m, 68, -1));
     }
     CHECK(cudaEventRecord(e1, st));
+    gate.release();
     CHECK(cudaEventSynchronize(e1));
+    if (gate.timed_out()) {  // dropped, never silently valid
+      if (++invalid > samples) {
+        std::fprintf(stderr, "the gate timed out %d times\n", invalid);
+        return 2;
+      }
+      continue;
+    }
     float ms;
     CHECK(cudaEventElapsedTime(&ms, e0, e1));
     if (i >= warmup) out.push_back(ms * 1e-3);
+    ++i;
   }
-  std::printf("{\"library\": \"%s\", \"samples\": [", lib.c_str());
+  std::printf("{\"library\": \"%s\", \"invalid_samples\": %d, \"samples\": [", lib.c_str(), invalid);
   for (size_t i = 0; i < out.size(); ++i) std::printf(i ? ", %.9e" : "%.9e", out[i]);
   std::printf("]}\n");
   api.destroy(h);

@@ -1,5 +1,5 @@
 """What a BLAS probe declares: its shapes, inputs, float64 reference, work (flops, bytes), the
-native op code and hand-written variants, and how each framework runs it. probes/copy.py,
+native op (a gapbench._native.Op member name), and how each framework runs it. probes/copy.py,
 probes/gemv.py, probes/vjp.py and probes/gemm.py are instances; probes/blas.py runs them."""
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ Shape = dict  # keys among batch, m, n, k
 @dataclass(frozen=True)
 class OpSpec:
     name: str
-    native_op: int
-    variants: dict[int, str]  # hand-written CUDA variants: number -> description
+    native_op: str  # the gapbench._native.Op member that runs it natively (gapbench.native.op)
     shapes: Callable[[bool], list[Shape]]  # quick -> shapes
     inputs: Callable[[Shape, np.random.Generator], list[np.ndarray]]  # float32, unrounded
     reference: Callable[[list[np.ndarray]], np.ndarray]  # float64 inputs -> float64 output

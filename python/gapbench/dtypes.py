@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 
 DTYPES = ("fp32", "fp16", "bf16")
-NATIVE_CODE = {"fp32": 0, "fp16": 1, "bf16": 2}
 ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2}
 #: relative-error bound ||out - ref|| / ||ref|| against float64 on the rounded inputs; beyond it
 #: a result is a failure. fp32: summation-order noise; fp16/bf16: output rounding dominates.

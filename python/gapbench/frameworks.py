@@ -166,16 +166,27 @@ class TorchAdapter(Adapter):
         if self.device_clock != "device_events":
             return super().time_device(fn, inner)
         start, stop = self._event_pair()
-        if self.device == "cuda":
-            # Queue preloaded (~50 us of GPU clocks) so the events time the op, not the host's
-            # submission gap on an idle GPU.
-            self.torch.cuda._sleep(100_000)
-        start.record()
-        for _ in range(inner):
-            fn()
-        stop.record()
-        stop.synchronize()
-        return start.elapsed_time(stop) * 1e-3
+
+        def enqueue():
+            start.record()
+            for _ in range(inner):
+                fn()
+            stop.record()
+
+        def finish():
+            stop.synchronize()
+            return start.elapsed_time(stop) * 1e-3
+
+        if self.device != "cuda":
+            enqueue()
+            return finish()
+        # The stream is held until the host has queued the events and the op (hold.py), so the
+        # events time the op, not the host's submission gap.
+        if getattr(self, "hold", None) is None:
+            from .hold import StreamHold
+
+            self.hold = StreamHold(self.torch.cuda.current_device(), self.torch.cuda._sleep)
+        return self.hold.sample(self.torch.cuda.current_stream().cuda_stream, enqueue, finish)
 
     def graph(self, fn, inner):
         if self.device != "cuda":
@@ -343,7 +354,7 @@ class CupyAdapter(Adapter):
     def supports(self, dtype: str) -> tuple[bool, str]:
         return (dtype != "bf16", "cupy has no bfloat16 dtype")
 
-    def _spin(self, cycles: int) -> None:
+    def _spin(self, cycles: int) -> None:  # the fallback of hold.py when the native gate is absent
         if not hasattr(self, "_spin_kernel"):
             self._spin_kernel = self.cp.RawKernel(
                 r'extern "C" __global__ void gb_spin(long long c) {'
@@ -359,13 +370,22 @@ class CupyAdapter(Adapter):
     def time_device(self, fn, inner):
         cp = self.cp
         start, stop = cp.cuda.Event(), cp.cuda.Event()
-        self._spin(100_000)  # queue preloaded, as for torch: time the op, not the submission gap
-        start.record()
-        for _ in range(inner):
-            fn()
-        stop.record()
-        stop.synchronize()
-        return cp.cuda.get_elapsed_time(start, stop) * 1e-3
+
+        def enqueue():
+            start.record()
+            for _ in range(inner):
+                fn()
+            stop.record()
+
+        def finish():
+            stop.synchronize()
+            return cp.cuda.get_elapsed_time(start, stop) * 1e-3
+
+        if getattr(self, "hold", None) is None:  # held as for torch (hold.py)
+            from .hold import StreamHold
+
+            self.hold = StreamHold(cp.cuda.Device().id, self._spin)
+        return self.hold.sample(cp.cuda.get_current_stream().ptr, enqueue, finish)
 
     def graph(self, fn, inner):
         cp = self.cp

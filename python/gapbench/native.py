@@ -1,8 +1,11 @@
-"""Access to the compiled extension, gapbench._native, with the reason when it is missing."""
+"""Access to the compiled extension, gapbench._native, with the reason when it is missing, and the
+mapping of gapbench's op / dtype / impl / cache names to the extension's enums (the names are the
+enum members' names: no integer codes are kept on the Python side)."""
 from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import Any
 
 _native: ModuleType | None = None
 _error: str | None = None
@@ -28,3 +31,42 @@ def build_info() -> dict:
         return dict(load().build_info)
     except RuntimeError as e:
         return {"error": str(e)}
+
+
+def _member(enum_name: str, name: str) -> Any:
+    enum = getattr(load(), enum_name)
+    try:
+        return getattr(enum, name)  # works for enum.Enum (pybind11 >= 3) and py::enum_ alike
+    except AttributeError:
+        names = [n for n in dir(enum) if not n.startswith("_") and isinstance(getattr(enum, n), enum)]
+        raise ValueError(f"unknown {enum_name} {name!r}; choose from {', '.join(names)}") from None
+
+
+def op(name: str) -> Any:
+    """_native.Op for an op name (copy, gemv, vjp_dx, vjp_dw, gemm)."""
+    return _member("Op", name)
+
+
+def dtype(name: str) -> Any:
+    """_native.DType for a dtype name (fp32, fp16, bf16)."""
+    return _member("DType", name)
+
+
+def impl(name: str) -> Any:
+    """_native.Impl for reference, dispatch, vendor or vendor_tf32."""
+    return _member("Impl", name)
+
+
+def cache(name: str) -> Any:
+    """_native.Cache for hot, cold_clean or cold_dirty."""
+    return _member("Cache", name)
+
+
+def launch_kernel(name: str) -> Any:
+    """_native.LaunchKernel for null or add1."""
+    return _member("LaunchKernel", name)
+
+
+def not_applicable() -> type[Exception]:
+    """The extension's NotApplicable exception class (a ValueError)."""
+    return load().NotApplicable

@@ -18,7 +18,7 @@ def _series_name(r: Record) -> str:
     from .registry import parse
 
     if parse(r.backend).is_native:
-        return f"{r.backend} hand-written (best)" if r.variant.startswith("v") else f"{r.backend} {r.variant}"
+        return f"{r.backend} gapbench (dispatcher)" if r.variant == "gapbench" else f"{r.backend} {r.variant}"
     return r.backend + (" @tf32" if r.params.get("precision") == "tf32" else "")
 
 

@@ -21,7 +21,8 @@ import numpy as np
 
 from .. import registry as bk
 from ..blasspec import OpSpec, native_dims, shape_text
-from ..dtypes import DTYPES, NATIVE_CODE, check, from_bytes, round_to, to_bytes
+from .. import native
+from ..dtypes import DTYPES, check, from_bytes, round_to, to_bytes
 from ..result import ERROR, FAILED, NOT_APPLICABLE, OK, UNAVAILABLE, Record
 from . import copy as copy_probe
 from . import gemm as gemm_probe
@@ -49,10 +50,10 @@ def selected_specs(names: list[str]) -> list[OpSpec]:
 
 
 OP_NAMES = list(OPS) + [spec.name for specs in OPS.values() for spec in specs if spec.name not in OPS]
-# codes as in cuda/l2_scrub.cuh.
+# --cold scrub -> (gapbench._native.Cache member, metric, the `cache` param written with the samples)
 COLD_MODES = {
-    "read": (1, "time_cold", "cold (L2 flushed clean: 2x-L2 read pass before each run)"),
-    "write": (2, "time_cold_dirty", "cold (L2 scrubbed dirty: 2x-L2 memset before each run)"),
+    "read": ("cold_clean", "time_cold", "cold (L2 flushed clean: 2x-L2 read pass before each run)"),
+    "write": ("cold_dirty", "time_cold_dirty", "cold (L2 scrubbed dirty: 2x-L2 memset before each run)"),
 }
 
 
@@ -105,75 +106,122 @@ def _record(spec: OpSpec, dtype: str, shape: dict, backend: str, variant: str, *
                   params=params, work=spec.work(shape, dtype), **kw)
 
 
+#: The native rows of a case: (Impl member, row name, tolerance dtype or None for the case's own).
+#: `gapbench` is the library's dispatcher (its kernel's name goes in params["strategy"]); the
+#: reference kernel is verified before them and never timed.
+NATIVE_ROWS = (("dispatch", "gapbench"), ("vendor", "cublas"), ("vendor_tf32", "cublas-tf32"))
+
+
+def _native_case(part, spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray], *extra):
+    case = part.BlasCase(native.op(spec.native_op), native.dtype(dtype), *native_dims(shape), *extra)
+    for i, a in enumerate(rounded):
+        case.set_input(i, to_bytes(a, dtype))
+    return case
+
+
+#: The reference kernels are the simplest correct ones, and slow (gemm's reads operands straight
+#: from memory, gemv's has a warp read 32 rows): the bench checks them only up to this much work.
+#: Every one is checked on ragged shapes by tests/test_native.py.
+REFERENCE_CHECK_MAX = {"bytes": 64 * 2**20, "flops": 5e10}
+
+
+def _check_reference(case, spec, dtype, shape, ref, info, backend) -> tuple[list[Record], str]:
+    """The library's reference kernel, run once on a poisoned output against float64: the rows of
+    this case are trusted only if the simplest kernel agrees with numpy. Never timed."""
+    work = spec.work(shape, dtype)
+    if any(work[k] > REFERENCE_CHECK_MAX[k] for k in REFERENCE_CHECK_MAX):
+        return [], "not run at this size (see REFERENCE_CHECK_MAX)"
+    try:
+        ok, detail = check(from_bytes(case.run_once(native.impl("reference")), dtype), ref, dtype)
+    except (RuntimeError, ValueError, MemoryError) as e:
+        ok, detail = False, f"{type(e).__name__}: {e}"
+    if ok:
+        return [], detail
+    return [_record(spec, dtype, shape, backend, "reference", status=FAILED, op=case.strategy(native.impl("reference")),
+                    reason="reference kernel failed verification: " + detail, verified=False, verify_detail=detail,
+                    device=info.device)], detail
+
+
 def _native_cuda(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray], ref: np.ndarray, cfg: Config,
                  info: bk.BackendInfo, cublas_path: str, cublas_why: str) -> list[Record]:
     from .. import _native
 
-    recs: list[Record] = []
     try:
-        case = _native.cuda.BlasCase(spec.native_op, NATIVE_CODE[dtype], *native_dims(shape), 0)
-        for i, a in enumerate(rounded):
-            case.set_input(i, to_bytes(a, dtype))
+        case = _native_case(_native.cuda, spec, dtype, shape, rounded, 0)
     except (RuntimeError, ValueError, MemoryError) as e:
         return [_record(spec, dtype, shape, "native-cuda", "-", status=ERROR, reason=str(e), device=info.device)]
-    variants: list[tuple[int, str, str]] = [(0, "cublas", dtype)]
-    if spec.name == "gemm" and dtype == "fp32":
-        variants.append((100, "cublas-tf32", "tf32"))
-    variants += [(v, f"v{v}", dtype) for v in spec.variants]
-    timer = _Timer(cfg)
+    recs, ref_detail = _check_reference(case, spec, dtype, shape, ref, info, "native-cuda")
     todo = []
-    for code, name, tol in variants:
-        desc = "cuBLAS" if code in (0, 100) else spec.variants[code]
-        if spec.name == "copy" and code == 0:
-            desc, name = "cudaMemcpyAsync device-to-device", "memcpy"
-        elif code in (0, 100) and not cublas_path:
+    for impl, name in NATIVE_ROWS:
+        tol = dtype
+        if impl == "vendor_tf32":
+            if not (spec.name == "gemm" and dtype == "fp32"):
+                continue  # TF32 is an fp32-GEMM row only; elsewhere there is nothing to say
+            tol = "tf32"
+        if spec.name == "copy" and impl == "vendor":
+            name = "memcpy"
+        elif impl != "dispatch" and not cublas_path:
             recs.append(_record(spec, dtype, shape, "native-cuda", name, status=UNAVAILABLE, reason=cublas_why,
-                                device=info.device, op=desc))
+                                device=info.device, op="cuBLAS"))
             continue
-        todo.append((code, name, desc, tol))
+        todo.append((impl, name, tol))
+    timer = _Timer(cfg)
+    cold = [COLD_MODES[c] for c in cfg.cold]
 
-    def measure(code):
-        n = timer.count(case.time(code, 1, 1, 0)[0])
-        modes = [(0, "time", f"hot, {case.rotations} rotating sets")] + [COLD_MODES[c] for c in cfg.cold]
+    def measure(impl):
+        n = timer.count(case.time(impl, 1, 1, native.cache("hot"))[0])
+        modes = [("hot", "time", f"hot, {case.rotations} rotating sets"
+                  + (" (L2-resident: memory allows no more)" if case.l2_resident else ""))] + cold
         for cache, metric, text in modes:
-            yield metric, case.time(code, n, cfg.warmup, cache), {
-                "cache": text,
-                "library": cublas_path if code in (0, 100) and spec.name != "copy" else "",
-                **({"precision": "tf32"} if code == 100 else {})}
+            samples = case.time(impl, n, cfg.warmup, native.cache(cache))
+            yield metric, samples, {
+                "cache": text, "l2_resident": bool(case.l2_resident) if cache == "hot" else False,
+                "rotations": case.rotations if cache == "hot" else 1,
+                "invalid_samples": case.invalid_samples, "reference_check": ref_detail,
+                "library": cublas_path if impl in ("vendor", "vendor_tf32") and spec.name != "copy" else "",
+                **({"precision": "tf32"} if impl == "vendor_tf32" else {})}
 
-    return recs + _verify_then_time(spec, dtype, shape, ref, cfg, info, "native-cuda", "device_events", todo,
-                                    case.run_once, measure)
+    return recs + _verify_then_time(spec, dtype, shape, ref, cfg, info, "native-cuda", "device_events", todo, case,
+                                    measure)
 
 
 def _verify_then_time(spec: OpSpec, dtype: str, shape: dict, ref: np.ndarray, cfg: Config, info: bk.BackendInfo,
-                      backend: str, clock: str, variants, run_once, measure) -> list[Record]:
-    """Each native variant (code, name, description, tolerance dtype) of one case: run once on a
-    poisoned output and check against float64; only then `measure(code)`, which yields (metric,
-    samples, params). A variant the native side refuses ("no variant ...: why") is a not-applicable
-    row with its reason; any failure is a row, and the other variants still run."""
+                      backend: str, clock: str, rows, case, measure) -> list[Record]:
+    """Each native row (Impl member name, row name, tolerance dtype) of one case: run once on a
+    poisoned output and check against float64; only then `measure(impl)`, which yields (metric,
+    samples, params) per cache mode, each followed by a check of the last timed run's output
+    (case.last_output()). An Impl the native side refuses (NotApplicable) is a not-applicable row
+    with its reason; any failure is a row, and the other rows still run."""
+    not_applicable = native.not_applicable()
     recs = []
-    for code, name, desc, tol in variants:
+    for impl_name, name, tol in rows:
+        impl = native.impl(impl_name)
+        desc = ""
         try:
-            out = from_bytes(run_once(code), dtype)
+            desc = case.strategy(impl)
+            out = from_bytes(case.run_once(impl), dtype)
             ok, detail = check(out, ref, tol)
             if not ok:
                 recs.append(_record(spec, dtype, shape, backend, name, status=FAILED, op=desc,
                                     reason="verification failed, not timed: " + detail, verified=False,
-                                    verify_detail=detail, device=info.device))
+                                    verify_detail=detail, device=info.device, params={"strategy": desc}))
                 continue
-            for metric, samples, params in measure(code):
+            for metric, samples, params in measure(impl):
+                params = {"strategy": desc, **params}
+                ok_last, last = check(from_bytes(case.last_output(), dtype), ref, tol)
+                if not ok_last:
+                    recs.append(_record(spec, dtype, shape, backend, name, metric=metric, status=FAILED, op=desc,
+                                        reason="the last timed run's output failed verification: " + last,
+                                        verified=False, verify_detail=last, device=info.device, params=params))
+                    continue
                 recs.append(_record(spec, dtype, shape, backend, name, metric=metric, op=desc, clock=clock,
-                                    samples_s=samples, warmup=cfg.warmup, verified=True, verify_detail=detail,
-                                    device=info.device, params=params))
-        except ValueError as e:
-            if "no variant" in str(e):
-                why = str(e).split(": ", 1)[1] if ": " in str(e) else f"does not exist for {dtype} on this device"
-                recs.append(_record(spec, dtype, shape, backend, name, status=NOT_APPLICABLE, op=desc,
-                                    reason=f"variant {code}: {why}", device=info.device))
-            else:
-                recs.append(_record(spec, dtype, shape, backend, name, status=ERROR, reason=str(e), op=desc,
-                                    device=info.device))
-        except (RuntimeError, MemoryError) as e:
+                                    samples_s=samples, warmup=cfg.warmup, verified=True,
+                                    verify_detail=f"{detail}; last timed run: {last}", device=info.device,
+                                    params=params))
+        except not_applicable as e:
+            recs.append(_record(spec, dtype, shape, backend, name, status=NOT_APPLICABLE, op=desc, reason=str(e),
+                                device=info.device))
+        except (RuntimeError, ValueError, MemoryError) as e:
             recs.append(_record(spec, dtype, shape, backend, name, status=ERROR, reason=str(e), op=desc,
                                 device=info.device))
     return recs
@@ -182,34 +230,30 @@ def _verify_then_time(spec: OpSpec, dtype: str, shape: dict, ref: np.ndarray, cf
 METAL_FILE = {"copy": "copy", "gemv": "gemv", "vjp_dx": "vjp", "vjp_dw": "vjp", "gemm": "gemm"}
 
 
-METAL_VARIANTS = {"gemm": {2: "simdgroup_float8x8 fragments, 32x32 threadgroup tiles"}}
-
-
 def _native_metal(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray], ref: np.ndarray, cfg: Config,
                   info: bk.BackendInfo) -> list[Record]:
-    """The vendor path (variant 0: blit copy, MPS) and the kernels of metal/<op>.metal (compiled at
-    run time): each verified, then timed with GPU timestamps. Not yet run on a Mac."""
+    """The library's dispatcher (row `gapbench`) and the vendor path (`blit` for copy, `mps`) on
+    Metal, kernels of metal/<op>.metal compiled at run time: the reference kernel verified first,
+    each row verified, then timed with GPU timestamps, the last timed run verified too. Never run
+    on a Mac (none reachable)."""
     from .. import _native
     from ..metal_cpu import metal_dir, metal_source
 
-    file = METAL_FILE[spec.name]
-    variants = [(0, "blit" if spec.name == "copy" else "mps",
-                 "blit encoder copy" if spec.name == "copy" else "Metal Performance Shaders"),
-                (1, "v1", f"first kernel of metal/{file}.metal")]
-    variants += [(v, f"v{v}", d) for v, d in METAL_VARIANTS.get(spec.name, {}).items()]
     try:
-        source = metal_source(metal_dir() / f"{file}.metal")
-        case = _native.metal.BlasCase(spec.native_op, NATIVE_CODE[dtype], *native_dims(shape), source)
-        for i, a in enumerate(rounded):
-            case.set_input(i, to_bytes(a, dtype))
+        source = metal_source(metal_dir() / f"{METAL_FILE[spec.name]}.metal")
+        case = _native_case(_native.metal, spec, dtype, shape, rounded, source)
     except (RuntimeError, ValueError, MemoryError) as e:
         return [_record(spec, dtype, shape, "native-metal", "-", status=ERROR, reason=str(e), device=info.device)]
-    def measure(code):
-        n = _Timer(cfg).count(case.time(code, 1, 1)[0])
-        yield "time", case.time(code, n, cfg.warmup), {"library_compile_s": case.library_compile_seconds}
+    recs, ref_detail = _check_reference(case, spec, dtype, shape, ref, info, "native-metal")
 
-    return _verify_then_time(spec, dtype, shape, ref, cfg, info, "native-metal", "gpu_timestamps",
-                             [(c, name, desc, dtype) for c, name, desc in variants], case.run_once, measure)
+    def measure(impl):
+        n = _Timer(cfg).count(case.time(impl, 1, 1)[0])
+        yield "time", case.time(impl, n, cfg.warmup), {"library_compile_s": case.library_compile_seconds,
+                                                        "reference_check": ref_detail}
+
+    rows = [("dispatch", "gapbench", dtype), ("vendor", "blit" if spec.name == "copy" else "mps", dtype)]
+    return recs + _verify_then_time(spec, dtype, shape, ref, cfg, info, "native-metal", "gpu_timestamps", rows, case,
+                                    measure)
 
 
 def _framework(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray], ref: np.ndarray, cfg: Config,
@@ -337,20 +381,19 @@ def plain_check(records: list[Record], cfg: Config, rounds: int = 5) -> list[Rec
         for r in (r for r in rows if r.work["flops"] == biggest):
             sh, dtype, spec = r.params["shape"], r.params["dtype"], specs[op]
             per = max(1, len(r.samples_s) // rounds)
-            args = [str(exe), r.params["library"], op, str(NATIVE_CODE[dtype]), str(sh.get("batch", 1)),
+            args = [str(exe), r.params["library"], op, dtype, str(sh.get("batch", 1)),
                     str(sh["m"]), str(sh.get("n", 1)), str(sh["k"]), str(per), str(cfg.warmup)]
             try:
-                case = _native.cuda.BlasCase(spec.native_op, NATIVE_CODE[dtype], *native_dims(sh), 0)
                 rng = np.random.default_rng(cfg.seed)
-                for i, a in enumerate(spec.inputs(sh, rng)):
-                    case.set_input(i, to_bytes(round_to(a, dtype), dtype))
+                case = _native_case(_native.cuda, spec, dtype, sh,
+                                    [round_to(a, dtype) for a in spec.inputs(sh, rng)], 0)
                 plain, harness = [], []
                 for _ in range(rounds):
                     p = run_command(args, timeout=600)
                     if p.returncode != 0:
                         raise RuntimeError(p.stderr.strip()[-300:])
                     plain += json.loads(p.stdout)["samples"]
-                    harness += case.time(0, per, cfg.warmup, 0)
+                    harness += case.time(native.impl("vendor"), per, cfg.warmup, native.cache("hot"))
                 del case
                 out.append(Record(probe=PROBE, backend="plain-cuda", variant="cublas", metric="time",
                                   op="cuBLAS from a plain C++ loop (no harness)", clock="device_events",

@@ -117,7 +117,7 @@ def markdown_summary(records: list[Record], shapes: list[str] | None = None) -> 
     and each framework, as % of the measured bandwidth roofline (copy, gemv, vjp) or TFLOP/s
     (gemm), generated from result records (for READMEs and issues)."""
     roof = roofline(records)
-    cols = ["hand-written (best)", "vendor", "torch", "cupy", "mlx"]
+    cols = ["gapbench (dispatcher)", "vendor", "torch", "cupy", "mlx"]
     lines = ["| op | dtype | shape | unit | " + " | ".join(cols) + " |", "|" + "---|" * (4 + len(cols))]
     groups: dict = {}
     for r in records:
@@ -137,10 +137,10 @@ def markdown_summary(records: list[Record], shapes: list[str] | None = None) -> 
             return f"{value(r):.0f}" if op != "gemm" else f"{value(r):.3g}"
 
         cells = []
-        hand = [r for r in rs if bk.parse(r.backend).is_native and r.variant.startswith("v")]
+        hand = [r for r in rs if bk.parse(r.backend).is_native and r.variant == "gapbench"]
         best = max(hand, key=value, default=None)
-        cells.append(f"{fmt(best)} ({best.variant})" if best else "")
-        vendor = [r for r in rs if bk.parse(r.backend).is_native and not r.variant.startswith("v")]
+        cells.append(f"{fmt(best)} ({best.params.get('strategy', best.variant)})" if best else "")
+        vendor = [r for r in rs if bk.parse(r.backend).is_native and r.variant != "gapbench"]
         cells.append(", ".join(f"{fmt(r)} ({r.variant})" for r in vendor))
         for fam in ("torch", "cupy", "mlx"):
             fr = [r for r in rs if bk.parse(r.backend).family == fam]
@@ -193,7 +193,7 @@ def report_tables(runs: list) -> list[rk.Table]:
                 if not rk.ok(r) or bk.parse(r.backend).family == "plain":
                     continue
                 name = r.backend if not bk.parse(r.backend).is_native else (
-                    f"{r.backend} vendor" if not r.variant.startswith("v") else f"{r.backend} hand-written")
+                    f"{r.backend} vendor" if r.variant != "gapbench" else f"{r.backend} gapbench (dispatcher)")
                 if name not in best or r.summary().median < best[name].summary().median:
                     best[name] = r
             if not best:

@@ -13,8 +13,7 @@ def _framework(ad, arrays):
 
 
 SPEC = OpSpec(
-    name="copy", native_op=0,
-    variants={1: "element by element", 2: "16-byte packs, grid-stride"},
+    name="copy", native_op="copy",
     shapes=_shapes,
     inputs=lambda s, rng: [uniform(rng, s["n"])],
     reference=lambda a: a[0].copy(),

@@ -18,14 +18,7 @@ def _framework(ad, arrays):
 
 
 SPEC = OpSpec(
-    name="gemm", native_op=4,
-    variants={1: "one thread per output", 2: "32x32 shared-memory tiles",
-              3: "128x128 tiles, 8x8 register tile per thread",
-              4: "tensor cores via WMMA, 128x128x32 tiles (fp16/bf16)",
-              5: "as 3, double-buffered, conflict-free 16-byte smem reads",
-              6: "mma.sync + ldmatrix, 4-stage cp.async ring (fp16/bf16, sm_80+)",
-              7: "TMA + wgmma, producer warpgroup, 128x128 tiles (fp16/bf16, sm_90a)",
-              8: "TMA + wgmma, producer warpgroup, 128x256 tiles (fp16/bf16, sm_90a)"},
+    name="gemm", native_op="gemm",
     shapes=_shapes,
     inputs=lambda s, rng: [uniform(rng, s["batch"], s["m"], s["k"]), uniform(rng, s["batch"], s["k"], s["n"])],
     reference=lambda a: np.matmul(a[0], a[1]),

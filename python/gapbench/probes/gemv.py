@@ -18,10 +18,7 @@ def _framework(ad, arrays):
 
 
 SPEC = OpSpec(
-    name="gemv", native_op=1,
-    variants={1: "one thread per row", 2: "warp per row, 16-byte packs, 4 in flight",
-              3: "split-k warps, 8 packs in flight, fp32 partials",
-              4: "x in registers per block, k-slices added atomically, one launch"},
+    name="gemv", native_op="gemv",
     shapes=shapes,
     inputs=lambda s, rng: [uniform(rng, s["m"], s["k"]), uniform(rng, s["k"])],
     reference=lambda a: a[0] @ a[1],

@@ -75,8 +75,9 @@ def _worker_native_cpu(cfg: Config, warm: bool, out: _Out) -> None:
             out.na(variant, m, what, "synchronous CPU call: completion is the return (see roundtrip)")
 
 
-def _native_gpu_variants(cfg: Config) -> list[tuple[str, int, int]]:
-    return [("null", 1, 1), ("add1", 2, cfg.n)]
+def _native_gpu_variants(cfg: Config) -> list[tuple[str, str, int]]:
+    """(row variant, gapbench._native.LaunchKernel member, elements)."""
+    return [("null", "null", 1), ("add1", "add1", cfg.n)]
 
 
 def _worker_native_gpu(cfg: Config, warm: bool, out: _Out, kind: str) -> None:
@@ -92,13 +93,14 @@ def _worker_native_gpu(cfg: Config, warm: bool, out: _Out, kind: str) -> None:
         source = resources.files("gapbench").joinpath("metal/launch.metal").read_text()
     ctx_s = part.context_create_seconds() if kind == "cuda" else None
     probes = {}
-    for variant, code, n in _native_gpu_variants(cfg):
+    for variant, kernel, n in _native_gpu_variants(cfg):
         out.phase(variant, "import", import_s)
+        kernel = getattr(nat.LaunchKernel, kernel)
         if kind == "cuda":
             out.phase(variant, "context", ctx_s)
-            p = part.LaunchProbe(code, n, 0)
+            p = part.LaunchProbe(kernel, n, 0)
         else:
-            p = part.LaunchProbe(code, n, source)
+            p = part.LaunchProbe(kernel, n, source)
             out.phase(variant, "context", part.context_create_seconds())
             out.phase(variant, "library_compile", p.library_compile_seconds)
             out.phase(variant, "pipeline_create", p.pipeline_create_seconds)
@@ -131,9 +133,11 @@ def _worker_native_gpu(cfg: Config, warm: bool, out: _Out, kind: str) -> None:
         out.record(variant, "submit", p.submit(s, i, w), inner=i, warmup=w, clock="host_wall", op=op, work=work)
         out.record(variant, "roundtrip", p.roundtrip(s, w), inner=1, warmup=w, clock="host_wall", op=op, work=work)
         out.record(variant, "stream_b2b", p.stream_b2b(s, i, w), inner=i, warmup=w, clock=dev_clock, op=op, work=work)
-        out.record(variant, "device_kernel", p.device_kernel(s, i, w), inner=i, warmup=w, clock=dev_clock, op=op, work=work,
-                   params={"method": "queue preloaded behind a spin kernel" if kind == "cuda"
-                           else "inner dispatches in one compute encoder"})
+        dk = p.device_kernel(s, i, w)
+        out.record(variant, "device_kernel", dk, inner=i, warmup=w, clock=dev_clock, op=op, work=work,
+                   params={"method": "launches held behind the release gate until all are queued" if kind == "cuda"
+                           else "inner dispatches in one compute encoder",
+                           **({"invalid_samples": p.invalid_samples} if kind == "cuda" else {})})
         if kind == "cuda":
             out.record(variant, "graph_node", p.graph_replay(s, i, w), inner=i, warmup=w, clock=dev_clock, op=op, work=work)
         else:

@@ -20,20 +20,7 @@ def _dw(ad, arrays):
 
 
 DX = OpSpec(
-    name="vjp_dx", native_op=2,
-    variants={1: "one thread per column", 2: "row slices x 16-byte column packs, then reduce",
-              3: "as 2, 4 rows' loads in flight, 2x the slices",
-              4: "8 rows' loads in flight, 4x fewer slices than 3",
-              5: "as 4 in one launch: last slice block reduces; evict-first loads",
-              6: "as 4, the reduce launched as a programmatic dependent (sm_90+)",
-              7: "rows split among a block's warps, one partial row per block, PDL reduce",
-              8: "as 7 in one launch, 4-warp blocks: partial rows added atomically in L2",
-              9: "TMA ring streams W, equal work per resident block, atomic finish (sm_90+)",
-              10: "as 8 on 9's schedule: exactly the resident blocks, equal shares",
-              11: "128-byte column strips: at wide k each block owns its columns, no finish",
-              12: "as 11 with 256-byte strips (cuBLAS's width), one 32-warp block per SM",
-              13: "12 on tall W; under 4096 rows 128-byte strips, blocks sized for one wave",
-              14: "as 13, W loaded evict-first under 4096 rows (leaves other L2 lines be)"},
+    name="vjp_dx", native_op="vjp_dx",
     shapes=shapes,
     inputs=lambda s, rng: [uniform(rng, s["m"], s["k"]), uniform(rng, s["m"])],
     reference=lambda a: a[0].T @ a[1],
@@ -44,9 +31,7 @@ DX = OpSpec(
 )
 
 DW = OpSpec(
-    name="vjp_dw", native_op=3,
-    variants={1: "one thread per element", 2: "16-byte packs, grid-stride",
-              3: "2-D grid, x pack reused down rows, streaming stores"},
+    name="vjp_dw", native_op="vjp_dw",
     shapes=shapes,
     inputs=lambda s, rng: [uniform(rng, s["m"]), uniform(rng, s["k"])],
     reference=lambda a: np.outer(a[0], a[1]),

@@ -1,0 +1,104 @@
+// gate.cu: the release gate's host side (see gate.h).
+#include "gate.h"
+
+#include <atomic>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "cuda_check.h"
+#include "gate.cuh"
+
+namespace gb::cuda {
+
+struct Gate::Impl {
+  int device = 0;
+  double timeout_s = 1.0;
+  volatile unsigned* host = nullptr;  // [0] released generation, [1] timed out, [2] served generation
+  unsigned* dev = nullptr;
+  unsigned gen = 0;                   // generation of the last hold
+  cudaEvent_t done = nullptr;         // recorded after the last hold's kernel
+};
+
+namespace {
+// Runs f with `device` current, restoring the caller's device (frameworks keep their own).
+template <class F>
+void on_device(int device, F&& f) {
+  int prev = 0;
+  GB_CUDA_CHECK(cudaGetDevice(&prev));
+  if (prev != device) GB_CUDA_CHECK(cudaSetDevice(device));
+  try {
+    f();
+  } catch (...) {
+    if (prev != device) cudaSetDevice(prev);
+    throw;
+  }
+  if (prev != device) GB_CUDA_CHECK(cudaSetDevice(prev));
+}
+}  // namespace
+
+Gate::Gate(int device, double timeout_s) : impl_(new Impl) {
+  if (!(timeout_s > 0) || !std::isfinite(timeout_s) || timeout_s > 3600)
+    throw std::invalid_argument("gate timeout_s must be in (0, 3600] seconds, got " + std::to_string(timeout_s));
+  auto& s = *impl_;
+  s.device = device;
+  s.timeout_s = timeout_s;
+  on_device(device, [&] {
+    void* p = nullptr;
+    GB_CUDA_CHECK(cudaHostAlloc(&p, 4 * sizeof(unsigned), cudaHostAllocMapped | cudaHostAllocPortable));
+    s.host = static_cast<volatile unsigned*>(p);
+    for (int i = 0; i < 4; ++i) s.host[i] = 0;
+    void* d = nullptr;
+    GB_CUDA_CHECK(cudaHostGetDevicePointer(&d, p, 0));
+    s.dev = static_cast<unsigned*>(d);
+    GB_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+  });
+}
+
+Gate::~Gate() {
+  if (!impl_) return;
+  auto& s = *impl_;
+  if (s.host) s.host[0] = s.gen;  // never leave a kernel waiting on memory about to be freed
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (s.done) {
+    cudaEventSynchronize(s.done);  // destructors never throw: errors ignored on purpose
+    cudaEventDestroy(s.done);
+  }
+  if (s.host) cudaFreeHost(const_cast<unsigned*>(s.host));
+}
+
+void Gate::hold(std::uintptr_t stream) {
+  auto& s = *impl_;
+  if (s.gen != 0 && s.host[0] < s.gen) release();  // one hold at a time: a forgotten one is let go
+  auto st = reinterpret_cast<cudaStream_t>(stream);
+  on_device(s.device, [&] {
+    unsigned want = s.gen + 1;
+    auto ns = (unsigned long long)(s.timeout_s * 1e9);
+    gate_kernel<<<1, 1, 0, st>>>(s.dev, want, s.dev + 1, ns);
+    GB_CUDA_CHECK_LAUNCH();
+    GB_CUDA_CHECK(cudaEventRecord(s.done, st));
+    s.gen = want;
+  });
+}
+
+void Gate::release() {
+  auto& s = *impl_;
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // everything queued before is visible first
+  s.host[0] = s.gen;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+bool Gate::timed_out() {
+  auto& s = *impl_;
+  if (s.gen == 0) return false;
+  if (s.host[0] < s.gen)
+    throw std::logic_error("Gate.timed_out() before release(): release the hold first (it would wait for the timeout)");
+  on_device(s.device, [&] { GB_CUDA_CHECK(cudaEventSynchronize(s.done)); });
+  if (s.host[2] != s.gen) throw std::runtime_error("gate kernel finished without reporting (generation mismatch)");
+  return s.host[1] != 0;
+}
+
+double Gate::timeout_s() const { return impl_->timeout_s; }
+int Gate::device() const { return impl_->device; }
+
+}  // namespace gb::cuda

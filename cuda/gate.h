@@ -1,0 +1,42 @@
+// The release gate (plain C++ API; kernel in gate.cuh, host code in gate.cu).
+//
+// Timing a few microseconds of GPU work with events needs the device busy while the host queues
+// the start event, the work and the stop event; otherwise the host's submission gap lands between
+// the events. A fixed spin only guesses how long the host needs (issue 15: a 50 us spin hid none of
+// torch.func.vjp's 85-114 us of host time). The gate instead holds the stream until the host says
+// it is done queuing:
+//
+//   gate.hold(stream); record start; enqueue work; record stop; gate.release(); sync stop;
+//   if (gate.timed_out()) drop the sample.
+//
+// hold() enqueues one single-thread kernel that spins on a flag in host-mapped memory; release()
+// sets the flag. The kernel also watches %globaltimer and gives up after timeout_s (default 1 s),
+// writing "timed out" to host-mapped memory: a host that never releases cannot hang the GPU, and a
+// sample whose queuing outlasted the timeout is known to be invalid. Works on any cudaStream_t of
+// the gate's device, passed as an integer (torch: torch.cuda.current_stream().cuda_stream, cupy:
+// cupy.cuda.get_current_stream().ptr).
+#pragma once
+#include <cstdint>
+#include <memory>
+
+namespace gb::cuda {
+
+class Gate {
+ public:
+  explicit Gate(int device = 0, double timeout_s = 1.0);
+  ~Gate();  // releases any hold and waits for the gate kernel before freeing its memory
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
+
+  void hold(std::uintptr_t stream);  // enqueue the gate kernel on `stream` (a cudaStream_t)
+  void release();                    // let the last hold's kernel finish
+  bool timed_out();                  // waits for the last hold's kernel; true if it ended by timeout
+  double timeout_s() const;
+  int device() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gb::cuda
