@@ -7,6 +7,7 @@
 #include <string>
 
 #include "bindings.h"
+#include "contract.h"
 
 #ifdef GAPBENCH_WITH_CUDA
 #include "nccl_loader.h"
@@ -20,11 +21,14 @@ namespace gb {
 
 #ifdef GAPBENCH_WITH_CUDA
 namespace {
-gb::cuda::dist::DType parse_dtype(const std::string& s) {
-  if (s == "fp32") return gb::cuda::dist::DType::fp32;
-  if (s == "fp16") return gb::cuda::dist::DType::fp16;
-  if (s == "bf16") return gb::cuda::dist::DType::bf16;
-  throw std::invalid_argument("dtype must be fp32, fp16 or bf16, got '" + s + "'");
+// The shared contract's DType (csrc/contract.h) to the NCCL runner's own element type.
+gb::cuda::dist::DType to_dist(gb::DType t) {
+  switch (t) {
+    case gb::DType::fp32: return gb::cuda::dist::DType::fp32;
+    case gb::DType::fp16: return gb::cuda::dist::DType::fp16;
+    case gb::DType::bf16: return gb::cuda::dist::DType::bf16;
+  }
+  throw std::invalid_argument("unknown dtype " + std::to_string((int)t));
 }
 py::dict check_dict(const gb::cuda::dist::Check& c) {
   py::dict d;
@@ -55,6 +59,7 @@ void register_dist(py::module_& m) {
       .value("kernel_pull", Method::kernel_pull)
       .value("kernel_push", Method::kernel_push);
   d.attr("built") = true;
+  d.attr("reason") = "";
   using rel = py::call_guard<py::gil_scoped_release>;
   d.def("nccl_load", [](const std::vector<std::string>& candidates) {
         std::string why;
@@ -75,8 +80,8 @@ void register_dist(py::module_& m) {
            }), py::arg("unique_id"), py::arg("rank"), py::arg("world"), py::arg("device"), py::arg("timeout_s") = 60.0)
       .def_property_readonly("rank", &Runner::rank)
       .def_property_readonly("world", &Runner::world)
-      .def("check", [](Runner& s, Op op, const std::string& dt, size_t count, bool inplace, int root) {
-             auto t = parse_dtype(dt);
+      .def("check", [](Runner& s, Op op, gb::DType dt, size_t count, bool inplace, int root) {
+             auto t = to_dist(dt);
              gb::cuda::dist::Check c;
              {
                py::gil_scoped_release r;
@@ -84,8 +89,8 @@ void register_dist(py::module_& m) {
              }
              return check_dict(c);
            }, py::arg("op"), py::arg("dtype"), py::arg("count"), py::arg("inplace"), py::arg("root") = 0)
-      .def("verify_output", [](Runner& s, Op op, const std::string& dt, size_t count, bool inplace, int root) {
-             auto t = parse_dtype(dt);
+      .def("verify_output", [](Runner& s, Op op, gb::DType dt, size_t count, bool inplace, int root) {
+             auto t = to_dist(dt);
              gb::cuda::dist::Check c;
              {
                py::gil_scoped_release r;
@@ -93,9 +98,9 @@ void register_dist(py::module_& m) {
              }
              return check_dict(c);
            }, py::arg("op"), py::arg("dtype"), py::arg("count"), py::arg("inplace"), py::arg("root") = 0)
-      .def("time", [](Runner& s, Op op, const std::string& dt, size_t count, bool inplace, int root, int iters,
+      .def("time", [](Runner& s, Op op, gb::DType dt, size_t count, bool inplace, int root, int iters,
                       int samples, int warmup) {
-             auto t = parse_dtype(dt);
+             auto t = to_dist(dt);
              py::gil_scoped_release r;
              return s.time(op, t, count, inplace, root, iters, samples, warmup);
            }, py::arg("op"), py::arg("dtype"), py::arg("count"), py::arg("inplace"), py::arg("root"),

@@ -12,6 +12,9 @@
 //           LaunchProbe(kernel, n, device), BlasCase(op, dtype, batch, m, n, k, device), Gate(device, timeout_s)
 //   .metal  built, status, context_create_seconds, LaunchProbe(kernel, n, source),
 //           BlasCase(op, dtype, batch, m, n, k, source)
+//   .dist   built, reason, CollOp, CopyMethod, nccl_load, nccl_loaded_path, nccl_version, nccl_unique_id,
+//           supports, can_access_peer, NcclRunner(unique_id, rank, world, device, timeout_s),
+//           PeerCopy(src, dst, bytes)   (collectives take the shared DType)
 //
 // Per op, the CUDA library holds a reference kernel (the simplest correct one: Impl.reference) and
 // the kernels its dispatcher picks from (Impl.dispatch; rule table in cuda/kernels.h). The vendor

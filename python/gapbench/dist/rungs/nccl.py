@@ -65,6 +65,9 @@ class NcclRung(Rung):
         dist.broadcast_object_list(uid, src=0, group=ctx.control)
         self.r = self.nd.NcclRunner(uid[0], ctx.rank, ctx.world, ctx.local_rank, ctx.cfg.op_timeout_s)
         self.Op = self.nd.CollOp
+        from ... import _native
+
+        self.DType = _native.DType
 
     def info(self) -> dict:
         v = self.nd.nccl_version()
@@ -77,17 +80,17 @@ class NcclRung(Rung):
         return None
 
     def check(self, op, dtype, count, inplace, root):
-        c = self.r.check(self.Op.__members__[op], dtype, count, inplace, root)
+        c = self.r.check(self.Op.__members__[op], self.DType[dtype], count, inplace, root)
         return _describe(c)
 
     def time(self, op, dtype, count, inplace, root, iters, samples, warmup):
-        return list(self.r.time(self.Op.__members__[op], dtype, count, inplace, root, iters, samples, warmup))
+        return list(self.r.time(self.Op.__members__[op], self.DType[dtype], count, inplace, root, iters, samples, warmup))
 
     def verify_last(self, op, dtype, count, inplace, root):
         if not idempotent(op, inplace):
             ok, detail = self.check(op, dtype, count, inplace, root)
             return ok, "re-run after timing (in-place reductions sum their own output): " + detail
-        return _describe(self.r.verify_output(self.Op.__members__[op], dtype, count, inplace, root))
+        return _describe(self.r.verify_output(self.Op.__members__[op], self.DType[dtype], count, inplace, root))
 
     def close(self):
         self.r = None
