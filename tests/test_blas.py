@@ -179,9 +179,48 @@ def test_failed_verification_is_not_timed(monkeypatch):
 
     ad = make_adapter("torch-cpu")
     ad.setup_context()
-    recs = blas._framework(wrong, "fp32", shape, rounded, ref, blas.Config(samples=3, warmup=0), "torch-cpu", ad,
-                           registry.info("torch-cpu"))
+    recs, arms = blas._framework(wrong, "fp32", shape, rounded, ref, "torch-cpu", ad, registry.info("torch-cpu"))
+    assert not arms  # nothing to time
     assert recs[0].status == FAILED and not recs[0].samples_s and "not timed" in recs[0].reason
+
+
+def _fake_arm(variant, seconds, vendor=False, last_ok=True, cls="cuda"):
+    from gapbench.probes.blas_measure import CaseArm
+
+    return CaseArm("native-cuda", variant, cls, "device_events", {"hot": lambda n: [seconds] * n},
+                   lambda mode: (last_ok, "last run checked" if last_ok else "3 of 64 outputs wrong"), "checked",
+                   vendor=vendor)
+
+
+def test_case_arms_are_timed_paired_against_the_vendor_and_checked_after():
+    """measure_case: one paired run per device class; each row carries its speed ratio against the
+    vendor arm with an interval and a verdict; a row whose last timed output is wrong is failed."""
+    from gapbench.probes.blas_measure import measure_case, ratio_text
+
+    arms = [_fake_arm("gapbench", 1.0e-3), _fake_arm("cublas", 1.1e-3, vendor=True),
+            _fake_arm("torch", 2.2e-3), _fake_arm("broken", 1.0e-3, last_ok=False)]
+    recs = measure_case(lambda b, v, **kw: Record(probe="blas", backend=b, variant=v, **kw), arms,
+                        [("hot", "time", "hot")], budget_s=2.0, rel_hw=0.01, max_rounds=50, min_rounds=10,
+                        warmup=0, seed=1)
+    by = {r.variant: r for r in recs}
+    assert set(by) == {"gapbench", "cublas", "torch", "broken"}
+    g, t = by["gapbench"].params["paired"], by["torch"].params["paired"]
+    assert g["vs"] == "native-cuda/cublas" and g["speed_ratio"] == pytest.approx(1.1) and g["verdict"] == "faster"
+    assert t["speed_ratio"] == pytest.approx(0.5) and t["verdict"] == "slower"
+    assert "paired" not in by["cublas"].params  # the reference arm has no ratio to itself
+    assert by["broken"].status == FAILED and "last timed run" in by["broken"].reason
+    assert by["gapbench"].status == OK and by["gapbench"].samples_s
+    assert ratio_text(by["gapbench"]).startswith("1.1x") and ratio_text(by["cublas"]) == ""
+
+
+def test_case_arms_of_different_device_classes_are_not_paired():
+    from gapbench.probes.blas_measure import measure_case
+
+    arms = [_fake_arm("cublas", 1.0e-3, vendor=True), _fake_arm("torch", 5e-3, cls="cpu")]
+    recs = measure_case(lambda b, v, **kw: Record(probe="blas", backend=b, variant=v, **kw), arms,
+                        [("hot", "time", "hot")], budget_s=1.0, rel_hw=0.01, max_rounds=20, min_rounds=10,
+                        warmup=0, seed=0)
+    assert all("paired" not in r.params for r in recs) and len(recs) == 2
 
 
 @pytest.mark.cuda

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .dtypes import ITEMSIZE
+from .dtypes import ITEMSIZE, check
 
 Shape = dict  # keys among batch, m, n, k
 
@@ -25,6 +25,10 @@ class OpSpec:
     framework: Callable[[Any, list], Callable[[], Any]]  # (adapter, arrays) -> op
     framework_text: dict[str, str]  # adapter family -> how the op reads in that framework
     memory_bound: bool = True
+
+    def check(self, out, ref, dtype: str) -> tuple[bool, str]:
+        """The op's output against its float64 reference (gapbench.dtypes.check)."""
+        return check(out, ref, dtype)
 
     def work(self, shape: Shape, dtype: str) -> dict:
         r, w = self.elements(shape)

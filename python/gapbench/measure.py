@@ -245,7 +245,8 @@ def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, m
     the per-round ratios. Stops when every arm's median and every ratio in `pairs` (default: each
     arm against the first) have a 95% interval within `rel_hw` and no ratio drifts, or at
     `max_rounds`, or when the next round no longer fits in `budget_s` (wall time, warm-up
-    included). k=None sizes k from the warm-up so that a round takes about `batch_s`."""
+    included); the first `min_rounds` rounds always run, so a slow case overruns its budget rather
+    than report a median of one or two rounds. k=None sizes k from the warm-up so that a round takes about `batch_s`."""
     _check_settings(rel_hw, min_rounds, max_rounds, budget_s, warmup, warmup_s, batch_s)
     names = [a.name for a in arms]
     if not arms or len(set(names)) != len(names):
@@ -268,7 +269,7 @@ def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, m
     next_check, reason = min_rounds, None
     while reason is None:
         n_done = len(per_round[names[0]])
-        if n_done and clock() + k * sum(c.wall_per for c in callers) > deadline:
+        if n_done >= min_rounds and clock() + k * sum(c.wall_per for c in callers) > deadline:
             reason = Stop.budget
             break
         for i in rng.permutation(len(callers)):

@@ -22,12 +22,13 @@ import numpy as np
 from .. import registry as bk
 from ..blasspec import OpSpec, native_dims, shape_text
 from .. import native
-from ..dtypes import DTYPES, check, from_bytes, round_to, to_bytes
+from ..dtypes import DTYPES, from_bytes, round_to, to_bytes
 from ..result import ERROR, FAILED, NOT_APPLICABLE, OK, UNAVAILABLE, Record
 from . import copy as copy_probe
 from . import gemm as gemm_probe
 from . import gemv as gemv_probe
 from . import vjp as vjp_probe
+from .blas_measure import CaseArm, measure_case
 from .blas_tables import (DATASHEET, build_tables, markdown_summary, plain_ratios, report_tables,  # noqa: F401
                           roofline)
 
@@ -62,9 +63,11 @@ class Config:
     ops: list[str] = field(default_factory=lambda: list(OPS))
     dtypes: list[str] = field(default_factory=lambda: list(DTYPES))
     shapes: list[dict] | None = None  # None: each op's own list
-    samples: int = 100
-    warmup: int = 10
-    budget_s: float = 3.0  # timed seconds allowed per variant; samples are cut to fit (min 5)
+    samples: int = 1000  # most paired rounds per case and cache mode
+    warmup: int = 2  # untimed runs per arm before the rounds (plus 10 ms of its own run time)
+    budget_s: float = 1.0  # wall seconds per case and cache mode for the paired rounds
+    rel_hw: float = 0.01  # stop when every median's and ratio's 95% interval is within this
+    min_rounds: int = 10
     cold: list[str] = field(default_factory=list)  # cold-cache scrubs to time native CUDA with: COLD_MODES keys
     quick: bool = False
     seed: int | None = None
@@ -87,18 +90,6 @@ def cublas_candidates() -> list[str]:
     return [p for p in dict.fromkeys(paths) if not p.endswith(".so")] + [p for p in paths if p.endswith(".so")]
 
 
-class _Timer:
-    """Samples that fit the budget: one timed call first, then as many as the budget allows."""
-
-    def __init__(self, cfg: Config):
-        self.cfg = cfg
-
-    def count(self, one_run_s: float) -> int:
-        if one_run_s <= 0:
-            return self.cfg.samples
-        return int(max(5, min(self.cfg.samples, self.cfg.budget_s / one_run_s)))
-
-
 def _record(spec: OpSpec, dtype: str, shape: dict, backend: str, variant: str, **kw) -> Record:
     params = {"shape": shape, "shape_text": shape_text(shape), "dtype": dtype, "op": spec.name}
     params.update(kw.pop("params", {}))
@@ -106,9 +97,9 @@ def _record(spec: OpSpec, dtype: str, shape: dict, backend: str, variant: str, *
                   params=params, work=spec.work(shape, dtype), **kw)
 
 
-#: The native rows of a case: (Impl member, row name, tolerance dtype or None for the case's own).
-#: `gapbench` is the library's dispatcher (its kernel's name goes in params["strategy"]); the
-#: reference kernel is verified before them and never timed.
+#: The native rows of a case: (Impl member, row name). `gapbench` is the library's dispatcher (its
+#: kernel's name goes in params["strategy"]); the reference kernel is verified before them and
+#: never timed.
 NATIVE_ROWS = (("dispatch", "gapbench"), ("vendor", "cublas"), ("vendor_tf32", "cublas-tf32"))
 
 
@@ -132,7 +123,7 @@ def _check_reference(case, spec, dtype, shape, ref, info, backend) -> tuple[list
     if any(work[k] > REFERENCE_CHECK_MAX[k] for k in REFERENCE_CHECK_MAX):
         return [], "not run at this size (see REFERENCE_CHECK_MAX)"
     try:
-        ok, detail = check(from_bytes(case.run_once(native.impl("reference")), dtype), ref, dtype)
+        ok, detail = spec.check(from_bytes(case.run_once(native.impl("reference")), dtype), ref, dtype)
     except (RuntimeError, ValueError, MemoryError) as e:
         ok, detail = False, f"{type(e).__name__}: {e}"
     if ok:
@@ -142,16 +133,11 @@ def _check_reference(case, spec, dtype, shape, ref, info, backend) -> tuple[list
                     device=info.device)], detail
 
 
-def _native_cuda(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray], ref: np.ndarray, cfg: Config,
-                 info: bk.BackendInfo, cublas_path: str, cublas_why: str) -> list[Record]:
-    from .. import _native
-
-    try:
-        case = _native_case(_native.cuda, spec, dtype, shape, rounded, 0)
-    except (RuntimeError, ValueError, MemoryError) as e:
-        return [_record(spec, dtype, shape, "native-cuda", "-", status=ERROR, reason=str(e), device=info.device)]
+def _native_cuda(spec: OpSpec, dtype: str, shape: dict, ref, cfg: Config, info: bk.BackendInfo, case,
+                 cublas_path: str, cublas_why: str) -> tuple[list[Record], list[CaseArm]]:
+    """The native CUDA rows of one case: records for what cannot be timed, arms for the rest."""
     recs, ref_detail = _check_reference(case, spec, dtype, shape, ref, info, "native-cuda")
-    todo = []
+    rows = []
     for impl, name in NATIVE_ROWS:
         tol = dtype
         if impl == "vendor_tf32":
@@ -164,136 +150,133 @@ def _native_cuda(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray
             recs.append(_record(spec, dtype, shape, "native-cuda", name, status=UNAVAILABLE, reason=cublas_why,
                                 device=info.device, op="cuBLAS"))
             continue
-        todo.append((impl, name, tol))
-    timer = _Timer(cfg)
-    cold = [COLD_MODES[c] for c in cfg.cold]
+        rows.append((impl, name, tol))
+    modes = ["hot"] + [COLD_MODES[c][0] for c in cfg.cold]
 
-    def measure(impl):
-        n = timer.count(case.time(impl, 1, 1, native.cache("hot"))[0])
-        modes = [("hot", "time", f"hot, {case.rotations} rotating sets"
-                  + (" (L2-resident: memory allows no more)" if case.l2_resident else ""))] + cold
-        for cache, metric, text in modes:
-            samples = case.time(impl, n, cfg.warmup, native.cache(cache))
-            yield metric, samples, {
-                "cache": text, "l2_resident": bool(case.l2_resident) if cache == "hot" else False,
-                "rotations": case.rotations if cache == "hot" else 1,
-                "invalid_samples": case.invalid_samples, "reference_check": ref_detail,
+    def extra(impl):
+        hot = {"l2_resident": bool(case.l2_resident), "rotations": case.rotations}
+        return {"reference_check": ref_detail,
                 "library": cublas_path if impl in ("vendor", "vendor_tf32") and spec.name != "copy" else "",
-                **({"precision": "tf32"} if impl == "vendor_tf32" else {})}
+                **({"precision": "tf32"} if impl == "vendor_tf32" else {}),
+                "cache_params": {m: (hot if m == "hot" else {"l2_resident": False, "rotations": 1}) for m in modes}}
 
-    return recs + _verify_then_time(spec, dtype, shape, ref, cfg, info, "native-cuda", "device_events", todo, case,
-                                    measure)
+    def samplers(impl):
+        return {m: (lambda n, _m=m: case.time(impl, n, 0, native.cache(_m))) for m in modes}
+
+    def verify_last(impl, tol):
+        def check_last(mode):
+            case.time(impl, 1, 0, native.cache(mode))
+            return spec.check(from_bytes(case.last_output(), dtype), ref, tol)
+        return check_last
+
+    more, arms = _verified_arms(spec, dtype, shape, ref, info, "native-cuda", "cuda", "device_events", rows, case,
+                                samplers, verify_last, extra)
+    return recs + more, arms
 
 
-def _verify_then_time(spec: OpSpec, dtype: str, shape: dict, ref: np.ndarray, cfg: Config, info: bk.BackendInfo,
-                      backend: str, clock: str, rows, case, measure) -> list[Record]:
-    """Each native row (Impl member name, row name, tolerance dtype) of one case: run once on a
-    poisoned output and check against float64; only then `measure(impl)`, which yields (metric,
-    samples, params) per cache mode, each followed by a check of the last timed run's output
-    (case.last_output()). An Impl the native side refuses (NotApplicable) is a not-applicable row
-    with its reason; any failure is a row, and the other rows still run."""
+def _verified_arms(spec, dtype, shape, ref, info, backend, cls, clock, rows, case, samplers, verify_last, extra):
+    """Each native row (Impl member name, row name, tolerance dtype) of one case, run once on a
+    poisoned output and checked against float64: a failure is a `failed` row (never timed), an Impl
+    the native side refuses (NotApplicable) a not-applicable row with its reason; the rest become
+    arms of the case's paired timing."""
     not_applicable = native.not_applicable()
-    recs = []
+    recs, arms = [], []
     for impl_name, name, tol in rows:
         impl = native.impl(impl_name)
         desc = ""
         try:
             desc = case.strategy(impl)
-            out = from_bytes(case.run_once(impl), dtype)
-            ok, detail = check(out, ref, tol)
+            ok, detail = spec.check(from_bytes(case.run_once(impl), dtype), ref, tol)
             if not ok:
                 recs.append(_record(spec, dtype, shape, backend, name, status=FAILED, op=desc,
                                     reason="verification failed, not timed: " + detail, verified=False,
                                     verify_detail=detail, device=info.device, params={"strategy": desc}))
                 continue
-            for metric, samples, params in measure(impl):
-                params = {"strategy": desc, **params}
-                ok_last, last = check(from_bytes(case.last_output(), dtype), ref, tol)
-                if not ok_last:
-                    recs.append(_record(spec, dtype, shape, backend, name, metric=metric, status=FAILED, op=desc,
-                                        reason="the last timed run's output failed verification: " + last,
-                                        verified=False, verify_detail=last, device=info.device, params=params))
-                    continue
-                recs.append(_record(spec, dtype, shape, backend, name, metric=metric, op=desc, clock=clock,
-                                    samples_s=samples, warmup=cfg.warmup, verified=True,
-                                    verify_detail=f"{detail}; last timed run: {last}", device=info.device,
-                                    params=params))
+            arms.append(CaseArm(backend, name, cls, clock, samplers(impl), verify_last(impl, tol), detail, op=desc,
+                                params={"strategy": desc, **extra(impl_name)}, device=info.device,
+                                vendor=impl_name == "vendor"))
         except not_applicable as e:
             recs.append(_record(spec, dtype, shape, backend, name, status=NOT_APPLICABLE, op=desc, reason=str(e),
                                 device=info.device))
         except (RuntimeError, ValueError, MemoryError) as e:
             recs.append(_record(spec, dtype, shape, backend, name, status=ERROR, reason=str(e), op=desc,
                                 device=info.device))
-    return recs
+    return recs, arms
 
 
 METAL_FILE = {"copy": "copy", "gemv": "gemv", "vjp_dx": "vjp", "vjp_dw": "vjp", "gemm": "gemm"}
 
 
-def _native_metal(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray], ref: np.ndarray, cfg: Config,
-                  info: bk.BackendInfo) -> list[Record]:
+def _native_metal(spec: OpSpec, dtype: str, shape: dict, ref, cfg: Config, info: bk.BackendInfo,
+                  case) -> tuple[list[Record], list[CaseArm]]:
     """The library's dispatcher (row `gapbench`) and the vendor path (`blit` for copy, `mps`) on
     Metal, kernels of metal/<op>.metal compiled at run time: the reference kernel verified first,
     each row verified, then timed with GPU timestamps, the last timed run verified too. Never run
     on a Mac (none reachable)."""
-    from .. import _native
-    from ..metal_cpu import metal_dir, metal_source
-
-    try:
-        source = metal_source(metal_dir() / f"{METAL_FILE[spec.name]}.metal")
-        case = _native_case(_native.metal, spec, dtype, shape, rounded, source)
-    except (RuntimeError, ValueError, MemoryError) as e:
-        return [_record(spec, dtype, shape, "native-metal", "-", status=ERROR, reason=str(e), device=info.device)]
     recs, ref_detail = _check_reference(case, spec, dtype, shape, ref, info, "native-metal")
 
-    def measure(impl):
-        n = _Timer(cfg).count(case.time(impl, 1, 1)[0])
-        yield "time", case.time(impl, n, cfg.warmup), {"library_compile_s": case.library_compile_seconds,
-                                                        "reference_check": ref_detail}
+    def extra(impl):
+        return {"library_compile_s": case.library_compile_seconds, "reference_check": ref_detail}
+
+    def verify_last(impl, tol):
+        def check_last(mode):
+            case.time(impl, 1, 0)
+            return spec.check(from_bytes(case.last_output(), dtype), ref, tol)
+        return check_last
 
     rows = [("dispatch", "gapbench", dtype), ("vendor", "blit" if spec.name == "copy" else "mps", dtype)]
-    return recs + _verify_then_time(spec, dtype, shape, ref, cfg, info, "native-metal", "gpu_timestamps", rows, case,
-                                    measure)
+    more, arms = _verified_arms(spec, dtype, shape, ref, info, "native-metal", "metal", "gpu_timestamps", rows, case,
+                                lambda impl: {"hot": lambda n: case.time(impl, n, 0)}, verify_last, extra)
+    return recs + more, arms
 
 
-def _framework(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray], ref: np.ndarray, cfg: Config,
-               backend: str, ad, info: bk.BackendInfo) -> list[Record]:
+def _framework(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray], ref, backend: str, ad,
+               info: bk.BackendInfo) -> tuple[list[Record], list[CaseArm]]:
     fam = ad.family  # the variant of its rows
     desc = spec.framework_text[fam]
     ok_dtype, why = ad.supports(dtype)
     if not ok_dtype:
-        return [_record(spec, dtype, shape, backend, fam, status=UNAVAILABLE, reason=why, op=desc, device=info.device)]
+        return [_record(spec, dtype, shape, backend, fam, status=UNAVAILABLE, reason=why, op=desc,
+                        device=info.device)], []
     try:
         arrays = [ad.array(a, dtype) for a in rounded]
         op = spec.framework(ad, arrays)
         out = ad.numpy64(op())
-        ok, detail = check(out, ref, dtype)
+        tol = dtype
+        ok, detail = spec.check(out, ref, dtype)
         variant, extra = fam, {}
         if not ok and dtype == "fp32":
             # Some frameworks compute fp32 matmul at TF32 precision by default. Say so and time
             # it as what it is, rather than as fp32.
-            ok32, detail32 = check(out, ref, "tf32")
+            ok32, detail32 = spec.check(out, ref, "tf32")
             if ok32:
-                variant, extra = f"{fam}@tf32", {"precision": "tf32"}
+                variant, extra, tol = f"{fam}@tf32", {"precision": "tf32"}, "tf32"
                 ok, detail = True, f"fails the fp32 bound ({detail}); within the TF32 bound: {detail32}"
         if not ok:
             return [_record(spec, dtype, shape, backend, fam, status=FAILED, op=desc, verified=False,
                             verify_detail=detail, reason="verification failed, not timed: " + detail,
-                            device=info.device)]
+                            device=info.device)], []
         run = ad.evaluated(op)
-        for _ in range(max(1, cfg.warmup // 2)):
-            ad.time_device(run, 1)
-        n = _Timer(cfg).count(ad.time_device(run, 1))
-        samples = [ad.time_device(run, 1) for _ in range(cfg.warmup + n)][cfg.warmup:]
-        return [_record(spec, dtype, shape, backend, variant, op=desc, clock=ad.device_clock, samples_s=samples,
-                        warmup=cfg.warmup, verified=True, verify_detail=detail, device=info.device,
-                        params={"cache": "hot (framework buffers)", **extra})]
+
+        def sample(n):
+            return [ad.time_device(run, 1) for _ in range(n)]
+
+        def verify_last(mode):
+            ok_l, d = spec.check(ad.numpy64(op()), ref, tol)
+            return ok_l, "(re-run after timing: framework ops return a new output each call) " + d
+
+        cls = info.device_class
+        hold = getattr(ad, "hold", None)
+        return [], [CaseArm(backend, variant, cls, ad.device_clock, {"hot": sample}, verify_last, detail, op=desc,
+                            params={"cache": "hot (framework buffers)", **extra,
+                                    **({"hold": hold.method} if hold is not None else {})},
+                            device=info.device)]
     except Exception as e:  # one failing framework case must not lose the others
         msg = f"{type(e).__name__}: {e}"
-        status = ERROR
         if "out of memory" in msg.lower() or isinstance(e, MemoryError):
             msg = "out of memory: " + msg
-        return [_record(spec, dtype, shape, backend, fam, status=status, reason=msg[:500], op=desc, device=info.device)]
+        return [_record(spec, dtype, shape, backend, fam, status=ERROR, reason=msg[:500], op=desc,
+                        device=info.device)], []
 
 
 def shapes_for(spec: OpSpec, cfg: Config) -> list[dict]:
@@ -335,16 +318,45 @@ def iterate(cfg: Config, backends: list[str], on_case=None):
                 rng = np.random.default_rng(cfg.seed)
                 rounded = [round_to(a, dtype) for a in spec.inputs(shape, rng)]
                 ref = spec.reference([a.astype(np.float64) for a in rounded])
-                for b in live:
-                    if on_case:
-                        on_case(f"{spec.name} {dtype} {shape_text(shape)} {b}")
-                    if b == "native-cuda":
-                        yield from _native_cuda(spec, dtype, shape, rounded, ref, cfg, infos[b], cublas_path,
-                                                cublas_why)
-                    elif b == "native-metal":
-                        yield from _native_metal(spec, dtype, shape, rounded, ref, cfg, infos[b])
-                    elif b in adapters:
-                        yield from _framework(spec, dtype, shape, rounded, ref, cfg, b, adapters[b], infos[b])
+                if on_case:
+                    on_case(f"{spec.name} {dtype} {shape_text(shape)}")
+                yield from _run_case(spec, dtype, shape, rounded, ref, cfg, live, infos, adapters, cublas_path,
+                                     cublas_why)
+
+
+def _run_case(spec, dtype, shape, rounded, ref, cfg, live, infos, adapters, cublas_path, cublas_why):
+    """Every live backend's rows of one case: verified arms first, then one paired timing per device
+    class (blas_measure), so every ratio comes from interleaved rounds."""
+    from .. import _native
+
+    recs, arms, cases = [], [], []
+    for b in live:
+        try:
+            if b == "native-cuda":
+                case = _native_case(_native.cuda, spec, dtype, shape, rounded, 0)
+                cases.append(case)
+                r, a = _native_cuda(spec, dtype, shape, ref, cfg, infos[b], case, cublas_path, cublas_why)
+            elif b == "native-metal":
+                from ..metal_cpu import metal_dir, metal_source
+
+                source = metal_source(metal_dir() / f"{METAL_FILE[spec.name]}.metal")
+                case = _native_case(_native.metal, spec, dtype, shape, rounded, source)
+                cases.append(case)
+                r, a = _native_metal(spec, dtype, shape, ref, cfg, infos[b], case)
+            elif b in adapters:
+                r, a = _framework(spec, dtype, shape, rounded, ref, b, adapters[b], infos[b])
+            else:
+                continue
+        except (RuntimeError, ValueError, MemoryError) as e:
+            r, a = [_record(spec, dtype, shape, b, "-", status=ERROR, reason=str(e), device=infos[b].device)], []
+        recs += r
+        arms += a
+    modes = [("hot", "time", "hot")] + [COLD_MODES[c] for c in cfg.cold]
+    recs += measure_case(lambda backend, variant, **kw: _record(spec, dtype, shape, backend, variant, **kw), arms,
+                         modes, budget_s=cfg.budget_s, rel_hw=cfg.rel_hw, max_rounds=cfg.samples,
+                         min_rounds=cfg.min_rounds, warmup=cfg.warmup, seed=cfg.seed or 0)
+    del cases  # free the device buffers before the next case
+    return recs
 
 
 def plain_binary() -> Path | None:

@@ -34,10 +34,14 @@ class BlasBenchmark(Benchmark):
         ap.add_argument("--shapes", help="comma list: N (copy), MxK (gemv, vjp), BxMxNxK (gemm); default: each op's sweep")
         ap.add_argument("--backends", help=f"comma list (default: all). Known: {', '.join(bk.ALL)}")
         ap.add_argument("--quick", action="store_true", help="small shapes and few samples (CI)")
-        ap.add_argument("--samples", type=int, default=None, help="timed runs per variant (default 100; quick 10)")
-        ap.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 10; quick 2)")
+        ap.add_argument("--samples", type=int, default=None,
+                        help="most paired rounds per case and cache mode (default 1000; quick 10)")
+        ap.add_argument("--warmup", type=int, default=None, help="untimed runs per arm first (default 2)")
         ap.add_argument("--budget", type=float, default=None,
-                        help="timed seconds per variant; samples are cut to fit (default 3)")
+                        help="wall seconds per case and cache mode for the paired rounds (default 1; quick 0.3)")
+        ap.add_argument("--rel-hw", type=float, default=None,
+                        help="stop once every median's and ratio's 95%% interval half-width is within this "
+                             "fraction (default 0.01)")
         ap.add_argument("--cold", nargs="?", const="read", default=None, metavar="SCRUBS",
                         help="also time native CUDA kernels with L2 scrubbed before each run: read (default: a read "
                              "pass, L2 left clean), write (a memset, L2 left dirty), or read,write for both")
@@ -51,7 +55,7 @@ class BlasBenchmark(Benchmark):
     def config(args) -> Config:
         cfg = Config(quick=args.quick, cold=_split(args.cold, list(COLD_MODES), "--cold scrub") or [], seed=args.seed)
         if args.quick:
-            cfg.samples, cfg.warmup, cfg.budget_s = 10, 2, 0.5
+            cfg.samples, cfg.min_rounds, cfg.budget_s = 10, 5, 0.3
         cfg.ops = _split(args.ops, OP_NAMES, "op") or cfg.ops
         cfg.dtypes = _split(args.dtypes, list(DTYPES), "dtype") or cfg.dtypes
         if args.shapes:
@@ -61,8 +65,10 @@ class BlasBenchmark(Benchmark):
                 setattr(cfg, name, getattr(args, name))
         if args.budget is not None:
             cfg.budget_s = args.budget
-        if cfg.samples < 1 or cfg.warmup < 0 or cfg.budget_s <= 0:
-            raise ValueError("--samples must be >= 1, --warmup >= 0, --budget > 0")
+        if args.rel_hw is not None:
+            cfg.rel_hw = args.rel_hw
+        if cfg.samples < 1 or cfg.warmup < 0 or cfg.budget_s <= 0 or not 0 < cfg.rel_hw < 1:
+            raise ValueError("--samples must be >= 1, --warmup >= 0, --budget > 0, 0 < --rel-hw < 1")
         return cfg
 
     def run(self, args, prog: str, argv: list[str] | None) -> int:
