@@ -212,3 +212,19 @@ def test_compact_is_a_gapbench_command(good, capsys):
     with gzip.open(folder / "blas.json.gz") as f:
         assert json.load(f)["run"]["command"].startswith("gapbench blas ")
     assert os.path.exists(ROOT / "bench" / "run.py")
+
+
+def test_a_folder_reads_compact_files_and_a_compact_copy_once(tmp_path):
+    from gapbench.compact import compact_file
+    from gapbench.result import Record, RunWriter
+
+    for name in ("a", "b"):
+        w = RunWriter(tmp_path / f"{name}.json", env={"cpu": f"CPU {name}"}, run={"probe": "launch"})
+        w.add(Record("launch", "torch-cpu", "roundtrip", samples_s=[1e-5, 2e-5, 3e-5], clock="host_wall"))
+        w.finish()
+    compact_file(tmp_path / "a.json")  # a.json.gz beside a.json: the same run
+    compact_file(tmp_path / "b.json")
+    (tmp_path / "b.json").unlink()  # only b.json.gz is left
+    runs = bd.load_inputs([tmp_path])
+    assert sorted(r.path.name for r in runs) == ["a.json", "b.json.gz"]
+    assert [r.records[0].samples_s for r in runs] == [[1e-5, 2e-5, 3e-5]] * 2

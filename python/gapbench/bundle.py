@@ -163,7 +163,9 @@ def expand_inputs(paths: list[str | Path], scratch: Path) -> list[Source]:
                     raise SchemaError(f"{p}: a bundle with no result files (every benchmark failed; see its bundle.json)")
                 out += found
                 continue
-            found = [Source(f) for f in sorted([*p.glob("*.json"), *p.glob("*.json.gz")])]
+            plain = sorted(p.glob("*.json"))
+            # x.json.gz beside x.json is its compact copy (gapbench compact): the same run, read once
+            found = [Source(f) for f in sorted([*plain, *(g for g in p.glob("*.json.gz") if g.with_suffix("") not in plain)])]
             for sub in sorted(d for d in p.iterdir() if d.is_dir() and is_bundle(d)):
                 found += bundle_sources(sub)
             for arc in sorted(f for f in p.iterdir() if f.is_file() and is_archive(f)):

@@ -15,6 +15,8 @@ the layout.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import platform
 import shlex
@@ -77,7 +79,8 @@ def extra_args(items: list[str], known: list[str]) -> dict[str, list[str]]:
 def takes_backends(bench: Benchmark) -> bool:
     """Whether the benchmark has a --backends option (the pass-through goes only there)."""
     try:
-        _, rest = bench.parser(f"gapbench {bench.name}").parse_known_args(["--backends", "x"])
+        with contextlib.redirect_stderr(io.StringIO()):  # a parser that refuses says so on stderr
+            _, rest = bench.parser(f"gapbench {bench.name}").parse_known_args(["--backends", "x"])
     except SystemExit:
         return False
     return not rest
