@@ -182,7 +182,8 @@ class RunBenchmark(Benchmark):
         ap.add_argument("--out", default="results", help="folder the bundle is made in (default results/)")
         ap.add_argument("--only", help="comma list of benchmarks to run (default: all measuring ones)")
         ap.add_argument("--skip", help="comma list of benchmarks to leave out")
-        ap.add_argument("--backends", help="passed to every benchmark that has a --backends option")
+        ap.add_argument("--backends", help="passed to every benchmark that has a --backends option (one that does not know a "
+                        "name fails and is recorded so; --args sets one benchmark's)")
         ap.add_argument("--args", action="append", default=[], metavar="NAME=ARGS",
                         help="more arguments for one benchmark, e.g. --args blas='--ops gemm' (repeatable)")
         ap.add_argument("--host", help="the name this machine has in the bundle and the report (default: the host "
