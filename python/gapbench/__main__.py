@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sys
 
-EXTRA = {"backends": "what this machine has, and why not", "csv": "export a result JSON to CSV on stdout (csv FILE)"}
+EXTRA = {"backends": "what this machine has, and why not", "csv": "export a result JSON to CSV on stdout (csv FILE)",
+         "compact": "store result files as compact .json.gz, or --describe them"}
 
 
 def usage() -> str:
@@ -41,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 2
         return 0
+    if cmd == "compact":
+        from .compact import main as compact_main
+
+        return compact_main(rest, prog="gapbench compact")
     from . import benchmarks
 
     try:

@@ -81,6 +81,13 @@ class Benchmark(ABC):
                 paths += self.figures(run.records, out / f"fig{i}-{run.path.stem}", run.run)
         return paths
 
+    # ---- gapbench run (one shareable bundle)
+    def bundle_args(self, out: Path, quick: bool) -> list[str]:
+        """The arguments `gapbench run` gives this command: its result file `out` (a compact
+        .json.gz in the bundle), --quick when asked; overridden to add what keeps a bundled run
+        quiet and self-contained (no progress bar, no figures: the report draws them)."""
+        return ["--out", str(out)] + (["--quick"] if quick else [])
+
     # ---- entry point
     def parser(self, prog: str) -> argparse.ArgumentParser:
         ap = argparse.ArgumentParser(prog=prog, description=self.description or self.title)

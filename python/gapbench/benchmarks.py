@@ -15,6 +15,7 @@ REGISTRY: dict[str, str] = {
     "suite": "gapbench.probes.suite_cli:BENCHMARK",
     "dist": "gapbench.dist.bench:BENCHMARK",
     "report": "gapbench.probes.report:BENCHMARK",
+    "run": "gapbench.bundle_cli:BENCHMARK",
 }
 
 

@@ -16,10 +16,14 @@ class Table:
 
 
 def machine_of(run: Run) -> str:
+    """The device (first GPU and driver, else the CPU), and the host label of a run that came in
+    a `gapbench run` bundle, so two machines of one model stay apart."""
     gpus = run.env.get("nvidia_smi") or []
     if gpus:
-        return f"{gpus[0].get('name', '?')} (driver {gpus[0].get('driver_version', '?')})"
-    return str(run.env.get("cpu") or run.env.get("machine") or "unknown machine")
+        name = f"{gpus[0].get('name', '?')} (driver {gpus[0].get('driver_version', '?')})"
+    else:
+        name = str(run.env.get("cpu") or run.env.get("machine") or "unknown machine")
+    return f"{name} @ {run.env['host']}" if run.env.get("host") else name
 
 
 def date(run: Run) -> str:

@@ -122,6 +122,9 @@ class BlasBenchmark(Benchmark):
     def report_tables(self, runs):
         return report_tables(runs)
 
+    def bundle_args(self, out, quick):
+        return super().bundle_args(out, quick) + ["--no-progress", "--no-plots"]
+
 
 BENCHMARK = BlasBenchmark()
 

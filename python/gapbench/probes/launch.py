@@ -262,6 +262,9 @@ class LaunchBenchmark(Benchmark):
     def report_tables(self, runs):
         return report_tables(runs)
 
+    def bundle_args(self, out, quick):
+        return super().bundle_args(out, quick) + ["--no-progress"]
+
 
 BENCHMARK = LaunchBenchmark()
 

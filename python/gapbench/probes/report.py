@@ -11,6 +11,8 @@ Every benchmark in gapbench.benchmarks contributes its own tables and figures; t
 machines, the A/B comparison and the page. Figures are PNG files beside report.md and report.html;
 the HTML links them, or embeds them with --self-contained.
 Run: python -m bench.report results/*.json --out report/   (a folder reads every result JSON in it)
+Inputs may also be `gapbench run` bundles (folders or .tar.gz archives) from any machines; see
+gapbench.bundle.
 """
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ from pathlib import Path
 from .. import published as pub
 from ..benchmark import Benchmark, UsageError
 from ..reportkit import Table, date, machine_of, ok, peaks_by_machine, spread
-from ..result import Record, Run, SchemaError, atomic_write_text, load_run
+from ..bundle import load_inputs
+from ..result import Record, Run, SchemaError, atomic_write_text
 
 
 # ============================================================== sections
@@ -40,7 +43,7 @@ def machines_table(runs: list[Run], prices: dict[str, float] | None = None) -> T
         pk = {k: v for k, v in peaks.get(mach, {}).items() if k != "bytes_per_s"}
         peak = ", ".join(f"{k} {v / 1e12:.4g}" for k, v in sorted(pk.items())) or "-"
         price = next((f"{usd:,.0f} (entered)" for name, usd in (prices or {}).items() if name.lower() in mach.lower()), "-")
-        rows.append([run.path.name, mach, str(run.env.get("cpu", "")),
+        rows.append([_shown(run), mach, str(run.env.get("cpu", "")),
                      f"{mem / 2**30:.0f} GiB" if mem else "?",
                      f"{gpus[0].get('memory.total')} MiB" if gpus else "-", peak, price,
                      date(run) + ("" if run.run.get("finished") else " (unfinished: no finish time)"),
@@ -51,6 +54,11 @@ def machines_table(runs: list[Run], prices: dict[str, float] | None = None) -> T
                  note="Peak: the best vendor GEMM per dtype measured on that machine by bench.blas (none: -). "
                       "Price: as entered with --price, not looked up. An unfinished run was cut short (its "
                       "records up to then were written as it went).")
+
+
+def _shown(run: Run) -> str:
+    """A run's file as the report names it: with its bundle's folder (or archive) for a bundled run."""
+    return f"{run.path.parent.name}/{run.path.name}" if run.env.get("host") else run.path.name
 
 
 def published_table1() -> Table:
@@ -162,23 +170,9 @@ def figures_for(runs: list[Run], out: Path) -> list[Path]:
     return paths
 
 
-def result_files(paths: list[str]) -> list[Path]:
-    """The files named, a folder standing for every *.json in it (sorted)."""
-    out: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            found = sorted(p.glob("*.json"))
-            if not found:
-                raise SchemaError(f"{p}: a folder with no result files (*.json) in it")
-            out += found
-        else:
-            out.append(p)
-    return out
-
-
 def build(paths: list[str], out: Path, compare: bool = False, prices: dict[str, float] | None = None,
           self_contained: bool = False) -> tuple[Path, Path]:
-    runs = [load_run(p) for p in result_files(paths)]
+    runs = load_inputs(paths)
     out.mkdir(parents=True, exist_ok=True)
     tables = [machines_table(runs, prices), published_table1()]
     if compare:
@@ -200,7 +194,8 @@ class ReportBenchmark(Benchmark):
     measures = False
 
     def add_arguments(self, ap: argparse.ArgumentParser) -> None:
-        ap.add_argument("files", nargs="+", help="gapbench result JSON files or folders of them (any suites, any machines)")
+        ap.add_argument("files", nargs="+", help="result files (.json, .json.gz), folders of them, `gapbench run` bundles (folders or "
+                        ".tar.gz) - any suites, any machines")
         ap.add_argument("--out", default="report", help="output folder (report.md, report.html, figures)")
         ap.add_argument("--compare", action="store_true", help="also an A/B table of the two files given (A first)")
         ap.add_argument("--price", action="append", default=[], metavar="NAME=USD",

@@ -199,6 +199,9 @@ class SuiteBenchmark(Benchmark):
     def report_tables(self, runs):
         return report_tables(runs)
 
+    def bundle_args(self, out, quick):  # the seed-layout CSVs go into the bundle, not ./results
+        return super().bundle_args(out, quick) + ["--results-root", str(Path(out).parent / "seed-layout")]
+
     def report_figures(self, runs, out):
         mine = [r for r in runs if r.run.get("probe") == PROBE]
         return suite_figures(mine, out / "suites") if mine else []

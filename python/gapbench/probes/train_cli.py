@@ -143,6 +143,9 @@ class TrainBenchmark(Benchmark):
     def report_tables(self, runs):
         return report_tables(runs)
 
+    def bundle_args(self, out, quick):
+        return super().bundle_args(out, quick) + ["--no-plots"]
+
 
 BENCHMARK = TrainBenchmark()
 
