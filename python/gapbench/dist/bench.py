@@ -14,6 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..benchmark import Benchmark, UsageError
 from ..result import ERROR, OK, Record, load_run
 from . import tables
 from .config import (DTYPES, OPS, PLACEMENTS, RUNGS, ConfigError, DistConfig, csv_list,
@@ -29,9 +30,13 @@ def gpu_count() -> int:
         return 0
 
 
-class DistBenchmark:
+class DistBenchmark(Benchmark):
     name = "dist"
     title = "Collectives: p2p floor, NCCL direct, torch.distributed, CuPy, MLX distributed"
+
+    def bundle_args(self, out: Path, quick: bool) -> list[str]:
+        """`gapbench run`: a short sweep (1K-64K, all-reduce, on this machine's GPUs or 2 CPU ranks)."""
+        return ["--out", str(out), "--no-plain"] + (["-e", "64K", "--ops", "all_reduce"] if quick else [])
 
     def add_arguments(self, ap: argparse.ArgumentParser) -> None:
         g = ap.add_argument_group("sweep (nccl-tests' -b/-e/-f)")
@@ -97,8 +102,7 @@ class DistBenchmark:
         try:
             cfg, rungs, nproc = self.config(args)
         except ConfigError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+            raise UsageError(str(e)) from e
         if args.launcher != "local":
             from .external import run_external_launcher
 
@@ -192,7 +196,7 @@ class DistBenchmark:
     def markdown(self, records: list[Record]) -> str:
         return tables.markdown(records)
 
-    def figures(self, records: list[Record], stem: Path) -> list[Path]:
+    def figures(self, records: list[Record], stem: Path, run: dict | None = None) -> list[Path]:
         return tables.figures(records, stem)
 
 
@@ -260,10 +264,7 @@ BENCHMARK = DistBenchmark()
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m bench.dist") -> int:
-    ap = argparse.ArgumentParser(prog=prog, description=BENCHMARK.title)
-    BENCHMARK.add_arguments(ap)
-    args = ap.parse_args(argv)
-    return BENCHMARK.run(args, prog, argv)
+    return BENCHMARK.main(argv, prog)
 
 
 def show(path: str) -> int:

@@ -59,7 +59,8 @@ def run_plain(cfg: Config) -> list[Record]:
         return [Record(probe=PROBE, backend="plain-cuda", variant="null", metric="roundtrip",
                        status=UNAVAILABLE, reason="plain loop not built (no CUDA toolkit at install)")]
     try:
-        p = run_command([str(exe), str(cfg.samples), str(cfg.inner), str(cfg.warmup), "1"], timeout=cfg.timeout)
+        p = run_command([str(exe), str(min(cfg.samples, 200)), str(cfg.inner), str(cfg.warmup), "1"],
+                        timeout=cfg.timeout)
     except subprocess.TimeoutExpired:
         return [Record(probe=PROBE, backend="plain-cuda", variant="null", metric="roundtrip", status=ERROR,
                        reason="plain loop timed out")]
@@ -175,7 +176,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--quick", action="store_true", help="few samples: a fast smoke run (CI)")
     ap.add_argument("--out", default=None, help="result JSON path (default: results/launch-<time>.json); "
                     "a CSV is written next to it")
-    ap.add_argument("--samples", type=int, default=None, help="timed samples per measurement (default 200; quick 30)")
+    ap.add_argument("--samples", type=int, default=None,
+                    help="most timed samples per measurement and process (default 1000; quick 30)")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="wall seconds per measurement and process (default 0.5; quick 0.2)")
+    ap.add_argument("--rel-hw", type=float, default=None,
+                    help="stop once the median's 95%% interval half-width is within this fraction (default 0.01)")
     ap.add_argument("--inner", type=int, default=None, help="ops per sample for batched metrics (default 100; quick 20)")
     ap.add_argument("--warmup", type=int, default=None, help="untimed warm-up samples (default 20; quick 5)")
     ap.add_argument("--cold-samples", type=int, default=None,
@@ -191,10 +197,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def config_from_args(args) -> Config:
     cfg = Config.quick() if args.quick else Config()
-    for name in ("samples", "inner", "warmup", "cold_samples", "warm_processes"):
+    for name, attr in (("samples", "samples"), ("inner", "inner"), ("warmup", "warmup"),
+                       ("cold_samples", "cold_samples"), ("warm_processes", "warm_processes"),
+                       ("budget", "budget_s"), ("rel_hw", "rel_hw")):
         v = getattr(args, name)
         if v is not None:
-            setattr(cfg, name, v)
+            setattr(cfg, attr, v)
     cfg.n = args.n
     cfg.timeout = args.timeout
     cfg.validate()

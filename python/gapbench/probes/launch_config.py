@@ -15,9 +15,11 @@ WARM_METRICS = ("submit", "roundtrip", "stream_b2b", "device_kernel", "graph_nod
 
 @dataclass
 class Config:
-    samples: int = 200
+    samples: int = 1000  # most samples per metric and process (the stopping rule usually ends sooner)
     inner: int = 100
     warmup: int = 20
+    budget_s: float = 0.5  # wall seconds per metric and process
+    rel_hw: float = 0.01  # stop once the median's 95% interval half-width is within this fraction
     cold_samples: int = 5
     warm_processes: int = 3  # fresh processes whose warm samples are pooled
     n: int = 1  # elements of the add op
@@ -26,7 +28,7 @@ class Config:
 
     @classmethod
     def quick(cls) -> "Config":
-        return cls(samples=30, inner=20, warmup=5, cold_samples=2, warm_processes=1)
+        return cls(samples=30, inner=20, warmup=5, cold_samples=2, warm_processes=1, budget_s=0.2)
 
     def validate(self) -> None:
         for name in ("samples", "inner", "cold_samples", "warm_processes", "n"):
@@ -34,6 +36,8 @@ class Config:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         if self.warmup < 0:
             raise ValueError("--warmup must be >= 0")
+        if not self.budget_s > 0 or not 0 < self.rel_hw < 1:
+            raise ValueError("--budget must be > 0 and --rel-hw between 0 and 1")
         if not self.timeout > 0:
             raise ValueError(f"--timeout must be > 0 seconds, got {self.timeout:g}")
 

@@ -10,6 +10,7 @@ from importlib import resources
 import numpy as np
 
 from .. import registry as bk
+from ..measure import Arm, adaptive
 from ..result import FAILED, NOT_APPLICABLE, OK, Record
 from .launch_config import PROBE, WARM_METRICS, Config, add_work, check_add, random_inputs
 
@@ -44,6 +45,29 @@ class _Out:
         self.record(variant, metric, None, inner=1, warmup=0, clock=None, op=op, status=NOT_APPLICABLE, reason=reason)
 
 
+def _sampled(cfg: Config, sample) -> tuple[list[float], dict]:
+    """Samples of one metric under the stopping rule (gapbench.measure.adaptive): `sample(n)`
+    returns n per-sample seconds; sampling stops once the median's 95% interval is within
+    cfg.rel_hw, at cfg.samples samples, or at cfg.budget_s of wall time. The stop goes in params."""
+    m = adaptive(Arm("metric", sample), rel_hw=cfg.rel_hw, min_samples=min(10, cfg.samples),
+                 max_samples=cfg.samples, budget_s=cfg.budget_s, warmup=cfg.warmup)
+    return m.samples, {"stop": m.to_dict(samples=False)}
+
+
+def _each(one):
+    """sample(n) from a function returning one sample."""
+    return lambda n: [one() for _ in range(n)]
+
+
+def _timed_loop(fn, inner: int):
+    def one():
+        t0 = perf_ns()
+        for _ in range(inner):
+            fn()
+        return (perf_ns() - t0) * 1e-9
+    return one
+
+
 def _worker_native_cpu(cfg: Config, warm: bool, out: _Out) -> None:
     t0 = perf_ns()
     from .. import _native as nat  # noqa: the import itself is the measured phase
@@ -61,16 +85,9 @@ def _worker_native_cpu(cfg: Config, warm: bool, out: _Out) -> None:
         return None
 
     for variant, fn, what in (("noop", f, op), ("py-noop", pyfn, "empty Python function call (reference below the binding)")):
-        samples = []
-        for i in range(cfg.warmup + cfg.samples):
-            t0 = perf_ns()
-            for _ in range(cfg.inner):
-                fn()
-            dt = (perf_ns() - t0) * 1e-9
-            if i >= cfg.warmup:
-                samples.append(dt)
+        samples, stop = _sampled(cfg, _each(_timed_loop(fn, cfg.inner)))
         out.record(variant, "roundtrip", samples, inner=cfg.inner, warmup=cfg.warmup, clock="host_wall", op=what,
-                   params={"synchronous": True})
+                   params={"synchronous": True, **stop})
         for m in ("submit", "stream_b2b", "device_kernel", "graph_node"):
             out.na(variant, m, what, "synchronous CPU call: completion is the return (see roundtrip)")
 
@@ -129,17 +146,22 @@ def _worker_native_gpu(cfg: Config, warm: bool, out: _Out, kind: str) -> None:
                 out.record(variant, m, None, inner=1, warmup=0, clock=None, op=op, status=FAILED,
                            reason="verification failed, not timed: " + out.verify[variant][1])
             continue
-        s, i, w = cfg.samples, cfg.inner, cfg.warmup
-        out.record(variant, "submit", p.submit(s, i, w), inner=i, warmup=w, clock="host_wall", op=op, work=work)
-        out.record(variant, "roundtrip", p.roundtrip(s, w), inner=1, warmup=w, clock="host_wall", op=op, work=work)
-        out.record(variant, "stream_b2b", p.stream_b2b(s, i, w), inner=i, warmup=w, clock=dev_clock, op=op, work=work)
-        dk = p.device_kernel(s, i, w)
-        out.record(variant, "device_kernel", dk, inner=i, warmup=w, clock=dev_clock, op=op, work=work,
+        i, w = cfg.inner, cfg.warmup
+        for metric, clock, inner, sample in (
+                ("submit", "host_wall", i, lambda n: p.submit(n, i, 0)),
+                ("roundtrip", "host_wall", 1, lambda n: p.roundtrip(n, 0)),
+                ("stream_b2b", dev_clock, i, lambda n: p.stream_b2b(n, i, 0))):
+            samples, stop = _sampled(cfg, sample)
+            out.record(variant, metric, samples, inner=inner, warmup=w, clock=clock, op=op, work=work, params=stop)
+        samples, stop = _sampled(cfg, lambda n: p.device_kernel(n, i, 0))
+        out.record(variant, "device_kernel", samples, inner=i, warmup=w, clock=dev_clock, op=op, work=work,
                    params={"method": "launches held behind the release gate until all are queued" if kind == "cuda"
-                           else "inner dispatches in one compute encoder",
+                           else "inner dispatches in one compute encoder", **stop,
                            **({"invalid_samples": p.invalid_samples} if kind == "cuda" else {})})
         if kind == "cuda":
-            out.record(variant, "graph_node", p.graph_replay(s, i, w), inner=i, warmup=w, clock=dev_clock, op=op, work=work)
+            samples, stop = _sampled(cfg, lambda n: p.graph_replay(n, i, 0))
+            out.record(variant, "graph_node", samples, inner=i, warmup=w, clock=dev_clock, op=op, work=work,
+                       params=stop)
         else:
             out.na(variant, "graph_node", op, "not implemented for Metal (indirect command buffers)")
 
@@ -199,54 +221,38 @@ def _worker_framework(cfg: Config, warm: bool, out: _Out) -> None:
             out.record("add", m, None, inner=1, warmup=0, clock=None, op=op_text, status=FAILED,
                        reason="verification failed, not timed: " + out.verify["add"][1])
         return
-    s, i, w = cfg.samples, cfg.inner, cfg.warmup
+    i, w = cfg.inner, cfg.warmup
     if synchronous:
         out.na("add", "submit", op_text, "synchronous CPU op: completion is the return (see roundtrip)")
-        samples = []
-        for k in range(w + s):
-            t0 = perf_ns()
-            for _ in range(i):
-                submit_op()
-            dt = (perf_ns() - t0) * 1e-9
-            if k >= w:
-                samples.append(dt)
+        samples, stop = _sampled(cfg, _each(_timed_loop(submit_op, i)))
         out.record("add", "roundtrip", samples, inner=i, warmup=w, clock="host_wall", op=op_text, work=work,
-                   params={"synchronous": True})
+                   params={"synchronous": True, **stop})
         for m in ("stream_b2b", "device_kernel", "graph_node"):
             out.na("add", m, op_text, "synchronous CPU op: no device queue")
         return
-    samples = []
-    for k in range(w + s):
+    loop = _timed_loop(submit_op, i)
+
+    def submitted():  # host cost of issuing i ops, the queue drained before and after
         ad.sync()
-        t0 = perf_ns()
-        for _ in range(i):
-            submit_op()
-        dt = (perf_ns() - t0) * 1e-9
+        dt = loop()
         ad.sync()
-        if k >= w:
-            samples.append(dt)
-    out.record("add", "submit", samples, inner=i, warmup=w, clock="host_wall", op=op_text, work=work)
-    samples = []
-    for k in range(w + s):
-        t0 = perf_ns()
-        op_sync()
-        dt = (perf_ns() - t0) * 1e-9
-        if k >= w:
-            samples.append(dt)
-    out.record("add", "roundtrip", samples, inner=1, warmup=w, clock="host_wall", op=op_text, work=work)
-    samples = []
-    for k in range(w + s):
-        dt = ad.time_device(submit_op, i)
-        if k >= w:
-            samples.append(dt)
-    out.record("add", "stream_b2b", samples, inner=i, warmup=w, clock=ad.device_clock, op=op_text, work=work)
+        return dt
+
+    samples, stop = _sampled(cfg, _each(submitted))
+    out.record("add", "submit", samples, inner=i, warmup=w, clock="host_wall", op=op_text, work=work, params=stop)
+    samples, stop = _sampled(cfg, _each(_timed_loop(op_sync, 1)))
+    out.record("add", "roundtrip", samples, inner=1, warmup=w, clock="host_wall", op=op_text, work=work, params=stop)
+    samples, stop = _sampled(cfg, _each(lambda: ad.time_device(submit_op, i)))
+    out.record("add", "stream_b2b", samples, inner=i, warmup=w, clock=ad.device_clock, op=op_text, work=work,
+               params=stop)
     out.na("add", "device_kernel", op_text, "frameworks cannot preload the queue; see stream_b2b")
     replay = ad.graph(submit_op, i)
     if replay is None:
         out.na("add", "graph_node", op_text, ad.graph_reason)
     else:
-        samples = [replay() for _ in range(w + s)][w:]
-        out.record("add", "graph_node", samples, inner=i, warmup=w, clock="device_events", op=op_text, work=work)
+        samples, stop = _sampled(cfg, _each(replay))
+        out.record("add", "graph_node", samples, inner=i, warmup=w, clock="device_events", op=op_text, work=work,
+                   params=stop)
 
 
 def worker_main(backend: str, cfg: Config, warm: bool) -> dict:
