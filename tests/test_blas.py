@@ -35,12 +35,14 @@ def test_bytes_roundtrip(dt):
 
 def test_check_rejects_poison_and_error():
     ref = np.ones(100)
-    assert dtypes.check(ref.copy(), ref, "fp32")[0]
+    exp = dtypes.Expected(ref, ref, 1)  # one product per output, |product| = 1
+    assert dtypes.check(ref.copy(), exp, "fp32")[0]
     poisoned = ref.copy()
     poisoned[7] = np.nan
-    assert not dtypes.check(poisoned, ref, "fp32")[0]
-    assert not dtypes.check(ref * (1 + 1e-3), ref, "fp32")[0]
-    assert dtypes.check(ref * (1 + 1e-3), ref, "fp16")[0]
+    assert not dtypes.check(poisoned, exp, "fp32")[0]
+    assert not dtypes.check(ref * (1 + 1e-3), exp, "fp32")[0]
+    assert dtypes.check(ref * (1 + 2.0 ** -12), exp, "fp16")[0]  # within fp16's 2^-11
+    assert not dtypes.check(ref * (1 + 2.0 ** -10), exp, "fp16")[0]
 
 
 @pytest.mark.parametrize("spec", [s for specs in blas.OPS.values() for s in specs], ids=lambda s: s.name)

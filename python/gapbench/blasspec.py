@@ -26,6 +26,8 @@ class OpSpec:
     framework: Callable[[Any, str, list], Callable[[], Any]]  # (adapter, family, arrays) -> op
     framework_text: dict[str, str]
     memory_bound: bool = True
+    #: terms summed per output (0: a copy, which must be exact); sets the check's error bound
+    reduction: Callable[[Shape], int] = lambda s: 0
 
     def work(self, shape: Shape, dtype: str) -> dict:
         r, w = self.elements(shape)

@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import registry as bk
 from ..blasspec import OpSpec, native_dims, shape_text
-from ..dtypes import DTYPES, NATIVE_CODE, check, from_bytes, round_to, to_bytes
+from ..dtypes import DTYPES, NATIVE_CODE, check, expected, from_bytes, round_to, to_bytes
 from ..result import ERROR, FAILED, NOT_APPLICABLE, OK, UNAVAILABLE, Record
 from . import copy as copy_probe
 from . import gemm as gemm_probe
@@ -300,7 +300,7 @@ def iterate(cfg: Config, backends: list[str], on_case=None):
             for dtype in cfg.dtypes:
                 rng = np.random.default_rng(cfg.seed)
                 rounded = [round_to(a, dtype) for a in spec.inputs(shape, rng)]
-                ref = spec.reference([a.astype(np.float64) for a in rounded])
+                ref = expected(spec.reference, [a.astype(np.float64) for a in rounded], spec.reduction(shape))
                 for b in live:
                     if on_case:
                         on_case(f"{spec.name} {dtype} {shape_text(shape)} {b}")
