@@ -56,7 +56,7 @@ PYBIND11_MODULE(_native, m) {
   info["parts"] = GAPBENCH_BUILT_PARTS;
   info["cuda_archs"] = GAPBENCH_CUDA_ARCHS;
   info["git_sha"] = GAPBENCH_GIT_SHA;
-  info["source_commit"] = GAPBENCH_GIT_SHA;
+  info["source_commit"] = GAPBENCH_SOURCE_COMMIT;
   info["source_hash"] = GAPBENCH_SOURCE_HASH;
   info["dirty"] = GAPBENCH_SOURCE_DIRTY != 0;
   info["cxx_compiler"] = GAPBENCH_CXX_COMPILER;

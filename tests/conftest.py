@@ -19,3 +19,16 @@ def run_module(module: str, *args: str, timeout: float = 300):
 
     return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout)
+
+
+def pytest_report_header(config):
+    """The sources under test, as the build recorded them: a saved log (e.g. of `pytest -m cuda`
+    on a GPU) names the commit and content hash it passed on."""
+    try:
+        from gapbench.env import provenance
+
+        p = provenance()
+    except Exception as e:  # the header must never stop the run
+        return f"gapbench sources: unknown ({type(e).__name__}: {e})"
+    return (f"gapbench sources: commit {p['source_commit']}, hash {p['source_hash']}, dirty {p['dirty']} "
+            f"({p['provenance_from']})")

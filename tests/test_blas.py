@@ -33,12 +33,14 @@ def test_bytes_roundtrip(dt):
 
 def test_check_rejects_poison_and_error():
     ref = np.ones(100)
-    assert dtypes.check(ref.copy(), ref, "fp32")[0]
+    exp = dtypes.Expected(ref, ref, 1)  # one product per output, |product| = 1
+    assert dtypes.check(ref.copy(), exp, "fp32")[0]
     poisoned = ref.copy()
     poisoned[7] = np.nan
-    assert not dtypes.check(poisoned, ref, "fp32")[0]
-    assert not dtypes.check(ref * (1 + 1e-3), ref, "fp32")[0]
-    assert dtypes.check(ref * (1 + 1e-3), ref, "fp16")[0]
+    assert not dtypes.check(poisoned, exp, "fp32")[0]
+    assert not dtypes.check(ref * (1 + 1e-3), exp, "fp32")[0]
+    assert dtypes.check(ref * (1 + 2.0 ** -12), exp, "fp16")[0]  # within fp16's 2^-11
+    assert not dtypes.check(ref * (1 + 2.0 ** -10), exp, "fp16")[0]
 
 
 @pytest.mark.parametrize("spec", [s for specs in blas.OPS.values() for s in specs], ids=lambda s: s.name)
@@ -58,9 +60,15 @@ def test_references_and_work(spec):
     else:
         expect = np.einsum("bmk,bkn->bmn", *ins)
     np.testing.assert_allclose(ref, expect, rtol=1e-12, atol=1e-12)
-    w = spec.work(shape, "fp16")
-    read, written = spec.elements(shape)
-    assert w["bytes"] == 2 * (read + written)
+    # work by hand on a small shape of the op's form, fp16 (2 bytes): flops, elements read + written
+    small, flops, elements = {
+        "copy": ({"n": 10}, 0.0, 10 + 10),
+        "gemv": ({"m": 3, "k": 5}, 30.0, 15 + 5 + 3),  # A, x read; y written
+        "vjp_dx": ({"m": 3, "k": 5}, 30.0, 15 + 3 + 5),  # W, v read; dx written
+        "vjp_dw": ({"m": 3, "k": 5}, 15.0, 3 + 5 + 15),  # v, x read; dW written
+        "gemm": ({"batch": 2, "m": 3, "n": 4, "k": 5}, 240.0, 2 * (15 + 20) + 2 * 12),
+    }[spec.name]
+    assert spec.work(small, "fp16") == {"flops": flops, "bytes": 2.0 * elements}
     assert all(np.any(a != 0) for a in ins)  # never zeros
 
 
@@ -174,7 +182,7 @@ def test_failed_verification_is_not_timed(monkeypatch):
     shape = {"m": 8, "k": 8}
     rng = np.random.default_rng(0)
     rounded = [dtypes.round_to(a, "fp32") for a in wrong.inputs(shape, rng)]
-    ref = wrong.reference([a.astype(np.float64) for a in rounded])
+    ref = dtypes.expected(wrong.reference, [a.astype(np.float64) for a in rounded], wrong.reduction(shape))
     from gapbench.frameworks import make_adapter
 
     ad = make_adapter("torch-cpu")
@@ -265,16 +273,16 @@ def test_every_metal_kernel_verifies_on_apple_gpu(tmp_path):
 
 
 def test_plain_rows_do_not_break_roofline_tables_or_figures(tmp_path):
-    def rec(backend, variant):
+    def rec(backend, variant, samples):
         return Record(probe="blas", backend=backend, variant=variant, metric="time", clock="device_events",
-                      samples_s=[1e-3, 1e-3], params={"op": "gemm", "dtype": "fp32", "shape_text": "1x2x2x2",
+                      samples_s=samples, params={"op": "gemm", "dtype": "fp32", "shape_text": "1x2x2x2",
                                                       "shape": {"batch": 1, "m": 2, "n": 2, "k": 2}},
                       work={"flops": 16.0, "bytes": 48.0})
 
-    recs = [rec("native-cuda", "cublas"), rec("plain-cuda", "cublas")]
+    recs = [rec("native-cuda", "cublas", [3e-3, 3e-3, 4e-3]), rec("plain-cuda", "cublas", [2e-3, 1e-3, 2e-3])]
     assert registry.device_class_of("plain-cuda") == "cuda"
     assert blas.roofline(recs)["cuda"]["fp32"]["from"].startswith("native-cuda")
-    assert blas.plain_ratios(recs) == [("gemm", "fp32", "1x2x2x2", 1.0)]
+    assert blas.plain_ratios(recs) == [("gemm", "fp32", "1x2x2x2", pytest.approx(1.5))]  # medians 3 ms / 2 ms
     assert blas.build_tables(recs) and "plain-cuda" not in blas.markdown_summary(recs)
     from gapbench.plots import blas_figures
 

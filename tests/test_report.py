@@ -165,8 +165,16 @@ def test_report_of_the_committed_gpu_results(tmp_path):
         pytest.skip("docs/results not in this checkout")
     md, _ = rp.build([str(f) for f in files], tmp_path / "rep")
     text = md.read_text()
-    assert "NVIDIA H200" in text and "torch-cuda" in text and "0.9194" in text  # minimal GPT-2-large torch step, s
-    assert OK  # the module's status constants are the ones records use
+    assert "NVIDIA H200" in text and "torch-cuda" in text
+    # each step row shows the median of the file's raw samples (s) and items / median, computed here
+    import statistics
+
+    steps = [r for r in json.loads(files[1].read_text())["records"] if r["metric"] == "step" and r["status"] == OK]
+    assert len(steps) == 2
+    for r in steps:
+        med = statistics.median(r["samples_s"])
+        row = next(line for line in text.splitlines() if f"| {r['params']['label']} |" in line)
+        assert f"| {med:.4g} [" in row and f"| {r['work']['items'] / med:.0f} tokens/s |" in row, (row, med)
 
 
 def test_html_page_draws_its_plots_in_headless_chromium(tmp_path):

@@ -25,6 +25,8 @@ class OpSpec:
     framework: Callable[[Any, list], Callable[[], Any]]  # (adapter, arrays) -> op
     framework_text: dict[str, str]  # adapter family -> how the op reads in that framework
     memory_bound: bool = True
+    #: terms summed per output (0: a copy, which must be exact); sets the check's error bound
+    reduction: Callable[[Shape], int] = lambda s: 0
 
     def check(self, out, ref, dtype: str) -> tuple[bool, str]:
         """The op's output against its float64 reference (gapbench.dtypes.check)."""

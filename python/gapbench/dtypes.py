@@ -3,13 +3,31 @@ are kept as float32 already rounded to bf16 (round to nearest even, as the GPUs 
 their 16-bit pattern only when handed to native code."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
 
 DTYPES = ("fp32", "fp16", "bf16")
 ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2}
-#: relative-error bound ||out - ref|| / ||ref|| against float64 on the rounded inputs; beyond it
-#: a result is a failure. fp32: summation-order noise; fp16/bf16: output rounding dominates.
-TOLERANCE = {"fp32": 1e-4, "tf32": 5e-3, "fp16": 5e-3, "bf16": 3e-2}
+#: Unit roundoff of each element type (half the distance from 1 to the next value). tf32 is
+#: fp32 storage whose multiplier inputs are rounded to 10 mantissa bits.
+UNIT_ROUNDOFF = {"fp32": 2.0 ** -24, "tf32": 2.0 ** -11, "fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
+#: Half the smallest subnormal spacing: the most a correctly rounded tiny result can be off by.
+UNDERFLOW = {"fp32": 2.0 ** -150, "tf32": 2.0 ** -150, "fp16": 2.0 ** -25, "bf16": 2.0 ** -134}
+#: fp32 accumulation error per unit of sum|a_j b_j|, in units of ACC_ROUNDOFF = 2^-23 (one fp32
+#: ulp at 1), for terms of random sign (the probes' inputs are uniform in [-1, 1]):
+#: - round to nearest, any order: even one sequential sum of k terms errs by about
+#:   2^-24 sum|a_j b_j| (RMS; partial sums grow as sqrt(j)); 8 times that is RN_FACTOR = 4;
+#: - tensor cores truncate the running sum once per 16 products: a bias that grows as about
+#:   sqrt(k)/45; TRUNC_FACTOR = 1/20 per sqrt(k) leaves twice that as margin;
+#: - never more than the deterministic worst case, k (gamma_k).
+ACC_ROUNDOFF = 2.0 ** -23
+RN_FACTOR = 4.0
+TRUNC_FACTOR = 1.0 / 20
+#: tf32 rounds both multiplier inputs (2 u_tf32 per product, random sign): LAMBDA sqrt(k) of
+#: them at most, i.e. 2 u_tf32 sum|a_j b_j| min(1, LAMBDA / sqrt(k)).
+LAMBDA = 8.0
 
 
 def round_bf16(x: np.ndarray) -> np.ndarray:
@@ -59,11 +77,77 @@ def rel_error(out: np.ndarray, ref: np.ndarray) -> float:
     return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-300))
 
 
-def check(out: np.ndarray, ref: np.ndarray, dtype: str) -> tuple[bool, str]:
+@dataclass(frozen=True)
+class Expected:
+    """What a result is checked against: the float64 result on the rounded inputs (`values`), the
+    same op on the inputs' magnitudes (`scale`, e.g. |A| @ |x|: the size of what each output
+    sums, which bounds its accumulation error whatever cancels), and the reduction length `k`
+    (terms summed per output; 0 for a copy, which must be exact)."""
+    values: np.ndarray
+    scale: np.ndarray
+    k: int
+
+
+def magnitude(reference: Callable[[list[np.ndarray]], np.ndarray], inputs64: list[np.ndarray]) -> np.ndarray:
+    """The componentwise scale of a (multi)linear op: the op on |inputs| in float64, e.g.
+    |A| @ |x| for A @ x, |W|^T |v| for a VJP, |v| |x|^T for an outer product, |a| for a copy."""
+    return np.abs(reference([np.abs(np.asarray(a, dtype=np.float64)) for a in inputs64]))
+
+
+def expected(reference: Callable[[list[np.ndarray]], np.ndarray], inputs64: list[np.ndarray], k: int) -> Expected:
+    """The reference of an op spec on float64 copies of the rounded inputs, with its bound's terms."""
+    return Expected(np.asarray(reference(inputs64), dtype=np.float64), magnitude(reference, inputs64), int(k))
+
+
+def bound(ref: np.ndarray, scale: np.ndarray, dtype: str, k: int, acc: str = "fp32") -> np.ndarray:
+    """Per-output bound on |out - ref| for a correct result (inputs already rounded to `dtype`):
+        u_out |ref_i| + (1 + u_out) (e_acc + e_in) scale_i + underflow
+    u_out: the output's rounding (`dtype`'s unit roundoff; exact copies: 0). e_acc: fp32
+    accumulation of k terms, ACC_ROUNDOFF min(k, RN_FACTOR + TRUNC_FACTOR sqrt(k)). e_in: tf32's
+    rounding of both multiplier inputs, 2 u_tf32 min(1, LAMBDA / sqrt(k)). acc=fp16/bf16 (a library allowed to add
+    partial sums in the output type, cuBLAS's "reduced precision reduction") adds 2 u_acc."""
+    ref = np.abs(np.asarray(ref, dtype=np.float64).ravel())
+    if k <= 0:
+        return np.zeros_like(ref)  # a copy moves values that are already representable: exact
+    scale = np.asarray(scale, dtype=np.float64).ravel()
+    u_out = UNIT_ROUNDOFF[dtype]
+    root = np.sqrt(k)
+    per_term = ACC_ROUNDOFF * min(k, RN_FACTOR + TRUNC_FACTOR * root)
+    if dtype == "tf32":
+        per_term += 2 * UNIT_ROUNDOFF["tf32"] * min(1.0, LAMBDA / root)
+    if acc != "fp32":
+        per_term += 2 * UNIT_ROUNDOFF[acc]
+    return u_out * ref + (1 + u_out) * per_term * scale + UNDERFLOW[dtype]
+
+
+def check(out: np.ndarray, ref, dtype: str, *, k: int | None = None, scale: np.ndarray | None = None,
+          acc: str = "fp32") -> tuple[bool, str]:
+    """Is `out` a correct result of the op whose float64 result is `ref` (an Expected, or values with
+    k= and scale= given)? Every output must lie within its own bound (see `bound`), so one
+    zeroed, dropped or stale output fails even where the normwise error of the whole is small."""
+    if isinstance(ref, Expected):
+        ref, k, scale = ref.values, ref.k, ref.scale
+    elif k is None or scale is None:
+        raise TypeError("check needs the reduction length k= and the magnitude scale= (see expected())")
     out = np.asarray(out, dtype=np.float64).ravel()
+    ref = np.asarray(ref, dtype=np.float64).ravel()
+    if out.shape != ref.shape:
+        return False, f"output has {out.size} elements, reference {ref.size}"
     bad = int(np.sum(~np.isfinite(out)))
     if bad:
         return False, f"{bad} of {out.size} outputs not finite (poison left or overflow)"
-    err = rel_error(out, ref)
-    bound = TOLERANCE[dtype]
-    return err <= bound, f"rel. error {err:.2e} vs float64 (bound {bound:.0e})"
+    err = np.abs(out - ref)
+    tol = bound(ref, scale, dtype, k, acc)
+    over = err > tol
+    nbad = int(np.count_nonzero(over))
+    use = err / np.where(tol > 0, tol, np.inf)
+    use[(tol == 0) & (err > 0)] = np.inf
+    i = int(np.argmax(use)) if out.size else 0
+    worst = float(use[i]) if out.size else 0.0
+    rel = rel_error(out, ref)
+    what = "exact copy" if k <= 0 else f"k={k}"
+    if nbad:
+        return False, (f"{nbad} of {out.size} outputs outside their bound ({what}), worst [{i}]: "
+                       f"{out[i]:.6g} vs {ref[i]:.6g} (error {err[i]:.2e}, bound {tol[i]:.2e}); "
+                       f"rel. error {rel:.2e} vs float64")
+    return True, f"rel. error {rel:.2e} vs float64; every output within its bound ({what}, worst {worst:.2f} of it)"

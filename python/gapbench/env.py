@@ -1,7 +1,9 @@
-"""Environment metadata stored with every run: machine, OS, libraries, devices, build, git."""
+"""Environment metadata stored with every run: machine, OS, libraries, devices, build, and the
+provenance of the sources built (commit, content hash, dirty flag), readable without git."""
 from __future__ import annotations
 
 import os
+import importlib.util
 import platform
 import shutil
 import subprocess
@@ -80,6 +82,30 @@ def git_sha() -> str | None:
         return None
 
 
+def provenance() -> dict:
+    """source_commit, source_hash and dirty of the sources this package was built from, as
+    cmake/provenance.py recorded them at build time (gapbench/_provenance.py). Run from a source
+    checkout with no build, they are computed now, and `provenance_from` says so."""
+    try:
+        from . import _provenance as p
+
+        info = {"source_commit": p.SOURCE_COMMIT, "source_hash": p.SOURCE_HASH, "dirty": bool(p.DIRTY),
+                "provenance_from": "build"}
+    except ImportError:
+        script = Path(__file__).resolve().parents[2] / "cmake" / "provenance.py"
+        if not script.is_file():
+            return {"source_commit": "unknown", "source_hash": "unknown", "dirty": True,
+                    "provenance_from": "none: no gapbench/_provenance.py (not built by CMake) and no source checkout"}
+        spec = importlib.util.spec_from_file_location("gapbench_provenance", script)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        info = dict(mod.provenance(script.parents[1]), provenance_from="source checkout, at run time (not a build)")
+    native = build_info().get("source_hash")
+    if native is not None and native != info["source_hash"]:
+        info["native_source_hash"] = native  # the extension was built from other sources than the Python part
+    return info
+
+
 def collect() -> dict:
     mem = None
     try:
@@ -91,6 +117,7 @@ def collect() -> dict:
     return {
         "time": now_iso(),
         "gapbench": __version__,
+        **provenance(),
         "git_sha_checkout": git_sha(),
         "build": build_info(),
         "python": sys.version.split()[0],

@@ -22,7 +22,7 @@ import numpy as np
 from .. import registry as bk
 from ..blasspec import OpSpec, native_dims, shape_text
 from .. import native
-from ..dtypes import DTYPES, from_bytes, round_to, to_bytes
+from ..dtypes import DTYPES, expected, from_bytes, round_to, to_bytes
 from ..result import ERROR, FAILED, NOT_APPLICABLE, OK, UNAVAILABLE, Record
 from . import copy as copy_probe
 from . import gemm as gemm_probe
@@ -317,7 +317,7 @@ def iterate(cfg: Config, backends: list[str], on_case=None):
             for dtype in cfg.dtypes:
                 rng = np.random.default_rng(cfg.seed)
                 rounded = [round_to(a, dtype) for a in spec.inputs(shape, rng)]
-                ref = spec.reference([a.astype(np.float64) for a in rounded])
+                ref = expected(spec.reference, [a.astype(np.float64) for a in rounded], spec.reduction(shape))
                 if on_case:
                     on_case(f"{spec.name} {dtype} {shape_text(shape)}")
                 yield from _run_case(spec, dtype, shape, rounded, ref, cfg, live, infos, adapters, cublas_path,

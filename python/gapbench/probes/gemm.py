@@ -22,6 +22,7 @@ SPEC = OpSpec(
     shapes=_shapes,
     inputs=lambda s, rng: [uniform(rng, s["batch"], s["m"], s["k"]), uniform(rng, s["batch"], s["k"], s["n"])],
     reference=lambda a: np.matmul(a[0], a[1]),
+    reduction=lambda s: s["k"],
     elements=lambda s: (s["batch"] * (s["m"] * s["k"] + s["k"] * s["n"]), s["batch"] * s["m"] * s["n"]),
     flops=lambda s: 2.0 * s["batch"] * s["m"] * s["n"] * s["k"],
     framework=_framework,

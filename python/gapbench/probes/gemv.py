@@ -24,6 +24,7 @@ SPEC = OpSpec(
     reference=lambda a: a[0] @ a[1],
     elements=lambda s: (s["m"] * s["k"] + s["k"], s["m"]),
     flops=lambda s: 2.0 * s["m"] * s["k"],
+    reduction=lambda s: s["k"],
     framework=_framework,
     framework_text={"torch": "torch.mv(A, x)", "cupy": "A @ x", "mlx": "A @ x"},
 )
