@@ -347,8 +347,9 @@ def test_bench_rows_fail_when_the_last_timed_run_is_wrong(monkeypatch):
 
     shape = {"m": 64, "k": 48}
     rounded = [dtypes.round_to(a, "fp16") for a in gemv_probe.SPEC.inputs(shape, np.random.default_rng(1))]
-    ref = gemv_probe.SPEC.reference([a.astype(np.float64) for a in rounded])
-    good = dtypes.to_bytes(ref.astype(np.float32), "fp16").tobytes()
+    ref = dtypes.expected(gemv_probe.SPEC.reference, [a.astype(np.float64) for a in rounded],
+                          gemv_probe.SPEC.reduction(shape))
+    good = dtypes.to_bytes(np.asarray(ref.values, dtype=np.float32), "fp16").tobytes()
     broken = {"last": False}
 
     class FakeCase:
@@ -382,7 +383,8 @@ def test_bench_rows_fail_when_the_last_timed_run_is_wrong(monkeypatch):
     cfg = blas.Config(samples=5, warmup=1)
     for last_bad in (False, True):
         broken["last"] = last_bad
-        recs = blas._native_cuda(gemv_probe.SPEC, "fp16", shape, rounded, ref, cfg, info, "libcublas.so", "")
+        recs = blas._run_case(gemv_probe.SPEC, "fp16", shape, rounded, ref, cfg, ["native-cuda"],
+                              {"native-cuda": info}, {}, "libcublas.so", "")
         rows = {r.variant: r for r in recs}
         assert rows["cublas"].status == NOT_APPLICABLE and "no vendor" in rows["cublas"].reason
         g = rows["gapbench"]
