@@ -227,3 +227,42 @@ def test_every_lab_variant_verifies_and_sweeps_on_gpu(lab_dir, op, monkeypatch):
     if res.document["device"]["cc"] == 90:
         ran = {r.params["lab"]["id"] for r in ok if not r.params["lab"]["config"]}
         assert ran == set(range(0, {"copy": 2, "gemv": 4, "vjp_dx": 14, "vjp_dw": 3, "gemm": 8}[op] + 1))
+
+
+def test_blas_variants_all_needs_the_lab(tmp_path, monkeypatch):
+    """bench.blas --variants all without a built lab: exit 2 naming how to build it, no result file."""
+    from conftest import run_module
+
+    monkeypatch.setenv("GAPBENCH_LAB_DIR", str(tmp_path / "none"))
+    out = tmp_path / "r.json"
+    p = run_module("bench.blas", "--quick", "--variants", "all", "--backends", "torch-cpu", "--out", str(out))
+    assert p.returncode == 2 and "GAPBENCH_LAB=ON" in p.stderr + p.stdout
+    assert not out.exists()
+
+
+def test_blas_variants_all_adds_the_lab_rows(tmp_path, monkeypatch):
+    """The lab binary is run with the run's dtypes and shapes, and its variants become rows of the
+    blas result file (a stand-in binary that writes the documented JSON)."""
+    from conftest import run_module
+
+    from gapbench.result import load_run
+
+    doc = _doc(op="gemv", cold="read")
+    for r in doc["records"]:
+        r.update(op="gemv", shape="256x256")
+    fake = tmp_path / "gapbench_lab_gemv"
+    args_seen = tmp_path / "args.txt"
+    fake.write_text("#!/usr/bin/env python3\nimport sys, json\n"
+                    f"open({str(args_seen)!r}, 'w').write(' '.join(sys.argv[1:]))\n"
+                    "out = sys.argv[sys.argv.index('--json') + 1]\n"
+                    f"open(out, 'w').write({json.dumps(json.dumps(doc))})\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("GAPBENCH_LAB_DIR", str(tmp_path))
+    out = tmp_path / "r.json"
+    p = run_module("bench.blas", "--quick", "--variants", "all", "--ops", "gemv", "--dtypes", "fp32",
+                   "--shapes", "256x256", "--backends", "torch-cpu", "--no-plots", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    seen = args_seen.read_text()
+    assert "--variants all" in seen and "--dtypes fp32" in seen and "--shapes 256x256" in seen
+    variants = {r.variant for r in load_run(out).records if r.backend == "native-cuda"}
+    assert {"lab-cublas", "lab-v13", "lab-v9", "lab-v5"} <= variants

@@ -6,7 +6,7 @@ import argparse
 from dataclasses import asdict
 
 from .. import registry as bk
-from ..benchmark import Benchmark, print_lines
+from ..benchmark import Benchmark, UsageError, print_lines
 from ..dtypes import DTYPES
 from .blas import COLD_MODES, OP_NAMES, PROBE, Config, iterate, parse_shapes, plain_check, selected_specs, shapes_for
 from .blas import __doc__ as _BLAS_DOC
@@ -49,6 +49,10 @@ class BlasBenchmark(Benchmark):
         ap.add_argument("--out", help="result JSON (default results/blas-<time>.json); CSV written beside it")
         ap.add_argument("--no-plots", action="store_true", help="skip the PNG figures (written next to the JSON)")
         ap.add_argument("--no-plain", action="store_true", help="skip the plain C++ cuBLAS loop check")
+        ap.add_argument("--variants", choices=("shipped", "all"), default="shipped",
+                        help="shipped (default): the library's dispatcher against the vendor and frameworks; "
+                             "all: also every numbered variant of the kernel lab (cuda/lab/, built with "
+                             "-Ccmake.define.GAPBENCH_LAB=ON), each verified and paired against cuBLAS")
         ap.add_argument("--no-progress", action="store_true")
 
     @staticmethod
@@ -83,6 +87,16 @@ class BlasBenchmark(Benchmark):
         except ValueError as e:
             console.print(f"[red]error:[/red] {e}")
             return 2
+        lab_ops = []
+        if args.variants == "all":
+            from .. import lab
+
+            lab_ops = [spec.name for spec in selected_specs(cfg.ops)]
+            try:
+                for op in lab_ops:
+                    lab.find_binary(op)
+            except lab.LabError as e:
+                raise UsageError(f"--variants all needs the kernel lab: {e}") from e
         writer = open_run(PROBE, args.out, prog, argv, asdict(cfg), names)
         n_cases = (sum(len(shapes_for(spec, cfg)) for spec in selected_specs(cfg.ops)) * len(cfg.dtypes)
                    * max(1, len([n for n in names if bk.info(n).available])))
@@ -93,6 +107,8 @@ class BlasBenchmark(Benchmark):
 
             for rec in iterate(cfg, names, on_case):
                 writer.add(rec)
+        for op in lab_ops:
+            writer.extend(lab_records(op, cfg, console))
         if not args.no_plain:
             writer.extend(plain_check(writer.records, cfg))
         writer.finish(roofline=roofline(writer.records))
@@ -124,6 +140,26 @@ class BlasBenchmark(Benchmark):
 
     def bundle_args(self, out, quick):
         return super().bundle_args(out, quick) + ["--no-progress", "--no-plots"]
+
+
+def lab_records(op: str, cfg: Config, console) -> list:
+    """Every numbered variant of `op` from the kernel lab's own binary (verified and paired
+    against cuBLAS there), as rows of this run; a lab that cannot run here is one row saying why."""
+    from .. import lab
+    from ..result import ERROR, UNAVAILABLE, Record
+
+    spec = next(s for s in selected_specs([op]))
+    shapes = ",".join("x".join(str(sh[d]) for d in ("batch", "m", "n", "k") if d in sh) for sh in shapes_for(spec, cfg))
+    args = ["--variants", "all", "--dtypes", ",".join(cfg.dtypes), "--cold", (cfg.cold or ["read"])[0]]
+    if shapes:
+        args += ["--shapes", shapes]
+    console.print(f"lab: {op} {' '.join(args)}", highlight=False)
+    try:
+        return lab.run(op, args).records
+    except lab.LabError as e:
+        status = UNAVAILABLE if e.kind == "no_device" else ERROR
+        return [Record(probe=PROBE, backend="native-cuda", variant=f"lab-{op}", metric="all", status=status,
+                       reason=f"kernel lab ({e.kind}): {e.detail}"[:500])]
 
 
 BENCHMARK = BlasBenchmark()
