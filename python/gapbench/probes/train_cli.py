@@ -40,6 +40,8 @@ class TrainBenchmark(Benchmark):
     description = _TRAIN_DOC.split("\n\n")[0]
 
     def add_arguments(self, ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--nproc", type=int, default=None,
+                        help="data-parallel training on N ranks (DDP, FSDP2, MLX): see --nproc 2 --help")
         ap.add_argument("--model", default="gpt2", help=f"comma list of {', '.join(MODELS)} (default gpt2)")
         ap.add_argument("--backend", "--backends", dest="backend", default=None,
                         help=f"comma list of {', '.join(BACKENDS)} (default: torch-cuda, torch-mps or torch-cpu, whichever is here)")
@@ -145,6 +147,18 @@ class TrainBenchmark(Benchmark):
 
     def bundle_args(self, out, quick):
         return super().bundle_args(out, quick) + ["--no-plots"]
+
+    def main(self, argv=None, prog=None):
+        """`--nproc N`: data-parallel training across N ranks (DDP, FSDP2, MLX data parallel;
+        gapbench.dist.train_dp and its own options); otherwise one device."""
+        import sys
+
+        args = list(sys.argv[1:] if argv is None else argv)
+        if any(a == "--nproc" or a.startswith("--nproc=") for a in args):
+            from ..dist import train_dp
+
+            return train_dp.main(args, prog or "python -m bench.train")
+        return super().main(argv, prog)
 
 
 BENCHMARK = TrainBenchmark()
