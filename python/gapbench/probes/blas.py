@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import registry as bk
 from ..blasspec import OpSpec, native_dims, shape_text
-from ..dtypes import DTYPES, NATIVE_CODE, check, from_bytes, round_to, to_bytes
+from ..dtypes import DTYPES, ITEMSIZE, NATIVE_CODE, check, from_bytes, round_to, to_bytes
 from ..result import ERROR, FAILED, NOT_APPLICABLE, OK, UNAVAILABLE, Record
 from . import copy as copy_probe
 from . import gemm as gemm_probe
@@ -243,7 +243,7 @@ def _framework(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray],
         samples = [ad.time_device(run, 1) for _ in range(cfg.warmup + n)][cfg.warmup:]
         return [_record(spec, dtype, shape, backend, variant, op=desc, clock=ad.device_clock, samples_s=samples,
                         warmup=cfg.warmup, verified=True, verify_detail=detail, device=info.device,
-                        params={"cache": "hot (framework buffers)", **extra})]
+                        params={"cache": "hot (framework buffers)", **extra, **getattr(ad, "cpu_params", {})})]
     except Exception as e:  # one failing framework case must not lose the others
         msg = f"{type(e).__name__}: {e}"
         status = ERROR
@@ -256,6 +256,49 @@ def shapes_for(spec: OpSpec, cfg: Config) -> list[dict]:
     """The shapes this op runs: --shapes entries of the op's own form, else the op's sweep."""
     form = set(spec.shapes(True)[0])
     return [s for s in (cfg.shapes or spec.shapes(cfg.quick)) if set(s) == form]
+
+
+#: host bytes per element read or written: the fp32 inputs, their rounded copies, the float64
+#: copies and reference, and the output read back as float64 for the check
+HOST_BYTES_PER_ELEMENT = 32
+
+
+def memory_check(spec: OpSpec, shape: dict, dtype: str, backends: list[str]) -> dict[str, str]:
+    """Backends this case does not fit, each with the sentence saying so, asked before anything
+    is allocated (gapbench.memfit): the host must hold the inputs and the float64 reference,
+    each device one set of inputs and output (a CPU backend both)."""
+    from ..memfit import device_available, host_available, shortfall
+
+    r, w = spec.elements(shape)
+    host = (r + w) * HOST_BYTES_PER_ELEMENT
+    device = (r + w) * ITEMSIZE[dtype]
+    why = shortfall(host, host_available(), "host memory for the inputs and the float64 reference")
+    if why:
+        return {b: why for b in backends}
+    out = {}
+    for b in backends:
+        on_host = bk.device_class_of(b) == "cpu"
+        why = shortfall(device + (host if on_host else 0), device_available(b),
+                        "host memory" if on_host else f"{b} device memory for one set of inputs and output")
+        if why:
+            out[b] = why
+    return out
+
+
+def fit_cpu_threads(adapters: dict) -> None:
+    """CPU frameworks run on as many threads as there are free cores (frameworks.free_cpu_cores:
+    a thread team larger than that waits a scheduler slice at every op), unless OMP_NUM_THREADS
+    says otherwise. Each CPU row records its threads, the cores and how busy others kept them."""
+    cpu = [ad for b, ad in adapters.items() if bk.device_class_of(b) == "cpu"]
+    if not cpu:
+        return
+    from ..frameworks import free_cpu_cores
+
+    free, total, busy = free_cpu_cores()
+    for ad in cpu:
+        n = ad.set_cpu_threads(free) if free < total and not os.environ.get("OMP_NUM_THREADS") else None
+        ad.cpu_params = {"cpu_threads": {"threads": n or total, "cores": total, "busy_cores_other": round(busy, 2),
+                                         "reduced": n is not None}}
 
 
 def iterate(cfg: Config, backends: list[str], on_case=None):
@@ -285,13 +328,21 @@ def iterate(cfg: Config, backends: list[str], on_case=None):
         except Exception as e:
             yield Record(probe=PROBE, backend=b, metric="all", status=ERROR, reason=f"setup failed: {e}",
                          device=infos[b].device)
+    fit_cpu_threads(adapters)
     for spec in selected_specs(cfg.ops):
         for shape in shapes_for(spec, cfg):
             for dtype in cfg.dtypes:
+                too_big = memory_check(spec, shape, dtype, live)
+                for b, why in too_big.items():
+                    if on_case:
+                        on_case(f"{spec.name} {dtype} {shape_text(shape)} {b}")
+                    yield _record(spec, dtype, shape, b, "-", status=ERROR, reason=why, device=infos[b].device)
+                if len(too_big) == len(live):
+                    continue
                 rng = np.random.default_rng(cfg.seed)
                 rounded = [round_to(a, dtype) for a in spec.inputs(shape, rng)]
                 ref = spec.reference([a.astype(np.float64) for a in rounded])
-                for b in live:
+                for b in (b for b in live if b not in too_big):
                     if on_case:
                         on_case(f"{spec.name} {dtype} {shape_text(shape)} {b}")
                     if b == "native-cuda":
