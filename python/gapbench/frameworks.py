@@ -56,6 +56,10 @@ class Adapter(ABC):
         self.sync()
         return (perf_ns() - t0) * 1e-9
 
+    def set_cpu_threads(self, n: int) -> int | None:
+        """Run CPU ops on `n` threads; returns the number now used (None: not settable here)."""
+        return None
+
     def graph(self, fn: Callable[[], None], inner: int) -> Callable[[], float] | None:
         """A callable returning the device seconds of one replay of `inner` captured calls."""
         return None
@@ -137,6 +141,12 @@ class TorchAdapter(Adapter):
             self.torch.cuda.synchronize()
         elif self.device == "mps":
             self.torch.mps.synchronize()
+
+    def set_cpu_threads(self, n: int) -> int | None:
+        if self.device != "cpu":
+            return None
+        self.torch.set_num_threads(max(1, int(n)))
+        return self.torch.get_num_threads()
 
     def from_numpy(self, a):
         return self.torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
@@ -429,6 +439,24 @@ class CupyAdapter(Adapter):
     def poison(self, x):
         x.fill(np.nan)
         return x
+
+
+def free_cpu_cores(interval_s: float = 0.3) -> tuple[int, int, float]:
+    """(cores free, cores this process may use, cores kept busy by others), from the CPU use of
+    the whole machine over `interval_s` while this process waits. Why it matters: torch's CPU ops
+    run as an OpenMP team of one thread per core, and every op waits at its barrier for the
+    slowest thread; with another process busy on one of those cores, that thread waits a whole
+    scheduler slice and a 6 us copy takes 8-16 ms. A team no larger than the free cores avoids it."""
+    import os
+
+    import psutil
+
+    try:
+        total = len(os.sched_getaffinity(0))
+    except AttributeError:
+        total = os.cpu_count() or 1
+    busy = psutil.cpu_percent(interval=interval_s) / 100.0 * (psutil.cpu_count() or total)
+    return max(1, min(total, int(total - busy + 0.5))), total, busy
 
 
 def make_adapter(backend: str) -> Adapter:

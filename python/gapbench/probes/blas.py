@@ -22,7 +22,7 @@ import numpy as np
 from .. import registry as bk
 from ..blasspec import OpSpec, native_dims, shape_text
 from .. import native
-from ..dtypes import DTYPES, expected, from_bytes, round_to, to_bytes
+from ..dtypes import DTYPES, ITEMSIZE, expected, from_bytes, round_to, to_bytes
 from ..result import ERROR, FAILED, NOT_APPLICABLE, OK, UNAVAILABLE, Record
 from . import copy as copy_probe
 from . import gemm as gemm_probe
@@ -268,7 +268,7 @@ def _framework(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray],
         cls = info.device_class
         hold = getattr(ad, "hold", None)
         return [], [CaseArm(backend, variant, cls, ad.device_clock, {"hot": sample}, verify_last, detail, op=desc,
-                            params={"cache": "hot (framework buffers)", **extra,
+                            params={"cache": "hot (framework buffers)", **extra, **getattr(ad, "cpu_params", {}),
                                     **({"hold": hold.method} if hold is not None else {})},
                             device=info.device)]
     except Exception as e:  # one failing framework case must not lose the others
@@ -283,6 +283,49 @@ def shapes_for(spec: OpSpec, cfg: Config) -> list[dict]:
     """The shapes this op runs: --shapes entries of the op's own form, else the op's sweep."""
     form = set(spec.shapes(True)[0])
     return [s for s in (cfg.shapes or spec.shapes(cfg.quick)) if set(s) == form]
+
+
+#: host bytes per element read or written: the fp32 inputs, their rounded copies, the float64
+#: copies and reference, and the output read back as float64 for the check
+HOST_BYTES_PER_ELEMENT = 32
+
+
+def memory_check(spec: OpSpec, shape: dict, dtype: str, backends: list[str]) -> dict[str, str]:
+    """Backends this case does not fit, each with the sentence saying so, asked before anything
+    is allocated (gapbench.memfit): the host must hold the inputs and the float64 reference,
+    each device one set of inputs and output (a CPU backend both)."""
+    from ..memfit import device_available, host_available, shortfall
+
+    r, w = spec.elements(shape)
+    host = (r + w) * HOST_BYTES_PER_ELEMENT
+    device = (r + w) * ITEMSIZE[dtype]
+    why = shortfall(host, host_available(), "host memory for the inputs and the float64 reference")
+    if why:
+        return {b: why for b in backends}
+    out = {}
+    for b in backends:
+        on_host = bk.device_class_of(b) == "cpu"
+        why = shortfall(device + (host if on_host else 0), device_available(b),
+                        "host memory" if on_host else f"{b} device memory for one set of inputs and output")
+        if why:
+            out[b] = why
+    return out
+
+
+def fit_cpu_threads(adapters: dict) -> None:
+    """CPU frameworks run on as many threads as there are free cores (frameworks.free_cpu_cores:
+    a thread team larger than that waits a scheduler slice at every op), unless OMP_NUM_THREADS
+    says otherwise. Each CPU row records its threads, the cores and how busy others kept them."""
+    cpu = [ad for b, ad in adapters.items() if bk.device_class_of(b) == "cpu"]
+    if not cpu:
+        return
+    from ..frameworks import free_cpu_cores
+
+    free, total, busy = free_cpu_cores()
+    for ad in cpu:
+        n = ad.set_cpu_threads(free) if free < total and not os.environ.get("OMP_NUM_THREADS") else None
+        ad.cpu_params = {"cpu_threads": {"threads": n or total, "cores": total, "busy_cores_other": round(busy, 2),
+                                         "reduced": n is not None}}
 
 
 def iterate(cfg: Config, backends: list[str], on_case=None):
@@ -312,16 +355,24 @@ def iterate(cfg: Config, backends: list[str], on_case=None):
         except Exception as e:
             yield Record(probe=PROBE, backend=b, metric="all", status=ERROR, reason=f"setup failed: {e}",
                          device=infos[b].device)
+    fit_cpu_threads(adapters)
     for spec in selected_specs(cfg.ops):
         for shape in shapes_for(spec, cfg):
             for dtype in cfg.dtypes:
+                too_big = memory_check(spec, shape, dtype, live)
+                for b, why in too_big.items():
+                    if on_case:
+                        on_case(f"{spec.name} {dtype} {shape_text(shape)} {b}")
+                    yield _record(spec, dtype, shape, b, "-", status=ERROR, reason=why, device=infos[b].device)
+                if len(too_big) == len(live):
+                    continue
                 rng = np.random.default_rng(cfg.seed)
                 rounded = [round_to(a, dtype) for a in spec.inputs(shape, rng)]
                 ref = expected(spec.reference, [a.astype(np.float64) for a in rounded], spec.reduction(shape))
                 if on_case:
                     on_case(f"{spec.name} {dtype} {shape_text(shape)}")
-                yield from _run_case(spec, dtype, shape, rounded, ref, cfg, live, infos, adapters, cublas_path,
-                                     cublas_why)
+                yield from _run_case(spec, dtype, shape, rounded, ref, cfg, [b for b in live if b not in too_big],
+                                     infos, adapters, cublas_path, cublas_why)
 
 
 def _run_case(spec, dtype, shape, rounded, ref, cfg, live, infos, adapters, cublas_path, cublas_why):

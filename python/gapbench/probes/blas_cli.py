@@ -7,10 +7,33 @@ from dataclasses import asdict
 
 from .. import registry as bk
 from ..benchmark import Benchmark, UsageError, print_lines
+from ..blasspec import shape_text
 from ..dtypes import DTYPES
 from .blas import COLD_MODES, OP_NAMES, PROBE, Config, iterate, parse_shapes, plain_check, selected_specs, shapes_for
 from .blas import __doc__ as _BLAS_DOC
-from .blas_tables import build_tables, markdown_summary, plain_ratios, report_tables, roofline
+from .blas_tables import build_tables, mark_suspects, markdown_summary, plain_ratios, report_tables, roofline
+
+
+FORMS = {"copy": "N", "gemv": "MxK", "vjp_dx": "MxK", "vjp_dw": "MxK", "gemm": "BxMxNxK"}
+
+
+def ops_for_shapes(ops: list[str], shapes: list[dict], explicit: bool) -> list[str]:
+    """The ops --shapes runs. Each op takes the shapes of its own form (N, MxK, BxMxNxK); a shape
+    no selected op takes, or (with --ops given) an op no shape fits, is an error, not a silent
+    no-op. Without --ops, the ops are those the shapes fit."""
+    specs = selected_specs(ops)
+    forms = {spec.name: set(spec.shapes(True)[0]) for spec in specs}
+    unused = [shape_text(s) for s in shapes if set(s) not in forms.values()]
+    if unused:
+        raise ValueError(f"--shapes {', '.join(unused)}: no selected op takes this form; "
+                         + "; ".join(f"{n} takes {FORMS[n]}" for n in forms))
+    if not explicit:
+        return [spec.name for spec in specs if any(set(s) == forms[spec.name] for s in shapes)]
+    empty = [n for n, f in forms.items() if not any(set(s) == f for s in shapes)]
+    if empty:
+        raise ValueError(f"--shapes gives no shape for {', '.join(empty)}: "
+                         + "; ".join(f"{n} takes {FORMS[n]}" for n in empty))
+    return ops
 
 
 def _split(text: str | None, allowed, what: str) -> list[str] | None:
@@ -64,6 +87,7 @@ class BlasBenchmark(Benchmark):
         cfg.dtypes = _split(args.dtypes, list(DTYPES), "dtype") or cfg.dtypes
         if args.shapes:
             cfg.shapes = parse_shapes(args.shapes)
+            cfg.ops = ops_for_shapes(cfg.ops, cfg.shapes, explicit=args.ops is not None)
         for name in ("samples", "warmup"):
             if getattr(args, name) is not None:
                 setattr(cfg, name, getattr(args, name))
@@ -99,7 +123,7 @@ class BlasBenchmark(Benchmark):
                 raise UsageError(f"--variants all needs the kernel lab: {e}") from e
         writer = open_run(PROBE, args.out, prog, argv, asdict(cfg), names)
         n_cases = (sum(len(shapes_for(spec, cfg)) for spec in selected_specs(cfg.ops)) * len(cfg.dtypes)
-                   * max(1, len([n for n in names if bk.info(n).available])))
+                   * max(1, len([n for n in names if bk.info(n).available and n != "native-cpu"])))
         with progress_bar(console, n_cases, disable=args.no_progress) as bar:
             def on_case(text):
                 bar.describe(f"blas: {text}")
@@ -111,8 +135,19 @@ class BlasBenchmark(Benchmark):
             writer.extend(lab_records(op, cfg, console))
         if not args.no_plain:
             writer.extend(plain_check(writer.records, cfg))
-        writer.finish(roofline=roofline(writer.records))
-        print_lines(console, build_tables(writer.records, writer.run["roofline"]))
+        roof = roofline(writer.records)
+        n_suspect = mark_suspects(writer.records, roof)
+        writer.finish(roofline=roof)
+        print_lines(console, build_tables(writer.records, roof))
+        busy = next((r.params["cpu_threads"] for r in writer.records
+                     if r.params.get("cpu_threads", {}).get("reduced")), None)
+        if busy:
+            console.print(f"note: other processes kept {busy['busy_cores_other']:.1f} of {busy['cores']} CPU cores busy; CPU "
+                          f"frameworks ran on {busy['threads']} thread(s), so CPU rows measure a shared machine",
+                          highlight=False)
+        if n_suspect:
+            console.print(f"[red]{n_suspect} suspect row(s)[/red]: a rate under 1% of the roofline measured in this run; "
+                          "is the machine busy? (reasons in the JSON, params.suspect)", highlight=False)
         ratios = plain_ratios(writer.records)
         if ratios:
             console.print("cuBLAS from the harness vs from a plain C++ loop (median ratio, same session): " + ", ".join(

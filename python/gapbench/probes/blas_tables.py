@@ -68,46 +68,80 @@ def _datasheet(records: list[Record]) -> dict:
     return {}
 
 
-def _rate_text(r: Record) -> tuple[str, float]:
-    rates = r.rates()
+#: a rate below this fraction of the roofline measured in the same run is implausible ...
+SUSPECT_FRACTION = 0.01
+#: ... unless the op is this short: below it an op may be bound by launch or call overhead
+SUSPECT_MIN_S = 100e-6
+
+
+def _roof_key(r: Record) -> tuple[str, str]:
+    """(roofline entry, rate) a row is compared with: GEMM with the best GEMM of its precision,
+    every other op with the copy bandwidth of its device class."""
     if r.params.get("op") == "gemm":
-        v = rates.get("flops_per_s", 0.0)
-        return f"{v / 1e12:.3g} TFLOP/s", v
-    v = rates.get("bytes_per_s", 0.0)
-    return f"{v / 1e9:.4g} GB/s", v
+        return r.params.get("precision", r.params.get("dtype", "")), "flops_per_s"
+    return "bytes_per_s", "bytes_per_s"
+
+
+def suspect(r: Record, roof: dict) -> str:
+    """Why an ok row's rate is implausible ('' when it is not): below SUSPECT_FRACTION of the
+    roofline of its device class measured in the same run, for an op longer than SUSPECT_MIN_S.
+    Such a row timed something else too (a descheduled thread, a busy machine)."""
+    if r.status != OK or r.metric != "time" or not r.params.get("op"):
+        return ""
+    key, rate_key = _roof_key(r)
+    peak = roof.get(bk.device_class_of(r.backend), {}).get(key, {}).get("value")
+    rate = r.rates().get(rate_key, 0.0)
+    med = r.summary().median
+    if not peak or not rate or med < SUSPECT_MIN_S or rate >= SUSPECT_FRACTION * peak:
+        return ""
+    return (f"rate {rate:.3g} {rate_key.replace('_per_s', '')}/s is {100 * rate / peak:.2g}% of the roofline "
+            f"{peak:.3g} measured in this run ({roof[bk.device_class_of(r.backend)][key]['from']}): implausible, "
+            "likely a busy or oversubscribed machine; re-run")
+
+
+def mark_suspects(records: list[Record], roof: dict) -> int:
+    """Write each implausible row's reason into its params ("suspect"); returns how many."""
+    n = 0
+    for r in records:
+        why = suspect(r, roof)
+        if why:
+            r.params["suspect"] = why
+            n += 1
+    return n
 
 
 def build_tables(records: list[Record], roof: dict | None = None):
-    from rich.markup import escape
-    from rich.table import Table
+    from ..termtable import Col, FitTable
 
     roof = roofline(records) if roof is None else roof
     sheet = _datasheet(records)
     tables = []
     ops = list(dict.fromkeys(r.params.get("op") for r in records if r.params.get("op")))
     for op in ops:
-        t = Table(title=f"{op}: median per run, rate, % of the roofline measured here (and of the datasheet)")
-        for c in ("shape", "dtype", "backend", "variant", "median us", "p10-p90 us", "rate", "% roof", "% sheet",
-                  "check"):
-            t.add_column(c, overflow="fold")
+        unit = "TFLOP/s" if op == "gemm" else "GB/s"
+        t = FitTable(f"{op}: median per run, rate, % of the roofline measured here (and of the datasheet)",
+                     [Col("shape"), Col("dtype"), Col("backend"), Col("variant", 2), Col("median us", right=True),
+                      Col("p10-p90 us", 1), Col(unit, right=True), Col("% roof", 1, right=True),
+                      Col("% sheet", 3, right=True), Col("check")],
+                     caption="~ noisy (IQR > 10% of median). suspect: under 1% of the roofline measured in this run "
+                             "(the reason is in the JSON).")
         for r in (r for r in records if r.params.get("op") == op):
             base = [r.params["shape_text"], r.params["dtype"], r.backend, r.variant]
             if r.status != OK:
-                t.add_row(*base, f"[yellow]{r.status}: {escape(r.reason[:120])}[/yellow]", "", "", "", "", "")
+                t.add_note(f"{' '.join(base)}: {r.status}: {r.reason[:300]}", style="yellow")
                 continue
             s = r.summary()
-            txt, val = _rate_text(r)
-            cls = bk.device_class_of(r.backend)
-            if op == "gemm":
-                key = r.params.get("precision", r.params["dtype"])
-            else:
-                key = "bytes_per_s"
-            peak = roof.get(cls, {}).get(key, {}).get("value")
+            rates = r.rates()
+            val = rates.get("flops_per_s" if op == "gemm" else "bytes_per_s", 0.0)
+            key = _roof_key(r)[0]
+            peak = roof.get(bk.device_class_of(r.backend), {}).get(key, {}).get("value")
             pr = f"{100 * val / peak:.0f}%" if peak else ""
-            ps = f"{100 * val / sheet[key]:.0f}%" if sheet.get(key) and cls == "cuda" else ""
+            ps = f"{100 * val / sheet[key]:.0f}%" if sheet.get(key) and bk.device_class_of(r.backend) == "cuda" else ""
             noisy = "~" if s.noisy else ""
-            t.add_row(*base, f"{s.median * 1e6:.4g}{noisy}", f"{s.p10 * 1e6:.4g}-{s.p90 * 1e6:.4g}", txt, pr, ps,
-                      "ok" if r.verified else "")
+            bad = r.params.get("suspect") or suspect(r, roof)
+            t.add_row(*base, f"{s.median * 1e6:.4g}{noisy}", f"{s.p10 * 1e6:.4g}-{s.p90 * 1e6:.4g}",
+                      f"{val / (1e12 if op == 'gemm' else 1e9):.4g}", pr, ps,
+                      "suspect" if bad else ("ok" if r.verified else ""), style="red" if bad else "")
         tables.append(t)
     return tables
 

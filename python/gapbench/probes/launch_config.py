@@ -11,6 +11,11 @@ PROBE = "launch"
 # Phases measured once per fresh process; aggregated over processes by the parent.
 PHASES = ("import", "context", "library_compile", "pipeline_create", "cold", "first_warm")
 WARM_METRICS = ("submit", "roundtrip", "stream_b2b", "device_kernel", "graph_node")
+#: the most samples one measurement takes (each is kept, in every process)
+MAX_SAMPLES = 1_000_000
+#: host bytes per element of the add: two fp32 inputs and the output, their float64 copies and
+#: the reference for the check
+HOST_BYTES_PER_ELEMENT = 48
 
 
 @dataclass
@@ -40,6 +45,15 @@ class Config:
             raise ValueError("--budget must be > 0 and --rel-hw between 0 and 1")
         if not self.timeout > 0:
             raise ValueError(f"--timeout must be > 0 seconds, got {self.timeout:g}")
+        if self.samples > MAX_SAMPLES:
+            hours = self.samples * self.inner * len(WARM_METRICS) * self.warm_processes * 1e-6 / 3600
+            raise ValueError(f"--samples {self.samples}: at most {MAX_SAMPLES} per measurement (every sample is kept; at "
+                             f"even 1 us per op the warm metrics alone would take {hours:.3g} h per backend)")
+        from ..memfit import host_available, shortfall
+
+        why = shortfall(self.n * HOST_BYTES_PER_ELEMENT, host_available(), "host memory for the inputs and the check")
+        if why:
+            raise ValueError(f"--n {self.n}: {why}")
 
 
 def add_work(n: int) -> dict:

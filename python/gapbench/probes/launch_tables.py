@@ -56,16 +56,13 @@ def overhead(records: list[Record], backend: str, metric: str, rec: Record | Non
 
 
 def build_table(records: list[Record], title: str = "Launch latency (us): median, cold as median [min-max]"):
-    from rich.table import Table
+    from ..termtable import Col, FitTable
 
-    from rich.markup import escape
-
-    t = Table(title=escape(title), caption="~ noisy (IQR > 10% of median). xfloor: framework / native of the same device "
-                                    "(add1; CPU: binding floor). Full samples and spread in the JSON.")
-    cols = ["backend", "variant", "context", "cold", "1st warm", "submit/op", "launch+sync", "b2b/op",
-            "kernel/op", "graph/node", "xfloor sync", "xfloor b2b"]
-    for c in cols:
-        t.add_column(c, overflow="fold")
+    t = FitTable(title, [Col("backend"), Col("variant"), Col("context", 2), Col("cold"), Col("1st warm", 3),
+                         Col("submit/op", 2), Col("launch+sync"), Col("b2b/op", 1), Col("kernel/op", 1),
+                         Col("graph/node", 3), Col("xfloor sync", 1), Col("xfloor b2b", 2)],
+                 caption="~ noisy (IQR > 10% of median). xfloor: framework / native of the same device (add1; CPU: "
+                         "binding floor). Full samples and spread in the JSON.")
     by_key = {(r.backend, r.variant, r.metric): r for r in records}
     rows = list(dict.fromkeys((r.backend, r.variant) for r in records))
     for backend, variant in rows:
@@ -73,8 +70,7 @@ def build_table(records: list[Record], title: str = "Launch latency (us): median
         if got["all"] is not None:
             continue  # listed by unavailable_table
         if variant == "(errors)" or (got["cold"] and got["cold"].status == ERROR):
-            r = got["cold"]
-            t.add_row(backend, variant or "-", f"[red]error: {escape(r.reason)}[/red]", *[""] * 9)
+            t.add_note(f"{backend} {variant or '-'}: error: {got['cold'].reason}", style="red")
             continue
         if all(v is None for v in got.values()):
             continue
@@ -86,7 +82,7 @@ def build_table(records: list[Record], title: str = "Launch latency (us): median
             overhead(records, backend, "stream_b2b", got["stream_b2b"]),
         )
         if got["warm"] is not None and got["warm"].status == ERROR:
-            t.add_row(backend, variant, f"[red]warm measurements lost: {escape(got['warm'].reason)}[/red]", *[""] * 9)
+            t.add_note(f"{backend} {variant}: warm measurements lost: {got['warm'].reason}", style="red")
     return t
 
 
@@ -110,17 +106,14 @@ def markdown_table(records: list[Record]) -> str:
 
 
 def unavailable_table(records: list[Record]):
-    from rich.markup import escape
-    from rich.table import Table
+    from ..termtable import Col, FitTable
 
     rows = [r for r in records if r.metric == "all" and r.status == UNAVAILABLE]
     if not rows:
         return None
-    t = Table(title="Not measured on this machine")
-    t.add_column("backend")
-    t.add_column("why")
+    t = FitTable("Not measured on this machine", [Col("backend"), Col("why", text=True)])
     for r in rows:
-        t.add_row(r.backend, escape(r.reason))
+        t.add_row(r.backend, r.reason)
     return t
 
 

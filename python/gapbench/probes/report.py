@@ -154,7 +154,7 @@ def _benchmarks() -> list[Benchmark]:
     return [b for b in benchmarks.all_benchmarks() if b.name != "report"]
 
 
-def figures_for(runs: list[Run], out: Path) -> list[Path]:
+def figures_for(runs: list[Run], out: Path, step=None) -> list[Path]:
     """Every benchmark's figures of the runs given, as PNG files in `out`. A figure that cannot
     be drawn is reported; the tables still come out."""
     try:
@@ -163,6 +163,8 @@ def figures_for(runs: list[Run], out: Path) -> list[Path]:
         return []
     paths: list[Path] = []
     for bench in _benchmarks():
+        if step:
+            step(f"figures: {bench.name}")
         try:
             paths += bench.report_figures(runs, out)
         except Exception as e:
@@ -171,7 +173,12 @@ def figures_for(runs: list[Run], out: Path) -> list[Path]:
 
 
 def build(paths: list[str], out: Path, compare: bool = False, prices: dict[str, float] | None = None,
-          self_contained: bool = False) -> tuple[Path, Path]:
+          self_contained: bool = False, step=None) -> tuple[Path, Path]:
+    """The report of the result files, bundles and bundle archives `paths` (gapbench.bundle) in the
+    folder `out`; `step(text)` is told each step as it starts (the inputs read, a benchmark's
+    tables or figures)."""
+    step = step or (lambda text: None)
+    step(f"read {', '.join(map(str, paths))}")
     runs = load_inputs(paths)
     out.mkdir(parents=True, exist_ok=True)
     tables = [machines_table(runs, prices), published_table1()]
@@ -180,8 +187,9 @@ def build(paths: list[str], out: Path, compare: bool = False, prices: dict[str, 
             raise SchemaError("--compare takes exactly two result files (A then B)")
         tables.append(compare_table(runs[0], runs[1]))
     for bench in _benchmarks():
+        step(f"tables: {bench.name}")
         tables += bench.report_tables(runs)
-    figs = figures_for(runs, out)
+    figs = figures_for(runs, out, step)
     md, page = out / "report.md", out / "report.html"
     atomic_write_text(md, to_markdown(tables, figs))
     atomic_write_text(page, to_html(tables, figs, self_contained))
@@ -211,10 +219,23 @@ class ReportBenchmark(Benchmark):
                 prices[name.strip()] = float(usd.replace(",", ""))
             except ValueError:
                 raise UsageError(f"--price {item!r}: use NAME=USD, e.g. --price 'H200=32000'") from None
-        try:
-            md, page = build(args.files, Path(args.out), args.compare, prices, args.self_contained)
-        except SchemaError as e:
-            raise UsageError(str(e)) from None
+        from ..cli import check_out_path, console_for, progress_bar
+
+        out = check_out_path(args.out, "--out", folder=True)
+        missing = [f for f in args.files if not Path(f).exists()]
+        if missing:
+            raise UsageError(f"{missing[0]}: no such file or folder (give result files, bundles or folders of them)")
+        files = list(args.files)
+        console = console_for()
+        with progress_bar(console, 1 + 2 * len(_benchmarks())) as bar:
+            def step(text):
+                bar.describe(f"report: {text}")
+                bar.advance()
+
+            try:
+                md, page = build([str(f) for f in files], out, args.compare, prices, args.self_contained, step)
+            except SchemaError as e:
+                raise UsageError(str(e)) from None
         print(f"report: {md} and {page}")
         return 0
 

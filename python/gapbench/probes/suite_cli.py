@@ -71,7 +71,7 @@ class SuiteBenchmark(Benchmark):
         ap.add_argument("--quick", action="store_true", help="tiny models, few steps (a smoke test)")
 
     def run(self, args, prog: str, argv: list[str] | None) -> int:
-        from ..cli import console_for, open_run
+        from ..cli import check_out_path, console_for, open_run
 
         console = console_for()
         if args.plot:
@@ -116,6 +116,7 @@ class SuiteBenchmark(Benchmark):
             batches = _ints(args.batch_size, "batch size") if args.batch_size is not None else None
             seqs = _ints(args.seq_len, "sequence length") if args.seq_len is not None else None
             _check_paths(args)
+            check_out_path(args.results_root, "--results-root", folder=True)
         except ValueError as e:
             console.print(f"[red]error:[/red] {e}")
             return 2
@@ -175,7 +176,8 @@ class SuiteBenchmark(Benchmark):
                           highlight=False)
         writer.finish()
         console.print(build_table(writer.records))
-        dev_name = next((str(r.device.get("name")) for r in writer.records if r.device.get("name")), "unknown")
+        dev_name = next((str(r.device.get("name")) for r in writer.records if r.device.get("name")), None) or (
+            (writer.env.get("nvidia_smi") or [{}])[0].get("name") or writer.env.get("cpu") or "unknown")
         for p in seed_csvs(writer.records, Path(args.results_root), dev_name):
             console.print(f"seed-layout CSV: {p}")
         try:

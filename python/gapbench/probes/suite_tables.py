@@ -27,7 +27,8 @@ def seed_csvs(records: list[Record], root: Path, device_name: str) -> list[Path]
     paths = []
     for (suite, ex, model, backend), rs in groups.items():
         dataset = EXPERIMENTS[ex][1]
-        p = root / _slug(suite) / f"{_slug(device_name)}_{dataset}_{_slug(Path(model).name)}_{backend}.csv"
+        name = Path(model).stem if model.endswith(".gguf") else Path(model).name  # a file's name, not its type
+        p = root / _slug(suite) / f"{_slug(device_name)}_{dataset}_{_slug(name)}_{backend}.csv"
         lines = ["batch_size,sequence_length,mode,steps,total_time_s,median_step_s,items_per_s,status"]
         for r in rs:
             c = r.params["case"]
@@ -52,20 +53,19 @@ def _dur(s: float) -> str:
 
 
 def build_table(records: list[Record]):
-    from rich.markup import escape
-    from rich.table import Table
+    from ..termtable import Col, FitTable
 
-    t = Table(title=escape("seed suites: total time of the steps (as the seeds' tables), median [p10-p90] per step, rate"))
-    for c in ("experiment", "backend", "mode", "batch", "seq", "steps", "total", "step ms", "rate"):
-        t.add_column(c)
+    t = FitTable("seed suites: total time of the steps (as the seeds' tables), median [p10-p90] per step, rate",
+                 [Col("experiment", text=True), Col("backend"), Col("mode", 2), Col("batch"), Col("seq"),
+                  Col("steps", 1), Col("total", 1), Col("step ms"), Col("rate")])
     for r in records:
         if r.probe != PROBE:
             continue
         c = r.params.get("case", {})
         seq = str(c.get("seq_len")) if c.get("experiment") in ("bert", "distilbert-imdb", "tf-distilbert-imdb") else ""
         if r.status != OK:
-            t.add_row(c.get("experiment", "?"), r.backend, c.get("mode", ""), str(c.get("batch_size", "")), seq, "-",
-                      "-", escape(f"{r.status}: {r.reason[:80]}"), "")
+            t.add_note(f"{c.get('experiment', '?')} {r.backend} {c.get('mode', '')} batch {c.get('batch_size', '')}"
+                       + (f" seq {seq}" if seq else "") + f": {r.status}: {r.reason[:300]}", style="red")
             continue
         s = r.summary()
         unit = "tokens/s" if r.metric in ("generate", "prefill") else "samples/s"

@@ -15,13 +15,12 @@ def _ms(r: Record | None) -> str:
 
 
 def build_table(records: list[Record]):
-    from rich.markup import escape
-    from rich.table import Table
+    from ..termtable import Col, FitTable
 
-    t = Table(title=escape("training step: median [p10-p90] ms per step; rates from the median step"))
-    for c in ("case", "scenario", "fwd", "bwd", "opt", "step", "items/s", "TFLOP/s", "% roof", "peak mem GiB",
-              "J/step", "harness/plain", "sampler on/off"):
-        t.add_column(c)
+    t = FitTable("training step: median [p10-p90] ms per step; rates from the median step",
+                 [Col("case", text=True), Col("scenario", 3, text=True), Col("fwd ms", 2), Col("bwd ms", 2),
+                  Col("opt ms", 2), Col("step ms"), Col("items/s"), Col("TFLOP/s", 1), Col("% roof", 1),
+                  Col("peak mem GiB", 3), Col("J/step", 3), Col("harness/plain", 4), Col("sampler on/off", 4)])
     by_label: dict[str, dict[str, Record]] = {}
     for r in records:
         if r.probe == PROBE:
@@ -31,7 +30,7 @@ def build_table(records: list[Record]):
         if st is None:
             continue
         if st.status != OK:
-            t.add_row(escape(label), "", "", "", "", f"{st.status}: {escape(st.reason[:90])}", *[""] * 7)
+            t.add_note(f"{label}: {st.status}: {st.reason[:300]}", style="red")
             continue
         p = st.params
         rates = st.rates()
@@ -46,7 +45,7 @@ def build_table(records: list[Record]):
         med = st.summary().median
         hp = f"{med / m['plain_step'].summary().median:.3f}" if "plain_step" in m and m["plain_step"].status == OK else "-"
         so = f"{med / m['step_nosampler'].summary().median:.3f}" if "step_nosampler" in m else "-"
-        t.add_row(escape(label), p.get("memory_plan", {}).get("scenario", ""), _ms(m.get("forward")),
+        t.add_row(label, p.get("memory_plan", {}).get("scenario", ""), _ms(m.get("forward")),
                   _ms(m.get("backward")), _ms(m.get("optimizer")), _ms(st),
                   f"{rates.get('items_per_s', 0):.4g} {unit}", f"{rates.get('flops_per_s', 0) / 1e12:.3g}" if rates.get("flops_per_s") else "-",
                   pct, mem, joules, hp, so)
