@@ -12,7 +12,7 @@ PROBE = "launch"
 PHASES = ("import", "context", "library_compile", "pipeline_create", "cold", "first_warm")
 WARM_METRICS = ("submit", "roundtrip", "stream_b2b", "device_kernel", "graph_node")
 #: the most samples one measurement takes (each is kept, in every process)
-MAX_SAMPLES = 1_000_000
+MAX_SAMPLES = 100_000_000
 #: host bytes per element of the add: two fp32 inputs and the output, their float64 copies and
 #: the reference for the check
 HOST_BYTES_PER_ELEMENT = 48
