@@ -8,7 +8,7 @@ import pytest
 
 from gapbench import published as pub
 from gapbench.probes import report as rp
-from gapbench.result import ERROR, OK, UNAVAILABLE, Record, RunWriter
+from gapbench.result import ERROR, OK, UNAVAILABLE, Record, RunWriter, read_document
 
 
 def _env(gpu: str | None):
@@ -169,7 +169,7 @@ def test_report_of_the_committed_gpu_results(tmp_path):
     # each step row shows the median of the file's raw samples (s) and items / median, computed here
     import statistics
 
-    steps = [r for r in json.loads(files[1].read_text())["records"] if r["metric"] == "step" and r["status"] == OK]
+    steps = [r for r in read_document(files[1])["records"] if r["metric"] == "step" and r["status"] == OK]
     assert len(steps) == 2
     for r in steps:
         med = statistics.median(r["samples_s"])

@@ -110,6 +110,17 @@ def mark_suspects(records: list[Record], roof: dict) -> int:
     return n
 
 
+def native_kind(r: Record) -> str:
+    """What a native row is: the library's dispatcher, a hand-written variant (the numbered ones of
+    result files from before the library/lab split, and the lab's), or the vendor library."""
+    v = r.variant
+    if v == "gapbench":
+        return "gapbench (dispatcher)"
+    if v.startswith("lab-v") or (v[:1] == "v" and v[1:].isdigit()):
+        return "hand-written"
+    return "vendor"
+
+
 def build_tables(records: list[Record], roof: dict | None = None):
     from ..termtable import Col, FitTable
 
@@ -226,8 +237,7 @@ def report_tables(runs: list) -> list[rk.Table]:
             for r in rs:
                 if not rk.ok(r) or bk.parse(r.backend).family == "plain":
                     continue
-                name = r.backend if not bk.parse(r.backend).is_native else (
-                    f"{r.backend} vendor" if r.variant != "gapbench" else f"{r.backend} gapbench (dispatcher)")
+                name = r.backend if not bk.parse(r.backend).is_native else f"{r.backend} {native_kind(r)}"
                 if name not in best or r.summary().median < best[name].summary().median:
                     best[name] = r
             if not best:

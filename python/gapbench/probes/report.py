@@ -178,8 +178,9 @@ def build(paths: list[str], out: Path, compare: bool = False, prices: dict[str, 
     folder `out`; `step(text)` is told each step as it starts (the inputs read, a benchmark's
     tables or figures)."""
     step = step or (lambda text: None)
-    step(f"read {', '.join(map(str, paths))}")
     runs = load_inputs(paths)
+    for run in runs:
+        step(f"read {run.path}")
     out.mkdir(parents=True, exist_ok=True)
     tables = [machines_table(runs, prices), published_table1()]
     if compare:
