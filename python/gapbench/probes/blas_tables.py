@@ -6,6 +6,7 @@ import numpy as np
 
 from .. import registry as bk
 from .. import reportkit as rk
+from .blas_measure import converged_mark, ratio_text
 from ..result import OK, Record
 
 #: Dense datasheet peaks (NVIDIA SXM datasheets): HBM bytes/s and FLOP/s per dtype. Shown beside
@@ -132,10 +133,12 @@ def build_tables(records: list[Record], roof: dict | None = None):
         unit = "TFLOP/s" if op == "gemm" else "GB/s"
         t = FitTable(f"{op}: median per run, rate, % of the roofline measured here (and of the datasheet)",
                      [Col("shape"), Col("dtype"), Col("backend"), Col("variant", 2), Col("median us", right=True),
-                      Col("p10-p90 us", 1), Col(unit, right=True), Col("% roof", 1, right=True),
-                      Col("% sheet", 3, right=True), Col("check")],
-                     caption="~ noisy (IQR > 10% of median). suspect: under 1% of the roofline measured in this run "
-                             "(the reason is in the JSON).")
+                      Col("95% CI us", 2), Col("speed vs vendor [95% CI]", 1), Col(unit, right=True),
+                      Col("% roof", 1, right=True), Col("% sheet", 3, right=True), Col("check")],
+                     caption="Speed vs vendor: the vendor's time / this row's, median of interleaved per-round "
+                             "ratios, its 95% interval and verdict. * stopped at its budget before its interval "
+                             "reached the target. ~ noisy (IQR > 10% of median). suspect: under 1% of the "
+                             "roofline measured in this run (the reason is in the JSON).")
         for r in (r for r in records if r.params.get("op") == op):
             base = [r.params["shape_text"], r.params["dtype"], r.backend, r.variant]
             if r.status != OK:
@@ -150,7 +153,10 @@ def build_tables(records: list[Record], roof: dict | None = None):
             ps = f"{100 * val / sheet[key]:.0f}%" if sheet.get(key) and bk.device_class_of(r.backend) == "cuda" else ""
             noisy = "~" if s.noisy else ""
             bad = r.params.get("suspect") or suspect(r, roof)
-            t.add_row(*base, f"{s.median * 1e6:.4g}{noisy}", f"{s.p10 * 1e6:.4g}-{s.p90 * 1e6:.4g}",
+            lo_hi = r.params.get("stop", {}).get("median_ci_s")
+            ci = (f"{lo_hi[0] * 1e6:.4g}-{lo_hi[1] * 1e6:.4g}" if lo_hi and None not in lo_hi
+                  else f"{s.p10 * 1e6:.4g}-{s.p90 * 1e6:.4g} (p10-p90)")
+            t.add_row(*base, f"{s.median * 1e6:.4g}{noisy}{converged_mark(r)}", ci, ratio_text(r),
                       f"{val / (1e12 if op == 'gemm' else 1e9):.4g}", pr, ps,
                       "suspect" if bad else ("ok" if r.verified else ""), style="red" if bad else "")
         tables.append(t)
