@@ -246,3 +246,14 @@ def test_training_launch_cost_is_an_estimate_from_measured_parts(tmp_path):
     t.finish()
     md, _ = rp.build([str(tmp_path / "l.json"), str(tmp_path / "t.json")], tmp_path / "rep")
     assert "| 0.08 | 2000 | 0.01 (estimate) |" in md.read_text()  # 2000 kernels x 5 us
+
+
+def test_machines_table_names_the_code_each_run_measured():
+    """Provenance in the report: commit and content hash (12 digits), the dirty flag; an old file
+    that carries only its checkout's commit says it has no content hash."""
+    new = rp._source({"source_commit": "0123456789abcdef", "source_hash": "fedcba9876543210ff", "dirty": True})
+    assert new == "0123456789ab fedcba987654 dirty"
+    clean = rp._source({"source_commit": "0123456789abcdef", "source_hash": "fedcba9876543210ff", "dirty": False})
+    assert clean == "0123456789ab fedcba987654"
+    assert rp._source({"git_sha_checkout": "abc123-dirty"}) == "abc123-dirty (checkout, no content hash)"
+    assert rp._source({}) == "-"

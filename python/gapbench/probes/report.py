@@ -47,13 +47,24 @@ def machines_table(runs: list[Run], prices: dict[str, float] | None = None) -> T
                      f"{mem / 2**30:.0f} GiB" if mem else "?",
                      f"{gpus[0].get('memory.total')} MiB" if gpus else "-", peak, price,
                      date(run) + ("" if run.run.get("finished") else " (unfinished: no finish time)"),
-                     str(run.run.get("probe", "?")), str(run.env.get("git_sha_checkout") or "-")])
+                     str(run.run.get("probe", "?")), _source(run.env)])
     return Table("Machines and runs (the paper's Table 1 view)", ["file", "device", "CPU", "host memory", "GPU memory",
                                                                    "measured peak TFLOP/s", "price USD", "started (UTC)",
-                                                                   "suite", "commit"], rows,
+                                                                   "suite", "source (commit, hash, dirty)"], rows,
                  note="Peak: the best vendor GEMM per dtype measured on that machine by bench.blas (none: -). "
                       "Price: as entered with --price, not looked up. An unfinished run was cut short (its "
                       "records up to then were written as it went).")
+
+
+def _source(env: dict) -> str:
+    """The code a run measured: source commit and content hash of the built sources (12 digits
+    each), and whether the sources differed from the commit; older files carry only the commit of
+    the checkout they ran in."""
+    if env.get("source_hash"):
+        return (f"{str(env.get('source_commit', '?'))[:12]} {str(env['source_hash'])[:12]}"
+                + (" dirty" if env.get("dirty") else ""))
+    old = env.get("git_sha_checkout")
+    return f"{old} (checkout, no content hash)" if old else "-"
 
 
 def _shown(run: Run) -> str:
