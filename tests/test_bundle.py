@@ -178,7 +178,7 @@ def test_unsafe_or_foreign_archives_are_refused(tmp_path):
 def test_ctrl_c_names_the_partial_bundle(tmp_path):
     psutil = pytest.importorskip("psutil")
     proc = subprocess.Popen([sys.executable, "-m", "gapbench", "run", "--only", "launch,blas", "--backends", "native-cpu",
-                             "--args", "launch=--samples 50000000", "--out", str(tmp_path), "--host", "testbox"],
+                             "--args", "launch=--samples 50000000 --budget 600 --rel-hw 0.000001", "--out", str(tmp_path), "--host", "testbox"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline, kids = time.time() + 120, []

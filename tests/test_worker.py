@@ -76,7 +76,7 @@ def _start_long_launch(tmp_path):
     env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "bench.launch", "--backends", "native-cpu", "--samples", "50000000",
-                             "--no-progress", "--out", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                             "--budget", "600", "--rel-hw", "0.000001", "--no-progress", "--out", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     workers = []
