@@ -78,7 +78,7 @@ class Benchmark(ABC):
         paths: list[Path] = []
         for i, run in enumerate(runs):
             if run.run.get("probe") == self.name:
-                paths += self.figures(run.records, out / f"fig{i}-{run.path.stem}", run.run)
+                paths += self.figures(run.records, out / f"fig{i}-{result_stem(run.path)}", run.run)
         return paths
 
     # ---- gapbench run (one shareable bundle)
@@ -96,6 +96,15 @@ class Benchmark(ABC):
 
     def main(self, argv: list[str] | None = None, prog: str | None = None) -> int:
         return run_cli(self, argv, prog)
+
+
+def result_stem(path: Path) -> str:
+    """A result file's name without its .json / .json.gz suffix (figure names are built on it)."""
+    name = path.name
+    for suffix in (".json.gz", ".json"):
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return path.stem
 
 
 def measured_something(records: list[Record]) -> bool:

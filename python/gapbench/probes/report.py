@@ -239,7 +239,16 @@ class ReportBenchmark(Benchmark):
             raise UsageError(f"{missing[0]}: no such file or folder (give result files, bundles or folders of them)")
         files = list(args.files)
         console = console_for()
-        with progress_bar(console, 1 + 2 * len(_benchmarks())) as bar:
+        import tempfile
+
+        from ..bundle import expand_inputs
+
+        try:
+            with tempfile.TemporaryDirectory(prefix="gapbench-report-count-") as tmp:
+                n_inputs = len(expand_inputs(files, Path(tmp)))
+        except SchemaError as e:
+            raise UsageError(str(e)) from None
+        with progress_bar(console, n_inputs + 2 * len(_benchmarks())) as bar:
             def step(text):
                 bar.describe(f"report: {text}")
                 bar.advance()
