@@ -175,16 +175,22 @@ def test_unsafe_or_foreign_archives_are_refused(tmp_path):
     assert rp.main([str(evil), "--out", str(tmp_path / "rep")]) == 2
 
 
+def _is_worker(psutil, proc) -> bool:
+    try:
+        return "gapbench.worker" in " ".join(proc.cmdline())
+    except psutil.Error:  # it ended between the listing and the look (a cold launch process does)
+        return False
+
+
 def test_ctrl_c_names_the_partial_bundle(tmp_path):
     psutil = pytest.importorskip("psutil")
     proc = subprocess.Popen([sys.executable, "-m", "gapbench", "run", "--only", "launch,blas", "--backends", "native-cpu",
-                             "--args", "launch=--samples 50000000 --budget 600 --rel-hw 0.000001", "--out", str(tmp_path), "--host", "testbox"],
+                             "--args", "launch=--samples 50000000 --warmup 50000000 --budget 600", "--out", str(tmp_path), "--host", "testbox"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline, kids = time.time() + 120, []
         while time.time() < deadline and len(kids) < 2:  # the bundle's worker and launch's own
-            kids = [c for c in psutil.Process(proc.pid).children(recursive=True)
-                    if "gapbench.worker" in " ".join(c.cmdline())]
+            kids = [c for c in psutil.Process(proc.pid).children(recursive=True) if _is_worker(psutil, c)]
             time.sleep(0.1)
         assert len(kids) >= 2, "launch's worker never started"
         time.sleep(1.0)

@@ -64,10 +64,17 @@ def test_failures_are_typed(targets, func, payload, timeout, kind, words):
 
 def _workers_of(pid: int) -> list:
     try:
-        return [c for c in psutil.Process(pid).children(recursive=True)
-                if "gapbench.worker" in " ".join(c.cmdline())]
+        kids = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
+    out = []
+    for c in kids:
+        try:
+            if "gapbench.worker" in " ".join(c.cmdline()):
+                out.append(c)
+        except psutil.Error:  # ended between the listing and the look (a cold launch process does)
+            pass
+    return out
 
 
 def _start_long_launch(tmp_path):
@@ -76,7 +83,7 @@ def _start_long_launch(tmp_path):
     env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "bench.launch", "--backends", "native-cpu", "--samples", "50000000",
-                             "--budget", "600", "--rel-hw", "0.000001", "--no-progress", "--out", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                             "--warmup", "50000000", "--budget", "600", "--no-progress", "--out", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     workers = []
