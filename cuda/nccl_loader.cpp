@@ -1,7 +1,7 @@
 // dlopen of libnccl.so.2: see nccl_loader.h.
 #include "nccl_loader.h"
 
-#include <dlfcn.h>
+#include "dl_loader.h"
 
 #include <stdexcept>
 
@@ -11,52 +11,36 @@ static Api g_api;
 static void* g_lib = nullptr;
 static std::string g_path, g_error = "NCCL not loaded yet";
 
-template <class F>
-static void bind(void* lib, const char* name, F& fn, std::string* missing) {
-  fn = reinterpret_cast<F>(dlsym(lib, name));
-  if (!fn) *missing += std::string(missing->empty() ? "" : ", ") + name;
-}
-
 std::string load(const std::vector<std::string>& candidates, std::string* why) {
   if (g_lib) return g_path;
   std::vector<std::string> tries = candidates;
   tries.push_back("libnccl.so.2");
   tries.push_back("libnccl.so");
-  std::string errors;
-  for (const auto& p : tries) {
-    void* lib = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      const char* e = dlerror();
-      errors += "\n  " + p + ": " + (e ? e : "not found");
-      continue;
-    }
-    Api a;
-    std::string missing;
-    bind(lib, "ncclGetVersion", a.get_version, &missing);
-    bind(lib, "ncclGetUniqueId", a.get_unique_id, &missing);
-    bind(lib, "ncclCommInitRank", a.comm_init_rank, &missing);
-    bind(lib, "ncclCommDestroy", a.comm_destroy, &missing);
-    bind(lib, "ncclCommAbort", a.comm_abort, &missing);
-    bind(lib, "ncclCommGetAsyncError", a.comm_get_async_error, &missing);
-    bind(lib, "ncclGetErrorString", a.get_error_string, &missing);
-    bind(lib, "ncclAllReduce", a.all_reduce, &missing);
-    bind(lib, "ncclAllGather", a.all_gather, &missing);
-    bind(lib, "ncclReduceScatter", a.reduce_scatter, &missing);
-    bind(lib, "ncclBroadcast", a.broadcast, &missing);
-    bind(lib, "ncclSend", a.send, &missing);
-    bind(lib, "ncclRecv", a.recv, &missing);
-    bind(lib, "ncclGroupStart", a.group_start, &missing);
-    bind(lib, "ncclGroupEnd", a.group_end, &missing);
-    if (!missing.empty()) {
-      errors += "\n  " + p + ": missing symbols " + missing;
-      dlclose(lib);
-      continue;
-    }
+  std::string errors, path;
+  Api a;
+  void* lib = gb::dl::open_first(tries, [&a](void* l, std::string* missing) {
+    gb::dl::bind(l, "ncclGetVersion", a.get_version, missing);
+    gb::dl::bind(l, "ncclGetUniqueId", a.get_unique_id, missing);
+    gb::dl::bind(l, "ncclCommInitRank", a.comm_init_rank, missing);
+    gb::dl::bind(l, "ncclCommDestroy", a.comm_destroy, missing);
+    gb::dl::bind(l, "ncclCommAbort", a.comm_abort, missing);
+    gb::dl::bind(l, "ncclCommGetAsyncError", a.comm_get_async_error, missing);
+    gb::dl::bind(l, "ncclGetErrorString", a.get_error_string, missing);
+    gb::dl::bind(l, "ncclAllReduce", a.all_reduce, missing);
+    gb::dl::bind(l, "ncclAllGather", a.all_gather, missing);
+    gb::dl::bind(l, "ncclReduceScatter", a.reduce_scatter, missing);
+    gb::dl::bind(l, "ncclBroadcast", a.broadcast, missing);
+    gb::dl::bind(l, "ncclSend", a.send, missing);
+    gb::dl::bind(l, "ncclRecv", a.recv, missing);
+    gb::dl::bind(l, "ncclGroupStart", a.group_start, missing);
+    gb::dl::bind(l, "ncclGroupEnd", a.group_end, missing);
+  }, &path, &errors);
+  if (lib) {
     g_api = a;
     g_lib = lib;
-    g_path = p;
+    g_path = path;
     g_error.clear();
-    return p;
+    return path;
   }
   g_error = "NCCL (libnccl.so.2) not found; pip install nvidia-nccl-cu13 (torch's CUDA wheels bring it) "
             "or put it on LD_LIBRARY_PATH; tried:" + errors;
