@@ -282,7 +282,8 @@ def test_plain_rows_do_not_break_roofline_tables_or_figures(tmp_path):
     recs = [rec("native-cuda", "cublas", [3e-3, 3e-3, 4e-3]), rec("plain-cuda", "cublas", [2e-3, 1e-3, 2e-3])]
     assert registry.device_class_of("plain-cuda") == "cuda"
     assert blas.roofline(recs)["cuda"]["fp32"]["from"].startswith("native-cuda")
-    assert blas.plain_ratios(recs) == [("gemm", "fp32", "1x2x2x2", pytest.approx(1.5))]  # medians 3 ms / 2 ms
+    [(op, dt, sh, ratio, lo, hi)] = blas.plain_ratios(recs)  # medians 3 ms / 2 ms, no rounds: no interval
+    assert (op, dt, sh) == ("gemm", "fp32", "1x2x2x2") and ratio == pytest.approx(1.5) and lo != lo and hi != hi
     assert blas.build_tables(recs) and "plain-cuda" not in blas.markdown_summary(recs)
     from gapbench.plots import blas_figures
 
@@ -298,5 +299,21 @@ def test_plain_ratio_uses_the_interleaved_harness_samples():
                    samples_s=[2e-3, 2e-3, 2e-3],
                    params=dict(params, harness_interleaved_s=[1e-3, 3e-3, 2.2e-3]), work=sweep.work)
     # The sweep's own row (5 ms, measured earlier) is ignored: only same-time samples are compared.
-    [(op, dt, sh, ratio)] = blas.plain_ratios([sweep, plain])
+    [(op, dt, sh, ratio, _, _)] = blas.plain_ratios([sweep, plain])
     assert (op, dt, sh) == ("gemm", "fp16", "1x2x2x2") and abs(ratio - 1.1) < 1e-9
+
+
+def test_plain_ratio_is_the_median_of_per_round_ratios_with_an_interval():
+    """With the rounds' medians recorded, the harness/plain ratio is the median of the per-round
+    ratios (drift shared by a round cancels), and 10 rounds give a 95% interval around it."""
+    shape = {"batch": 1, "m": 2, "n": 2, "k": 2}
+    params = {"op": "gemm", "dtype": "fp16", "shape_text": "1x2x2x2", "shape": shape}
+    # a clock drifting 2x over the rounds; the harness is 1.02x the plain loop in every round
+    rounds = [[1.02e-3 * (1 + i / 10), 1e-3 * (1 + i / 10)] for i in range(10)]
+    plain = Record(probe="blas", backend="plain-cuda", variant="cublas", metric="time", clock="device_events",
+                   samples_s=[1e-3] * 10, params=dict(params, round_medians_s=rounds), work={"flops": 16.0})
+    [(_, _, _, ratio, lo, hi)] = blas.plain_ratios([plain])
+    assert ratio == pytest.approx(1.02) and lo == pytest.approx(1.02) and hi == pytest.approx(1.02)
+    rounds[3][0] *= 1.5  # one disturbed round moves neither the median nor (much) the interval
+    [(_, _, _, ratio, lo, hi)] = blas.plain_ratios([plain])
+    assert ratio == pytest.approx(1.02) and lo <= 1.02 <= hi < 1.53

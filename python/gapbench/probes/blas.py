@@ -417,12 +417,13 @@ def plain_binary() -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-def plain_check(records: list[Record], cfg: Config, rounds: int = 5) -> list[Record]:
+def plain_check(records: list[Record], cfg: Config, rounds: int = 10) -> list[Record]:
     """cuBLAS from the plain C++ loop (cuda/plain/blas.cu) for the vendor GEMM and GEMV rows at
     their largest shapes: the harness must add nothing. Clocks drift over a long run (power and
     temperature), so the two are interleaved: `rounds` times a plain process, then the harness's
     own Case in this process, each with the same share of samples and the same queue-preloaded
-    event timing. The plain row carries the interleaved harness samples for the ratio."""
+    event timing. The plain row carries the interleaved harness samples and each round's medians, so
+    the harness/plain ratio is a median of per-round ratios with its 95% interval."""
     import json
     import subprocess
 
@@ -443,26 +444,30 @@ def plain_check(records: list[Record], cfg: Config, rounds: int = 5) -> list[Rec
         biggest = max(r.work["flops"] for r in rows)
         for r in (r for r in rows if r.work["flops"] == biggest):
             sh, dtype, spec = r.params["shape"], r.params["dtype"], specs[op]
-            per = max(1, len(r.samples_s) // rounds)
+            per = max(5, len(r.samples_s) // rounds)
             args = [str(exe), r.params["library"], op, dtype, str(sh.get("batch", 1)),
                     str(sh["m"]), str(sh.get("n", 1)), str(sh["k"]), str(per), str(cfg.warmup)]
             try:
                 rng = np.random.default_rng(cfg.seed)
                 case = _native_case(_native.cuda, spec, dtype, sh,
                                     [round_to(a, dtype) for a in spec.inputs(sh, rng)], 0)
-                plain, harness = [], []
+                plain, harness, per_round = [], [], []
                 for _ in range(rounds):
                     p = run_command(args, timeout=600)
                     if p.returncode != 0:
                         raise RuntimeError(p.stderr.strip()[-300:])
-                    plain += json.loads(p.stdout)["samples"]
-                    harness += case.time(native.impl("vendor"), per, cfg.warmup, native.cache("hot"))
+                    pl = json.loads(p.stdout)["samples"]
+                    hs = case.time(native.impl("vendor"), per, cfg.warmup, native.cache("hot"))
+                    plain += pl
+                    harness += hs
+                    per_round.append([float(np.median(hs)), float(np.median(pl))])
                 del case
                 out.append(Record(probe=PROBE, backend="plain-cuda", variant="cublas", metric="time",
                                   op="cuBLAS from a plain C++ loop (no harness)", clock="device_events",
                                   samples_s=plain, warmup=cfg.warmup, work=r.work, device=r.device,
                                   params=dict(r.params, cache="hot, one set", rounds=rounds,
-                                              harness_interleaved_s=harness)))
+                                              harness_interleaved_s=harness,
+                                              round_medians_s=per_round)))
             except (RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
                 out.append(Record(probe=PROBE, backend="plain-cuda", variant="cublas", metric="time", status=ERROR,
                                   reason=f"plain loop failed: {e}", params=dict(r.params), device=r.device))

@@ -150,8 +150,10 @@ class BlasBenchmark(Benchmark):
                           "is the machine busy? (reasons in the JSON, params.suspect)", highlight=False)
         ratios = plain_ratios(writer.records)
         if ratios:
-            console.print("cuBLAS from the harness vs from a plain C++ loop (median ratio, same session): " + ", ".join(
-                f"{op} {dt} {sh} {x:.3f}" for op, dt, sh, x in ratios))
+            console.print("cuBLAS from the harness vs from a plain C++ loop (time ratio, median of interleaved "
+                          "rounds [95% CI]): " + ", ".join(
+                              f"{op} {dt} {sh} {x:.3f}" + (f" [{lo:.3f}-{hi:.3f}]" if lo == lo else "")
+                              for op, dt, sh, x, lo, hi in ratios), highlight=False)
         for r in (r for r in writer.records if r.metric == "all"):
             console.print(f"[yellow]{r.backend}[/yellow]: {r.status}: {escape(r.reason)}", highlight=False)
         if not args.no_plots:

@@ -20,21 +20,29 @@ DATASHEET = {
 # --cold scrub -> (native cache code, metric, the `cache` param written with the samples);
 
 
-def plain_ratios(records: list[Record]) -> list[tuple[str, str, str, float]]:
-    """(op, dtype, shape, harness median / plain median) for each plain-checked vendor row: from
-    the interleaved harness samples the plain row carries, else from the sweep's own row."""
+def plain_ratios(records: list[Record]) -> list[tuple[str, str, str, float, float, float]]:
+    """(op, dtype, shape, ratio, lo, hi) for each plain-checked vendor row: the harness's time over
+    the plain loop's, the median of per-round ratios of the interleaved rounds with its 95%
+    interval (lo, hi infinite when too few rounds give none); older files without round medians
+    give the ratio of the two medians and NaN bounds."""
+    from ..stats import ratio_median_ci
+
     idx = {(r.backend, r.params.get("op"), r.params.get("dtype"), r.params.get("shape_text")): r
            for r in records if r.status == OK and r.variant == "cublas" and r.metric == "time"}
     out = []
+    nan = float("nan")
     for (b, op, dt, sh), p in idx.items():
         if b != "plain-cuda":
             continue
-        if p.params.get("harness_interleaved_s"):
-            out.append((op, dt, sh, float(np.median(p.params["harness_interleaved_s"])) / p.summary().median))
+        rounds = p.params.get("round_medians_s")
+        if rounds:
+            h, pl = zip(*rounds)
+            out.append((op, dt, sh, *ratio_median_ci(h, pl)))
+        elif p.params.get("harness_interleaved_s"):
+            out.append((op, dt, sh, float(np.median(p.params["harness_interleaved_s"])) / p.summary().median, nan, nan))
         elif (h := idx.get(("native-cuda", op, dt, sh))):
-            out.append((op, dt, sh, h.summary().median / p.summary().median))
+            out.append((op, dt, sh, h.summary().median / p.summary().median, nan, nan))
     return out
-
 
 
 # ============================================================== roofline and table
