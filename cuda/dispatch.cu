@@ -1,5 +1,7 @@
 // dispatch.cu: the library's names, its reference kernels and the dispatcher's rule (the table in
 // kernels.h), and the one launch entry point the case runner calls.
+#include <cstdint>
+
 #include "cuda_check.h"
 #include "dtype.cuh"
 #include "kernels.h"
