@@ -21,6 +21,8 @@ struct Gate::Impl {
 };
 
 namespace {
+constexpr double kMaxClockHz = 3.0e9;
+
 // Runs f with `device` current, restoring the caller's device (frameworks keep their own).
 template <class F>
 void on_device(int device, F&& f) {
@@ -73,8 +75,10 @@ void Gate::hold(std::uintptr_t stream) {
   auto st = reinterpret_cast<cudaStream_t>(stream);
   on_device(s.device, [&] {
     unsigned want = s.gen + 1;
-    auto ns = (unsigned long long)(s.timeout_s * 1e9);
-    gate_kernel<<<1, 1, 0, st>>>(s.dev, want, s.dev + 1, ns);
+    // SM clocks of the timeout at kMaxClockHz, above any current GPU's boost clock: at a lower
+    // clock the hold lasts longer, never shorter, than timeout_s.
+    auto cycles = (long long)(s.timeout_s * kMaxClockHz);
+    gate_kernel<<<1, 1, 0, st>>>(s.dev, want, s.dev + 1, cycles);
     GB_CUDA_CHECK_LAUNCH();
     GB_CUDA_CHECK(cudaEventRecord(s.done, st));
     s.gen = want;

@@ -10,7 +10,8 @@
 //   if (gate.timed_out()) drop the sample.
 //
 // hold() enqueues one single-thread kernel that spins on a flag in host-mapped memory; release()
-// sets the flag. The kernel also watches %globaltimer and gives up after timeout_s (default 1 s),
+// sets the flag. The kernel also counts its SM clocks and gives up after timeout_s (default 1 s;
+// counted at 3 GHz, so at most the clock ratio longer on a slower clock),
 // writing "timed out" to host-mapped memory: a host that never releases cannot hang the GPU, and a
 // sample whose queuing outlasted the timeout is known to be invalid. Works on any cudaStream_t of
 // the gate's device, passed as an integer (torch: torch.cuda.current_stream().cuda_stream, cupy:

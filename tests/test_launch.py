@@ -275,12 +275,12 @@ def test_check_add_catches_unwritten_and_wrong_outputs():
 def test_cuda_probe_on_gpu():
     from gapbench import _native
 
-    p = _native.cuda.LaunchProbe(1, 1, 0)
+    p = _native.cuda.LaunchProbe(_native.LaunchKernel.null, 1, 0)
     assert p.count_launches(500) == 500
     for fn in (p.submit, p.stream_b2b, p.device_kernel, p.graph_replay):
         s = fn(10, 20, 2)
         assert len(s) == 10 and all(x > 0 for x in s)
-    q = _native.cuda.LaunchProbe(2, 3000, 0)
+    q = _native.cuda.LaunchProbe(_native.LaunchKernel.add1, 3000, 0)
     a, b = launch._random_inputs(launch.Config(n=3000))
     ok, detail = launch._check_add(np.asarray(q.run_add(a.tolist(), b.tolist()), np.float32), a, b)
     assert ok, detail

@@ -199,7 +199,7 @@ def _case(op, dt, shape, rng):
     case = _native.cuda.BlasCase(native.op(op), native.dtype(dt), *native_dims(shape), 0)
     for i, a in enumerate(rounded):
         case.set_input(i, dtypes.to_bytes(a, dt))
-    return case, spec.reference([a.astype(np.float64) for a in rounded])
+    return case, dtypes.expected(spec.reference, [a.astype(np.float64) for a in rounded], spec.reduction(shape))
 
 
 @pytest.fixture(scope="module")
@@ -294,7 +294,7 @@ def test_gate_releases_and_times_out():
         z = x * 3
     stream.synchronize()
     waited = time.perf_counter() - t0
-    assert 0.45 < waited < 5.0, waited
+    assert 0.45 < waited < 5.0, waited  # 0.5 s counted at 3 GHz: longer on a slower SM clock
     gate.release()
     assert gate.timed_out() and float(z.sum()) == 3072.0
     with pytest.raises(ValueError, match="timeout_s"):

@@ -160,8 +160,14 @@ def _native_cuda(spec: OpSpec, dtype: str, shape: dict, ref, cfg: Config, info: 
                 **({"precision": "tf32"} if impl == "vendor_tf32" else {}),
                 "cache_params": {m: (hot if m == "hot" else {"l2_resident": False, "rotations": 1}) for m in modes}}
 
+    invalid: dict = {}  # (impl, cache mode) -> gate timeouts dropped so far
+
     def samplers(impl):
-        return {m: (lambda n, _m=m: case.time(impl, n, 0, native.cache(_m))) for m in modes}
+        def sample(n, mode):
+            out = case.time(impl, n, 0, native.cache(mode))
+            invalid[impl, mode] = invalid.get((impl, mode), 0) + case.invalid_samples
+            return out
+        return {m: (lambda n, _m=m: sample(n, _m)) for m in modes}
 
     def verify_last(impl, tol):
         def check_last(mode):
@@ -171,6 +177,9 @@ def _native_cuda(spec: OpSpec, dtype: str, shape: dict, ref, cfg: Config, info: 
 
     more, arms = _verified_arms(spec, dtype, shape, ref, info, "native-cuda", "cuda", "device_events", rows, case,
                                 samplers, verify_last, extra)
+    for a in arms:
+        impl = native.impl(next(i for i, n, _ in rows if n == a.variant))
+        a.invalid = lambda mode, _impl=impl: invalid.get((_impl, mode), 0)
     return recs + more, arms
 
 
@@ -270,7 +279,8 @@ def _framework(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray],
         return [], [CaseArm(backend, variant, cls, ad.device_clock, {"hot": sample}, verify_last, detail, op=desc,
                             params={"cache": "hot (framework buffers)", **extra, **getattr(ad, "cpu_params", {}),
                                     **({"hold": hold.method} if hold is not None else {})},
-                            device=info.device)]
+                            device=info.device,
+                            invalid=lambda mode: getattr(getattr(ad, "hold", None), "invalid_samples", 0))]
     except Exception as e:  # one failing framework case must not lose the others
         msg = f"{type(e).__name__}: {e}"
         if "out of memory" in msg.lower() or isinstance(e, MemoryError):

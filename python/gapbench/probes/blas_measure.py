@@ -36,6 +36,8 @@ class CaseArm:
     params: dict = field(default_factory=dict)
     device: dict = field(default_factory=dict)
     vendor: bool = False  # the arm every other arm of its class is compared with
+    #: cache mode -> samples the release gate found invalid (timed out) and dropped, if it gates
+    invalid: Callable[[str], int] | None = None
 
     @property
     def key(self) -> str:
@@ -83,6 +85,8 @@ def measure_case(make_record: Callable[..., Record], arms: list[CaseArm], modes:
             for a in live:
                 params = {**a.params, "cache": text, **(a.params.get("cache_params", {}).get(cache, {})),
                           **_pair_params(res, a, ref)}
+                if a.invalid is not None:
+                    params["invalid_samples"] = int(a.invalid(cache))
                 params.pop("cache_params", None)
                 try:
                     ok, last = a.verify_last(cache)
