@@ -278,6 +278,10 @@ def test_gate_releases_and_times_out():
     gate = _native.cuda.Gate(0, 0.5)
     stream = torch.cuda.Stream()
     x = torch.ones(1024, device="cuda")
+    # What runs behind a hold must have run once before: a first launch loads its module (lazy
+    # loading), which waits for the held device, so the hold would end by its timeout.
+    (x * 2, x * 3)
+    torch.cuda.synchronize()
     # Released: the queued work runs after release, and the hold did not time out.
     gate.hold(stream.cuda_stream)
     with torch.cuda.stream(stream):
