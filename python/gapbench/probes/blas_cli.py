@@ -9,7 +9,8 @@ from .. import registry as bk
 from ..benchmark import Benchmark, UsageError, print_lines
 from ..blasspec import shape_text
 from ..dtypes import DTYPES
-from .blas import COLD_MODES, OP_NAMES, PROBE, Config, iterate, parse_shapes, plain_check, selected_specs, shapes_for
+from .blas import COLD_MODES, OP_NAMES, PROBE, Config, iterate, parse_shapes, selected_specs, shapes_for
+from .blas_plain import plain_check
 from .blas import __doc__ as _BLAS_DOC
 from .blas_tables import build_tables, mark_suspects, markdown_summary, plain_ratios, report_tables, roofline
 

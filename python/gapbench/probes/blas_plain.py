@@ -1,0 +1,77 @@
+"""BLAS benchmark: the plain C++ cuBLAS loop (cuda/plain/blas.cu) that checks the harness adds
+nothing to the vendor library's time, interleaved with the harness in rounds."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .. import native
+from ..dtypes import round_to
+from ..result import ERROR, OK, Record
+from .blas import OPS, PROBE, Config, _native_case
+
+
+def plain_binary() -> Path | None:
+    from importlib import resources
+
+    path = Path(str(resources.files("gapbench").joinpath("bin/gapbench_blas_plain")))
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def plain_check(records: list[Record], cfg: Config, rounds: int = 10) -> list[Record]:
+    """cuBLAS from the plain C++ loop (cuda/plain/blas.cu) for the vendor GEMM and GEMV rows at
+    their largest shapes: the harness must add nothing. Clocks drift over a long run (power and
+    temperature), so the two are interleaved: `rounds` times a plain process, then the harness's
+    own Case in this process, each with the same share of samples and the same queue-preloaded
+    event timing. The plain row carries the interleaved harness samples and each round's medians, so
+    the harness/plain ratio is a median of per-round ratios with its 95% interval."""
+    import json
+    import subprocess
+
+    from .. import _native
+    from ..worker import run_command
+
+    exe = plain_binary()
+    vendor = [r for r in records if r.backend == "native-cuda" and r.variant == "cublas" and r.status == OK
+              and r.metric == "time" and r.params.get("op") in ("gemm", "gemv")]
+    if exe is None or not vendor:
+        return []
+    specs = {sp.name: sp for sps in OPS.values() for sp in sps}
+    out = []
+    for op in ("gemm", "gemv"):
+        rows = [r for r in vendor if r.params["op"] == op]
+        if not rows:
+            continue
+        biggest = max(r.work["flops"] for r in rows)
+        for r in (r for r in rows if r.work["flops"] == biggest):
+            sh, dtype, spec = r.params["shape"], r.params["dtype"], specs[op]
+            per = max(5, len(r.samples_s) // rounds)
+            args = [str(exe), r.params["library"], op, dtype, str(sh.get("batch", 1)),
+                    str(sh["m"]), str(sh.get("n", 1)), str(sh["k"]), str(per), str(cfg.warmup)]
+            try:
+                rng = np.random.default_rng(cfg.seed)
+                case = _native_case(_native.cuda, spec, dtype, sh,
+                                    [round_to(a, dtype) for a in spec.inputs(sh, rng)], 0)
+                plain, harness, per_round = [], [], []
+                for _ in range(rounds):
+                    p = run_command(args, timeout=600)
+                    if p.returncode != 0:
+                        raise RuntimeError(p.stderr.strip()[-300:])
+                    pl = json.loads(p.stdout)["samples"]
+                    hs = case.time(native.impl("vendor"), per, cfg.warmup, native.cache("hot"))
+                    plain += pl
+                    harness += hs
+                    per_round.append([float(np.median(hs)), float(np.median(pl))])
+                del case
+                out.append(Record(probe=PROBE, backend="plain-cuda", variant="cublas", metric="time",
+                                  op="cuBLAS from a plain C++ loop (no harness)", clock="device_events",
+                                  samples_s=plain, warmup=cfg.warmup, work=r.work, device=r.device,
+                                  params=dict(r.params, cache="hot, one set", rounds=rounds,
+                                              harness_interleaved_s=harness,
+                                              round_medians_s=per_round)))
+            except (RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
+                out.append(Record(probe=PROBE, backend="plain-cuda", variant="cublas", metric="time", status=ERROR,
+                                  reason=f"plain loop failed: {e}", params=dict(r.params), device=r.device))
+    return out
