@@ -317,3 +317,23 @@ def test_plain_ratio_is_the_median_of_per_round_ratios_with_an_interval():
     rounds[3][0] *= 1.5  # one disturbed round moves neither the median nor (much) the interval
     [(_, _, _, ratio, lo, hi)] = blas.plain_ratios([plain])
     assert ratio == pytest.approx(1.02) and lo <= 1.02 <= hi < 1.53
+
+
+def test_default_run_leaves_cpu_backends_out_only_beside_a_gpu(monkeypatch):
+    from gapbench.probes import blas_cli
+
+    avail = {"native-cpu", "torch-cpu", "mlx-cpu"}
+    real = registry.info
+
+    def fake_info(name):
+        i = real(name)
+        return registry.BackendInfo(name, i.kind, i.device_class, name in avail, "" if name in avail else "absent")
+
+    monkeypatch.setattr(registry, "info", fake_info)
+    names = list(registry.ALL)
+    assert blas_cli.default_backends(names) == (names, [])  # a CPU-only machine runs them all
+    avail |= {"native-cuda", "torch-cuda"}
+    run, left = blas_cli.default_backends(names)
+    assert sorted(left) == ["mlx-cpu", "native-cpu", "torch-cpu"]
+    assert "native-cuda" in run and "torch-cuda" in run and not set(left) & set(run)
+    assert "cupy" in run  # unavailable GPU backends stay, as rows that say why

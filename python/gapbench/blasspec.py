@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import hostpar
 from .dtypes import ITEMSIZE, check
 
 Shape = dict  # keys among batch, m, n, k
@@ -50,5 +51,6 @@ def native_dims(shape: Shape) -> tuple[int, int, int, int]:
 
 
 def uniform(rng: np.random.Generator, *shape: int) -> np.ndarray:
-    # Symmetric around zero, never all zeros: a result on zeros proves nothing.
-    return rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+    """float32 inputs uniform in [-1, 1): symmetric around zero, never all zeros (a result on zeros
+    proves nothing); drawn on the host's cores (gapbench.hostpar.uniform)."""
+    return hostpar.uniform(rng, tuple(shape))

@@ -8,6 +8,8 @@ from typing import Callable
 
 import numpy as np
 
+from .hostpar import elementwise, map_chunks
+
 DTYPES = ("fp32", "fp16", "bf16")
 ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2}
 #: Unit roundoff of each element type (half the distance from 1 to the next value). tf32 is
@@ -30,18 +32,21 @@ TRUNC_FACTOR = 1.0 / 20
 LAMBDA = 8.0
 
 
+def _round_bf16(x: np.ndarray) -> np.ndarray:
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(np.uint32).view(np.float32)
+
+
 def round_bf16(x: np.ndarray) -> np.ndarray:
     """float32 values rounded to the nearest bf16 (ties to even), returned as float32."""
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
-    return rounded.view(np.float32)
+    return elementwise(_round_bf16, np.asarray(x, dtype=np.float32), np.float32)
 
 
 def round_to(x: np.ndarray, dtype: str) -> np.ndarray:
     """x (float32) rounded to `dtype`, held as float32."""
     x = np.asarray(x, dtype=np.float32)
     if dtype == "fp16":
-        return x.astype(np.float16).astype(np.float32)
+        return elementwise(lambda c: c.astype(np.float16), x, np.float32)
     if dtype == "bf16":
         return round_bf16(x)
     return x
@@ -51,20 +56,21 @@ def to_bytes(x: np.ndarray, dtype: str) -> np.ndarray:
     """The array as the native code stores it (C-contiguous, element type `dtype`)."""
     x = np.ascontiguousarray(x, dtype=np.float32)
     if dtype == "fp16":
-        return x.astype(np.float16)
+        return elementwise(lambda c: c, x, np.float16)
     if dtype == "bf16":
-        return (round_bf16(x).view(np.uint32) >> 16).astype(np.uint16)
+        return elementwise(lambda c: (_round_bf16(c).view(np.uint32) >> 16), x, np.uint16)
     return x
 
 
 def from_bytes(buf: bytes, dtype: str) -> np.ndarray:
-    """Native output bytes back to float64 values."""
+    """Native output bytes back to their values, exactly, as float32 (every fp16 and bf16 value is
+    a float32 value; `check` widens them to float64 chunk by chunk)."""
     if dtype == "fp16":
-        return np.frombuffer(buf, dtype=np.float16).astype(np.float64)
+        return elementwise(lambda c: c, np.frombuffer(buf, dtype=np.float16), np.float32)
     if dtype == "bf16":
-        u = np.frombuffer(buf, dtype=np.uint16).astype(np.uint32) << 16
-        return u.view(np.float32).astype(np.float64)
-    return np.frombuffer(buf, dtype=np.float32).astype(np.float64)
+        u = np.frombuffer(buf, dtype=np.uint16)
+        return elementwise(lambda c: c.astype(np.uint32) << 16, u, np.uint32).view(np.float32)
+    return np.frombuffer(buf, dtype=np.float32)
 
 
 def rel_error(out: np.ndarray, ref: np.ndarray) -> float:
@@ -81,22 +87,30 @@ def rel_error(out: np.ndarray, ref: np.ndarray) -> float:
 class Expected:
     """What a result is checked against: the float64 result on the rounded inputs (`values`), the
     same op on the inputs' magnitudes (`scale`, e.g. |A| @ |x|: the size of what each output
-    sums, which bounds its accumulation error whatever cancels), and the reduction length `k`
-    (terms summed per output; 0 for a copy, which must be exact)."""
+    sums, which bounds its accumulation error whatever cancels; None where it is |values|, as for
+    a copy or an outer product), and the reduction length `k` (terms summed per output; 0 for a
+    copy, which must be exact). A copy's values stay in their input's type (float32 holds every
+    fp16 and bf16 value exactly): only float64 arithmetic needs float64."""
     values: np.ndarray
-    scale: np.ndarray
+    scale: np.ndarray | None
     k: int
 
 
 def magnitude(reference: Callable[[list[np.ndarray]], np.ndarray], inputs64: list[np.ndarray]) -> np.ndarray:
     """The componentwise scale of a (multi)linear op: the op on |inputs| in float64, e.g.
     |A| @ |x| for A @ x, |W|^T |v| for a VJP, |v| |x|^T for an outer product, |a| for a copy."""
-    return np.abs(reference([np.abs(np.asarray(a, dtype=np.float64)) for a in inputs64]))
+    return np.abs(reference([elementwise(np.abs, np.asarray(a, dtype=np.float64), np.float64) for a in inputs64]))
 
 
-def expected(reference: Callable[[list[np.ndarray]], np.ndarray], inputs64: list[np.ndarray], k: int) -> Expected:
-    """The reference of an op spec on float64 copies of the rounded inputs, with its bound's terms."""
-    return Expected(np.asarray(reference(inputs64), dtype=np.float64), magnitude(reference, inputs64), int(k))
+def expected(reference: Callable[[list[np.ndarray]], np.ndarray], inputs: list[np.ndarray], k: int) -> Expected:
+    """The reference of an op spec on the rounded inputs, in float64, with its bound's terms. A
+    copy (k=0) is its input; one product per output (k=1) has |values| as its scale."""
+    if k <= 0:
+        return Expected(np.asarray(reference(list(inputs))), None, 0)
+    inputs64 = [a if a.dtype == np.float64 else elementwise(lambda c: c, a, np.float64)
+                for a in map(np.asarray, inputs)]
+    values = np.asarray(reference(inputs64), dtype=np.float64)
+    return Expected(values, None if k == 1 else magnitude(reference, inputs64), int(k))
 
 
 def bound(ref: np.ndarray, scale: np.ndarray, dtype: str, k: int, acc: str = "fp32") -> np.ndarray:
@@ -111,43 +125,76 @@ def bound(ref: np.ndarray, scale: np.ndarray, dtype: str, k: int, acc: str = "fp
         return np.zeros_like(ref)  # a copy moves values that are already representable: exact
     scale = np.asarray(scale, dtype=np.float64).ravel()
     u_out = UNIT_ROUNDOFF[dtype]
+    return u_out * ref + (1 + u_out) * _per_term(dtype, k, acc) * scale + UNDERFLOW[dtype]
+
+
+def _per_term(dtype: str, k: int, acc: str) -> float:
+    """e_acc + e_in of `bound`: the error per unit of scale."""
     root = np.sqrt(k)
     per_term = ACC_ROUNDOFF * min(k, RN_FACTOR + TRUNC_FACTOR * root)
     if dtype == "tf32":
         per_term += 2 * UNIT_ROUNDOFF["tf32"] * min(1.0, LAMBDA / root)
     if acc != "fp32":
         per_term += 2 * UNIT_ROUNDOFF[acc]
-    return u_out * ref + (1 + u_out) * per_term * scale + UNDERFLOW[dtype]
+    return float(per_term)
 
 
 def check(out: np.ndarray, ref, dtype: str, *, k: int | None = None, scale: np.ndarray | None = None,
           acc: str = "fp32") -> tuple[bool, str]:
     """Is `out` a correct result of the op whose float64 result is `ref` (an Expected, or values with
     k= and scale= given)? Every output must lie within its own bound (see `bound`), so one
-    zeroed, dropped or stale output fails even where the normwise error of the whole is small."""
+    zeroed, dropped or stale output fails even where the normwise error of the whole is small.
+    Computed in float64 chunk by chunk on the host's cores (gapbench.hostpar)."""
     if isinstance(ref, Expected):
         ref, k, scale = ref.values, ref.k, ref.scale
-    elif k is None or scale is None:
+    elif k is None or (scale is None and k > 1):
         raise TypeError("check needs the reduction length k= and the magnitude scale= (see expected())")
-    out = np.asarray(out, dtype=np.float64).ravel()
-    ref = np.asarray(ref, dtype=np.float64).ravel()
+    out = np.asarray(out).ravel()
+    ref = np.asarray(ref).ravel()
     if out.shape != ref.shape:
         return False, f"output has {out.size} elements, reference {ref.size}"
-    bad = int(np.sum(~np.isfinite(out)))
+    scale = None if scale is None else np.asarray(scale).ravel()
+    if k > 0:
+        u_out, per_term = UNIT_ROUNDOFF[dtype], _per_term(dtype, k, acc)
+
+    def part(lo, hi):
+        o = np.asarray(out[lo:hi], dtype=np.float64)
+        if not np.isfinite(o).all():
+            return int(np.count_nonzero(~np.isfinite(o))), 0, 0.0, lo, 0.0, 0.0
+        r = np.asarray(ref[lo:hi], dtype=np.float64)
+        err = o - r
+        np.abs(err, out=err)
+        if k <= 0:  # a copy must be exact: any difference is infinitely over its zero bound
+            nbad = int(np.count_nonzero(err))
+            i = int(np.argmax(err)) if hi > lo else 0
+            return 0, nbad, (np.inf if nbad else 0.0), lo + i, float(np.dot(err, err)), float(np.dot(r, r))
+        # bound() inlined, in place: u_out |r| + (1 + u_out) per_term scale + underflow (> 0)
+        tol = np.abs(r)
+        if scale is None:
+            tol *= u_out + (1 + u_out) * per_term
+        else:
+            tol *= u_out
+            tol += (1 + u_out) * per_term * np.asarray(scale[lo:hi], dtype=np.float64)
+        tol += UNDERFLOW[dtype]
+        nbad = int(np.count_nonzero(err > tol))
+        rel2 = float(np.dot(err, err))
+        err /= tol
+        i = int(np.argmax(err)) if hi > lo else 0
+        return 0, nbad, float(err[i]) if hi > lo else 0.0, lo + i, rel2, float(np.dot(r, r))
+
+    parts = map_chunks(part, out.size)
+    bad = sum(p[0] for p in parts)
     if bad:
         return False, f"{bad} of {out.size} outputs not finite (poison left or overflow)"
-    err = np.abs(out - ref)
-    tol = bound(ref, scale, dtype, k, acc)
-    over = err > tol
-    nbad = int(np.count_nonzero(over))
-    use = err / np.where(tol > 0, tol, np.inf)
-    use[(tol == 0) & (err > 0)] = np.inf
-    i = int(np.argmax(use)) if out.size else 0
-    worst = float(use[i]) if out.size else 0.0
-    rel = rel_error(out, ref)
+    nbad = sum(p[1] for p in parts)
+    worst, i = max(((p[2], -p[3]) for p in parts), default=(0.0, 0))
+    i = -i
+    rel = float(np.sqrt(sum(p[4] for p in parts)) / max(np.sqrt(sum(p[5] for p in parts)), 1e-300))
     what = "exact copy" if k <= 0 else f"k={k}"
     if nbad:
+        o, r = float(out[i]), float(ref[i])
+        tol = float(bound(np.array([r]), np.array([abs(r) if scale is None else float(scale[i])]), dtype, k, acc)[0])
         return False, (f"{nbad} of {out.size} outputs outside their bound ({what}), worst [{i}]: "
-                       f"{out[i]:.6g} vs {ref[i]:.6g} (error {err[i]:.2e}, bound {tol[i]:.2e}); "
+                       f"{o:.6g} vs {r:.6g} (error {abs(o - r):.2e}, bound {tol:.2e}); "
                        f"rel. error {rel:.2e} vs float64")
     return True, f"rel. error {rel:.2e} vs float64; every output within its bound ({what}, worst {worst:.2f} of it)"

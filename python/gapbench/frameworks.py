@@ -71,8 +71,9 @@ class Adapter(ABC):
         """A device array of `a`'s values in `dtype` (fp32, fp16, bf16)."""
 
     @abstractmethod
-    def numpy64(self, x: Any) -> np.ndarray:
-        """The values of `x` as float64, after any pending work on it has finished."""
+    def host_values(self, x: Any) -> np.ndarray:
+        """The values of `x` on the host, exactly (float32 holds every fp16 and bf16 value), after
+        any pending work on it has finished."""
 
     @abstractmethod
     def copy(self, x: Any) -> Any:
@@ -162,9 +163,9 @@ class TorchAdapter(Adapter):
     def array(self, a: np.ndarray, dtype: str):
         return self.from_numpy(np.asarray(a, dtype=np.float32)).to(self.dtype_of(dtype))
 
-    def numpy64(self, x) -> np.ndarray:
+    def host_values(self, x) -> np.ndarray:
         self.sync()
-        return x.detach().float().cpu().numpy().astype(np.float64)
+        return x.detach().float().cpu().numpy()
 
     def _event_pair(self):
         t = self.torch
@@ -296,8 +297,8 @@ class MLXAdapter(Adapter):
         self.mx.eval(x)
         return x
 
-    def numpy64(self, x) -> np.ndarray:
-        return np.array(x.astype(self.mx.float32)).astype(np.float64)
+    def host_values(self, x) -> np.ndarray:
+        return np.array(x.astype(self.mx.float32))
 
     def evaluated(self, fn):
         """MLX is lazy: an op is done only when evaluated."""
@@ -374,8 +375,8 @@ class CupyAdapter(Adapter):
     def array(self, a: np.ndarray, dtype: str):
         return self.cp.asarray(np.asarray(a, dtype=np.float32)).astype({"fp32": "float32", "fp16": "float16"}[dtype])
 
-    def numpy64(self, x) -> np.ndarray:
-        return self.cp.asnumpy(x).astype(np.float64)
+    def host_values(self, x) -> np.ndarray:
+        return self.cp.asnumpy(x)
 
     def time_device(self, fn, inner):
         cp = self.cp

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import glob
 import os
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -249,7 +251,7 @@ def _framework(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray],
     try:
         arrays = [ad.array(a, dtype) for a in rounded]
         op = spec.framework(ad, arrays)
-        out = ad.numpy64(op())
+        out = ad.host_values(op())
         tol = dtype
         ok, detail = spec.check(out, ref, dtype)
         variant, extra = fam, {}
@@ -270,7 +272,7 @@ def _framework(spec: OpSpec, dtype: str, shape: dict, rounded: list[np.ndarray],
             return [ad.time_device(run, 1) for _ in range(n)]
 
         def verify_last(mode):
-            ok_l, d = spec.check(ad.numpy64(op()), ref, tol)
+            ok_l, d = spec.check(ad.host_values(op()), ref, tol)
             return ok_l, "(re-run after timing: framework ops return a new output each call) " + d
 
         cls = info.device_class
@@ -337,9 +339,23 @@ def fit_cpu_threads(adapters: dict) -> None:
                                          "reduced": n is not None}}
 
 
-def iterate(cfg: Config, backends: list[str], on_case=None):
+class Phases(dict):
+    """Wall seconds of a run by phase (name -> seconds), shown at the end of a run and kept in its
+    file: where a long run's time went (host preparation, verification, timing, checks)."""
+
+    @contextmanager
+    def __call__(self, name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self[name] = self.get(name, 0.0) + time.perf_counter() - t0
+
+
+def iterate(cfg: Config, backends: list[str], on_case=None, phases: Phases | None = None):
     from ..frameworks import make_adapter
 
+    phases = Phases() if phases is None else phases
     infos = {b: bk.info(b) for b in backends}
     for b, i in infos.items():
         if not i.available:
@@ -367,6 +383,7 @@ def iterate(cfg: Config, backends: list[str], on_case=None):
     fit_cpu_threads(adapters)
     for spec in selected_specs(cfg.ops):
         for shape in shapes_for(spec, cfg):
+            inputs = None  # drawn once per shape, rounded per dtype
             for dtype in cfg.dtypes:
                 too_big = memory_check(spec, shape, dtype, live)
                 for b, why in too_big.items():
@@ -375,48 +392,60 @@ def iterate(cfg: Config, backends: list[str], on_case=None):
                     yield _record(spec, dtype, shape, b, "-", status=ERROR, reason=why, device=infos[b].device)
                 if len(too_big) == len(live):
                     continue
-                rng = np.random.default_rng(cfg.seed)
-                rounded = [round_to(a, dtype) for a in spec.inputs(shape, rng)]
-                ref = expected(spec.reference, [a.astype(np.float64) for a in rounded], spec.reduction(shape))
                 if on_case:
                     on_case(f"{spec.name} {dtype} {shape_text(shape)}")
+                with phases("inputs and float64 references"):
+                    if inputs is None:
+                        inputs = spec.inputs(shape, np.random.default_rng(cfg.seed))
+                    rounded = [round_to(a, dtype) for a in inputs]
+                    ref = expected(spec.reference, rounded, spec.reduction(shape))
                 yield from _run_case(spec, dtype, shape, rounded, ref, cfg, [b for b in live if b not in too_big],
-                                     infos, adapters, cublas_path, cublas_why)
+                                     infos, adapters, cublas_path, cublas_why, phases)
 
 
-def _run_case(spec, dtype, shape, rounded, ref, cfg, live, infos, adapters, cublas_path, cublas_why):
+def _run_case(spec, dtype, shape, rounded, ref, cfg, live, infos, adapters, cublas_path, cublas_why, phases):
     """Every live backend's rows of one case: verified arms first, then one paired timing per device
     class (blas_measure), so every ratio comes from interleaved rounds."""
-    from .. import _native
-
     recs, arms, cases = [], [], []
-    for b in live:
-        try:
-            if b == "native-cuda":
-                case = _native_case(_native.cuda, spec, dtype, shape, rounded, 0)
-                cases.append(case)
-                r, a = _native_cuda(spec, dtype, shape, ref, cfg, infos[b], case, cublas_path, cublas_why)
-            elif b == "native-metal":
-                from ..metal_cpu import metal_dir, metal_source
-
-                source = metal_source(metal_dir() / f"{METAL_FILE[spec.name]}.metal")
-                case = _native_case(_native.metal, spec, dtype, shape, rounded, source)
-                cases.append(case)
-                r, a = _native_metal(spec, dtype, shape, ref, cfg, infos[b], case)
-            elif b in adapters:
-                r, a = _framework(spec, dtype, shape, rounded, ref, b, adapters[b], infos[b])
-            else:
-                continue
-        except (RuntimeError, ValueError, MemoryError) as e:
-            r, a = [_record(spec, dtype, shape, b, "-", status=ERROR, reason=str(e), device=infos[b].device)], []
-        recs += r
-        arms += a
+    with phases("inputs to devices, verified before timing"):
+        for b in live:
+            r, a = _case_rows(b, spec, dtype, shape, rounded, ref, cfg, infos, adapters, cublas_path, cublas_why,
+                              cases)
+            recs += r
+            arms += a
     modes = [("hot", "time", "hot")] + [COLD_MODES[c] for c in cfg.cold]
-    recs += measure_case(lambda backend, variant, **kw: _record(spec, dtype, shape, backend, variant, **kw), arms,
-                         modes, budget_s=cfg.budget_s, rel_hw=cfg.rel_hw, max_rounds=cfg.samples,
-                         min_rounds=cfg.min_rounds, warmup=cfg.warmup, seed=cfg.seed or 0)
+    with phases("paired timing, last runs verified"):
+        recs += measure_case(lambda backend, variant, **kw: _record(spec, dtype, shape, backend, variant, **kw),
+                             arms, modes, budget_s=cfg.budget_s, rel_hw=cfg.rel_hw, max_rounds=cfg.samples,
+                             min_rounds=cfg.min_rounds, warmup=cfg.warmup, seed=cfg.seed or 0)
     del cases  # free the device buffers before the next case
     return recs
+
+
+def _case_rows(b, spec, dtype, shape, rounded, ref, cfg, infos, adapters, cublas_path, cublas_why, cases):
+    """One backend's rows of a case: records for what cannot be timed, verified arms for the rest.
+    A native case it makes is appended to `cases` (kept alive until the case is timed)."""
+    from .. import _native
+
+    try:
+        if b == "native-cuda":
+            case = _native_case(_native.cuda, spec, dtype, shape, rounded, 0)
+            cases.append(case)
+            r, a = _native_cuda(spec, dtype, shape, ref, cfg, infos[b], case, cublas_path, cublas_why)
+        elif b == "native-metal":
+            from ..metal_cpu import metal_dir, metal_source
+
+            source = metal_source(metal_dir() / f"{METAL_FILE[spec.name]}.metal")
+            case = _native_case(_native.metal, spec, dtype, shape, rounded, source)
+            cases.append(case)
+            r, a = _native_metal(spec, dtype, shape, ref, cfg, infos[b], case)
+        elif b in adapters:
+            r, a = _framework(spec, dtype, shape, rounded, ref, b, adapters[b], infos[b])
+        else:
+            return [], []
+    except (RuntimeError, ValueError, MemoryError) as e:
+        return [_record(spec, dtype, shape, b, "-", status=ERROR, reason=str(e), device=infos[b].device)], []
+    return r, a
 
 
 def parse_shapes(text: str) -> list[dict]:

@@ -3,19 +3,32 @@ measurement is gapbench.probes.blas, the rendering gapbench.probes.blas_tables."
 from __future__ import annotations
 
 import argparse
+import time
 from dataclasses import asdict
 
 from .. import registry as bk
 from ..benchmark import Benchmark, UsageError, print_lines
 from ..blasspec import shape_text
 from ..dtypes import DTYPES
-from .blas import COLD_MODES, OP_NAMES, PROBE, Config, iterate, parse_shapes, selected_specs, shapes_for
+from ..result import NOT_APPLICABLE, Record
+from .blas import COLD_MODES, OP_NAMES, PROBE, Config, Phases, iterate, parse_shapes, selected_specs, shapes_for
 from .blas_plain import plain_check
 from .blas import __doc__ as _BLAS_DOC
 from .blas_tables import build_tables, mark_suspects, markdown_summary, plain_ratios, report_tables, roofline
 
 
 FORMS = {"copy": "N", "gemv": "MxK", "vjp_dx": "MxK", "vjp_dw": "MxK", "gemm": "BxMxNxK"}
+
+
+def default_backends(names: list[str]) -> tuple[list[str], list[str]]:
+    """The backends a run without --backends times, and the CPU ones it leaves out: where a GPU
+    backend is available, the CPU backends are left out (at the default shapes their rows take
+    minutes, and the question on such a machine is the GPU's); elsewhere all of them run."""
+    gpu = [b for b in names if bk.device_class_of(b) != "cpu" and bk.info(b).available]
+    if not gpu:
+        return names, []
+    cpu = [b for b in names if bk.device_class_of(b) == "cpu" and bk.info(b).available]
+    return [b for b in names if b not in cpu], cpu
 
 
 def ops_for_shapes(ops: list[str], shapes: list[dict], explicit: bool) -> list[str]:
@@ -56,7 +69,8 @@ class BlasBenchmark(Benchmark):
         ap.add_argument("--ops", help=f"comma list of {', '.join(OP_NAMES)} (default: all; vjp = vjp_dx and vjp_dw)")
         ap.add_argument("--dtypes", help=f"comma list of {', '.join(DTYPES)} (default: all)")
         ap.add_argument("--shapes", help="comma list: N (copy), MxK (gemv, vjp), BxMxNxK (gemm); default: each op's sweep")
-        ap.add_argument("--backends", help=f"comma list (default: all). Known: {', '.join(bk.ALL)}")
+        ap.add_argument("--backends", help="comma list, or all (default: all, but on a machine with a GPU only the GPU "
+                        f"backends: CPU rows at the default shapes take minutes). Known: {', '.join(bk.ALL)}")
         ap.add_argument("--quick", action="store_true", help="small shapes and few samples (CI)")
         ap.add_argument("--samples", type=int, default=None,
                         help="most paired rounds per case and cache mode (default 1000; quick 10)")
@@ -72,7 +86,10 @@ class BlasBenchmark(Benchmark):
         ap.add_argument("--seed", type=int, default=None, help="random seed (default: fresh data every run)")
         ap.add_argument("--out", help="result JSON (default results/blas-<time>.json); CSV written beside it")
         ap.add_argument("--no-plots", action="store_true", help="skip the PNG figures (written next to the JSON)")
-        ap.add_argument("--no-plain", action="store_true", help="skip the plain C++ cuBLAS loop check")
+        ap.add_argument("--plain", choices=("one", "all", "none"), default="one",
+                        help="the plain C++ cuBLAS loop check at each op's largest shape: one dtype per op (default), "
+                             "every dtype, or none")
+        ap.add_argument("--no-plain", action="store_true", help="same as --plain none")
         ap.add_argument("--variants", choices=("shipped", "all"), default="shipped",
                         help="shipped (default): the library's dispatcher against the vendor and frameworks; "
                              "all: also every numbered variant of the kernel lab (cuda/lab/, built with "
@@ -122,23 +139,35 @@ class BlasBenchmark(Benchmark):
                     lab.find_binary(op)
             except lab.LabError as e:
                 raise UsageError(f"--variants all needs the kernel lab: {e}") from e
-        writer = open_run(PROBE, args.out, prog, argv, asdict(cfg), names)
+        names, left_out = default_backends(names) if args.backends is None else (names, [])
+        writer = open_run(PROBE, args.out, prog, argv, asdict(cfg), names + left_out)
+        for b in left_out:
+            writer.add(Record(probe=PROBE, backend=b, metric="all", status=NOT_APPLICABLE, device=bk.info(b).device,
+                              reason="not in the default run on a machine with a GPU (minutes at the default "
+                                     f"shapes): add --backends all, or name {b}"))
         n_cases = (sum(len(shapes_for(spec, cfg)) for spec in selected_specs(cfg.ops)) * len(cfg.dtypes)
                    * max(1, len([n for n in names if bk.info(n).available and n != "native-cpu"])))
+        phases, t0 = Phases(), time.perf_counter()
         with progress_bar(console, n_cases, disable=args.no_progress) as bar:
             def on_case(text):
                 bar.describe(f"blas: {text}")
                 bar.advance()
 
-            for rec in iterate(cfg, names, on_case):
+            for rec in iterate(cfg, names, on_case, phases):
                 writer.add(rec)
-        for op in lab_ops:
-            writer.extend(lab_records(op, cfg, console))
-        if not args.no_plain:
-            writer.extend(plain_check(writer.records, cfg))
+        with phases("lab variants"):
+            for op in lab_ops:
+                writer.extend(lab_records(op, cfg, console))
+        if not args.no_plain and args.plain != "none":
+            with phases("plain cuBLAS loop check"):
+                writer.extend(plain_check(writer.records, cfg, every_dtype=args.plain == "all"))
         roof = roofline(writer.records)
         n_suspect = mark_suspects(writer.records, roof)
-        writer.finish(roofline=roof)
+        wall = {k: round(v, 2) for k, v in phases.items() if v >= 0.005}
+        total = time.perf_counter() - t0
+        wall["setup and other"] = round(total - sum(phases.values()), 2)
+        wall["total"] = round(total, 2)
+        writer.finish(roofline=roof, wall_s=wall)
         print_lines(console, build_tables(writer.records, roof))
         busy = next((r.params["cpu_threads"] for r in writer.records
                      if r.params.get("cpu_threads", {}).get("reduced")), None)
@@ -149,6 +178,8 @@ class BlasBenchmark(Benchmark):
         if n_suspect:
             console.print(f"[red]{n_suspect} suspect row(s)[/red]: a rate under 1% of the roofline measured in this run; "
                           "is the machine busy? (reasons in the JSON, params.suspect)", highlight=False)
+        console.print(f"wall time {wall['total']:.1f} s: " + ", ".join(f"{k} {v:.1f} s" for k, v in wall.items()
+                                                                  if k != "total"), highlight=False)
         ratios = plain_ratios(writer.records)
         if ratios:
             console.print("cuBLAS from the harness vs from a plain C++ loop (time ratio, median of interleaved "

@@ -20,9 +20,10 @@ def plain_binary() -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-def plain_check(records: list[Record], cfg: Config, rounds: int = 10) -> list[Record]:
+def plain_check(records: list[Record], cfg: Config, rounds: int = 10, every_dtype: bool = False) -> list[Record]:
     """cuBLAS from the plain C++ loop (cuda/plain/blas.cu) for the vendor GEMM and GEMV rows at
-    their largest shapes: the harness must add nothing. Clocks drift over a long run (power and
+    their largest shapes (one dtype per op, the run's first; every dtype with `every_dtype`: each
+    costs `rounds` processes): the harness must add nothing. Clocks drift over a long run (power and
     temperature), so the two are interleaved: `rounds` times a plain process, then the harness's
     own Case in this process, each with the same share of samples and the same queue-preloaded
     event timing. The plain row carries the interleaved harness samples and each round's medians, so
@@ -45,7 +46,11 @@ def plain_check(records: list[Record], cfg: Config, rounds: int = 10) -> list[Re
         if not rows:
             continue
         biggest = max(r.work["flops"] for r in rows)
-        for r in (r for r in rows if r.work["flops"] == biggest):
+        rows = [r for r in rows if r.work["flops"] == biggest]
+        if not every_dtype:
+            first = min(cfg.dtypes.index(r.params["dtype"]) for r in rows)
+            rows = [r for r in rows if cfg.dtypes.index(r.params["dtype"]) == first]
+        for r in rows:
             sh, dtype, spec = r.params["shape"], r.params["dtype"], specs[op]
             per = max(5, len(r.samples_s) // rounds)
             args = [str(exe), r.params["library"], op, dtype, str(sh.get("batch", 1)),

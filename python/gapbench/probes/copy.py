@@ -16,7 +16,7 @@ SPEC = OpSpec(
     name="copy", native_op="copy",
     shapes=_shapes,
     inputs=lambda s, rng: [uniform(rng, s["n"])],
-    reference=lambda a: a[0].copy(),
+    reference=lambda a: a[0],  # exact: checked bit for bit
     elements=lambda s: (s["n"], s["n"]),
     flops=lambda s: 0.0,
     framework=_framework,
