@@ -136,6 +136,8 @@ def _blas_run(path, started, cases, finish=True):
                      params={"op": "vjp_dw", "dtype": "fp32", "shape_text": shape}, work={"bytes": 1e6}))
     if finish:
         w.finish()
+    else:
+        w.flush()  # cut short: what an interrupted run writes on its way out
     return path
 
 

@@ -56,7 +56,7 @@ def test_record_validation():
 
 def test_run_file_roundtrip_and_atomic_rewrites(tmp_path):
     path = tmp_path / "run.json"
-    w = RunWriter(path, env={"os": "test"}, run={"probe": "p"}, csv_path=tmp_path / "run.csv")
+    w = RunWriter(path, env={"os": "test"}, run={"probe": "p"}, csv_path=tmp_path / "run.csv", overhead=None)
     assert load_run(path).records == []  # valid from the start
     for i in range(3):
         w.add(Record(probe="p", backend=f"b{i}", metric="m", clock="host_wall", samples_s=[1e-6 * (i + 1)] * 5))
@@ -69,6 +69,35 @@ def test_run_file_roundtrip_and_atomic_rewrites(tmp_path):
     csv_lines = (tmp_path / "run.csv").read_text().splitlines()
     assert csv_lines[0].startswith("probe,backend") and len(csv_lines) == 4
     assert not list(tmp_path.glob(".*.tmp"))  # no temp files left behind
+
+
+def test_rewrites_are_spaced_by_their_cost_and_nothing_pending_is_lost(tmp_path, monkeypatch):
+    """Each rewrite took 1 s on the fake clock; at 5% overhead the next one waits 20 s."""
+    import gapbench.result as result
+
+    now = [0.0]
+    real = result.write_document
+
+    def slow_write(path, doc):
+        now[0] += 1.0
+        real(path, doc)
+
+    monkeypatch.setattr(result, "write_document", slow_write)
+    path = tmp_path / "run.json"
+    w = RunWriter(path, env={"os": "test"}, run={"probe": "p"}, overhead=0.05, clock=lambda: now[0])
+    rec = lambda i: Record(probe="p", backend=f"b{i}", metric="m", clock="host_wall", samples_s=[1e-6])
+    w.add(rec(0))  # 0 s since the last rewrite, which took 1 s: not yet
+    assert load_run(path).records == [] and w.pending
+    now[0] += 19.0
+    w.add(rec(1))
+    assert load_run(path).records == [] and w.pending
+    now[0] += 1.0
+    w.add(rec(2))  # 20 s: rewritten, with everything so far
+    assert [r.backend for r in load_run(path).records] == ["b0", "b1", "b2"] and not w.pending
+    w.add(rec(3))
+    w.finish()
+    run = load_run(path)
+    assert [r.backend for r in run.records] == ["b0", "b1", "b2", "b3"] and "finished" in run.run
 
 
 def test_atomic_write_failure_leaves_old_file(tmp_path, monkeypatch):

@@ -136,12 +136,17 @@ def run_cli(bench: Benchmark, argv: list[str] | None = None, prog: str | None = 
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except (KeyboardInterrupt, Terminated) as e:
+        _flush_pending()
         sig = "SIGTERM" if isinstance(e, Terminated) else "Ctrl-C"
         print(f"\ninterrupted ({sig}): {_partial_line()}", file=sys.stderr, flush=True)
         return EXIT_SIGTERM if isinstance(e, Terminated) else EXIT_SIGINT
+    except BaseException:
+        _flush_pending()  # a crash loses no record already measured
+        raise
     finally:
         if old_term is not None:
             signal.signal(signal.SIGTERM, old_term)
+    _flush_pending()
     if code == EXIT_OK and bench.measures:
         w = cli.current_run.get("writer")
         if w is not None and not measured_something(w.records):
@@ -149,6 +154,18 @@ def run_cli(bench: Benchmark, argv: list[str] | None = None, prog: str | None = 
                   f"{w.path})", file=sys.stderr)
             return EXIT_NOTHING_MEASURED
     return code
+
+
+def _flush_pending() -> None:
+    """Write the records the run's file does not hold yet (RunWriter rewrites lazily)."""
+    from . import cli
+
+    w = cli.current_run.get("writer")
+    if w is not None and getattr(w, "pending", False):
+        try:
+            w.flush()
+        except OSError as e:
+            print(f"warning: could not write {w.path}: {e}", file=sys.stderr)
 
 
 def _partial_line() -> str:

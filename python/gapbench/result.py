@@ -13,6 +13,7 @@ import gzip
 import io
 import json
 import os
+import time
 import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -181,26 +182,41 @@ def records_to_csv(records: Iterable[Record]) -> str:
 
 
 class RunWriter:
-    """Collects the records of one run and rewrites its JSON (and CSV) after each one."""
+    """Collects the records of one run and rewrites its JSON (and CSV), atomically, as they come.
+    A rewrite costs more as the run grows (every record again, gzip, CSV), so `add` rewrites only
+    once the time since the last rewrite is at least 1/`overhead` times what that rewrite took:
+    rewriting then costs at most `overhead` of the run's time (a record reaches the disk within
+    seconds, even on a long run), and a run of N records no longer costs N full rewrites.
+    `overhead=None` rewrites after every record. `flush` writes what is pending (the CLI calls it on
+    interrupt and error) and `finish` always does."""
 
-    def __init__(self, path: str | os.PathLike, *, env: dict, run: dict, csv_path: str | os.PathLike | None = None):
+    def __init__(self, path: str | os.PathLike, *, env: dict, run: dict, csv_path: str | os.PathLike | None = None,
+                 overhead: float | None = 0.05, clock=time.monotonic):
         self.path = Path(path)
         self.csv_path = Path(csv_path) if csv_path else None
         self.env = env
         self.run = dict(run)
         self.run.setdefault("started", now_iso())
         self.records: list[Record] = []
+        self.overhead, self._clock = overhead, clock
+        self.pending = False
+        self._last, self._cost = clock(), 0.0
         self.flush()
 
     def add(self, record: Record) -> Record:
         self.records.append(record)
-        self.flush()
+        self._maybe_flush()
         return record
 
     def extend(self, records: Iterable[Record]) -> None:
         for r in records:
             self.records.append(r)
-        self.flush()
+        self._maybe_flush()
+
+    def _maybe_flush(self) -> None:
+        self.pending = True
+        if self.overhead is None or self._clock() - self._last >= self._cost / self.overhead:
+            self.flush()
 
     def finish(self, **extra: Any) -> None:
         self.run["finished"] = now_iso()
@@ -214,9 +230,12 @@ class RunWriter:
         }
 
     def flush(self) -> None:
+        t0 = self._clock()
         write_document(self.path, self.document())
         if self.csv_path:
             atomic_write_text(self.csv_path, records_to_csv(self.records))
+        self._last = self._clock()
+        self._cost, self.pending = self._last - t0, False
 
 
 def _json_default(o: Any):
