@@ -205,7 +205,11 @@ void Case::set_input(int i, const void* data, std::size_t bytes) {
   if (bytes != s.in_bytes[i])
     throw std::invalid_argument("input " + std::to_string(i) + ": expected " + std::to_string(s.in_bytes[i]) +
                                 " bytes, got " + std::to_string(bytes));
-  GB_CUDA_CHECK(cudaMemcpy(s.sets[0].in[i], data, bytes, cudaMemcpyHostToDevice));
+  // On the case's stream, so the replication below is ordered after it: a cudaMemcpy from pageable
+  // memory returns once the data is staged, before its DMA to the device is done, and the
+  // non-blocking stream does not wait for it. (Copied with cudaMemcpy, rotated sets on the lent
+  // H200 held partly unwritten inputs: caught by verifying the last timed run, 2026-11-23.)
+  GB_CUDA_CHECK(cudaMemcpyAsync(s.sets[0].in[i], data, bytes, cudaMemcpyHostToDevice, s.stream));
   // Replicate into every set by doubling: sets [0, have) are copied to [have, 2 have), one strided
   // 2-D copy each (the sets are evenly spaced in the slab).
   const std::size_t n = s.sets.size(), stride = s.set_stride;

@@ -122,6 +122,7 @@ inline void* to_device(const std::vector<unsigned char>& h) {
   void* d = nullptr;
   cudaCheck(cudaMalloc(&d, h.size()));
   cudaCheck(cudaMemcpy(d, h.data(), h.size(), cudaMemcpyHostToDevice));
+  cudaCheck(cudaDeviceSynchronize());  // pageable copies return before their DMA is done
   return d;
 }
 

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   float one = 1.5f;
   CHECK(cudaMemcpy(a, &one, 4, cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(b, &one, 4, cudaMemcpyHostToDevice));
+  CHECK(cudaDeviceSynchronize());  // pageable copies return before their DMA is done
   gb::cuda::Gate gate(0, 1.0);  // the harness's release gate (cuda/gate.h)
 
   auto go = [&]() {

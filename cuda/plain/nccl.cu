@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
       CHECK(cudaSetDevice(d));
       unsigned long long init[2] = {0ull, ~0ull}, got[2];
       CHECK(cudaMemcpy(counts[d], init, sizeof(init), cudaMemcpyHostToDevice));
+      CHECK(cudaDeviceSynchronize());  // pageable copies return before their DMA is done
       dist::verify(rbuf[d], count, dt, dist::Op::all_reduce, d, n, 0, count / n, counts[d], streams[d]);
       CHECK(cudaGetLastError());
       CHECK(cudaMemcpyAsync(got, counts[d], sizeof(got), cudaMemcpyDeviceToHost, streams[d]));

@@ -20,14 +20,16 @@ def plain_binary() -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-def plain_check(records: list[Record], cfg: Config, rounds: int = 10, every_dtype: bool = False) -> list[Record]:
+def plain_check(records: list[Record], cfg: Config, rounds: int = 6, every_dtype: bool = False) -> list[Record]:
     """cuBLAS from the plain C++ loop (cuda/plain/blas.cu) for the vendor GEMM and GEMV rows at
     their largest shapes (one dtype per op, the run's first; every dtype with `every_dtype`: each
     costs `rounds` processes): the harness must add nothing. Clocks drift over a long run (power and
     temperature), so the two are interleaved: `rounds` times a plain process, then the harness's
     own Case in this process, each with the same share of samples and the same queue-preloaded
     event timing. The plain row carries the interleaved harness samples and each round's medians, so
-    the harness/plain ratio is a median of per-round ratios with its 95% interval."""
+    the harness/plain ratio is a median of per-round ratios with its 95% interval. Six rounds are
+    the fewest whose per-round ratios give one (their min and max cover the median with
+    probability 1 - 2/2^6 = 97%); each round is a process start, about 2 s with cuBLAS."""
     import json
     import subprocess
 
