@@ -403,9 +403,10 @@ def iterate(cfg: Config, backends: list[str], on_case=None, phases: Phases | Non
                                      infos, adapters, cublas_path, cublas_why, phases)
 
 
-def _run_case(spec, dtype, shape, rounded, ref, cfg, live, infos, adapters, cublas_path, cublas_why, phases):
+def _run_case(spec, dtype, shape, rounded, ref, cfg, live, infos, adapters, cublas_path, cublas_why, phases=None):
     """Every live backend's rows of one case: verified arms first, then one paired timing per device
     class (blas_measure), so every ratio comes from interleaved rounds."""
+    phases = Phases() if phases is None else phases
     recs, arms, cases = [], [], []
     with phases("inputs to devices, verified before timing"):
         for b in live:
