@@ -113,19 +113,26 @@ def expected(reference: Callable[[list[np.ndarray]], np.ndarray], inputs: list[n
     return Expected(values, None if k == 1 else magnitude(reference, inputs64), int(k))
 
 
-def bound(ref: np.ndarray, scale: np.ndarray, dtype: str, k: int, acc: str = "fp32") -> np.ndarray:
+def bound(ref: np.ndarray, scale: np.ndarray | None, dtype: str, k: int, acc: str = "fp32") -> np.ndarray:
     """Per-output bound on |out - ref| for a correct result (inputs already rounded to `dtype`):
         u_out |ref_i| + (1 + u_out) (e_acc + e_in) scale_i + underflow
     u_out: the output's rounding (`dtype`'s unit roundoff; exact copies: 0). e_acc: fp32
     accumulation of k terms, ACC_ROUNDOFF min(k, RN_FACTOR + TRUNC_FACTOR sqrt(k)). e_in: tf32's
     rounding of both multiplier inputs, 2 u_tf32 min(1, LAMBDA / sqrt(k)). acc=fp16/bf16 (a library allowed to add
-    partial sums in the output type, cuBLAS's "reduced precision reduction") adds 2 u_acc."""
-    ref = np.abs(np.asarray(ref, dtype=np.float64).ravel())
+    partial sums in the output type, cuBLAS's "reduced precision reduction") adds 2 u_acc.
+    scale=None: the scale is |ref| (one product per output). Computed in place on one new array."""
+    tol = np.abs(np.asarray(ref, dtype=np.float64).ravel())
     if k <= 0:
-        return np.zeros_like(ref)  # a copy moves values that are already representable: exact
-    scale = np.asarray(scale, dtype=np.float64).ravel()
+        return np.zeros_like(tol)  # a copy moves values that are already representable: exact
     u_out = UNIT_ROUNDOFF[dtype]
-    return u_out * ref + (1 + u_out) * _per_term(dtype, k, acc) * scale + UNDERFLOW[dtype]
+    c = (1 + u_out) * _per_term(dtype, k, acc)
+    if scale is None:
+        tol *= u_out + c
+    else:
+        tol *= u_out
+        tol += c * np.asarray(scale, dtype=np.float64).ravel()
+    tol += UNDERFLOW[dtype]
+    return tol
 
 
 def _per_term(dtype: str, k: int, acc: str) -> float:
@@ -154,8 +161,6 @@ def check(out: np.ndarray, ref, dtype: str, *, k: int | None = None, scale: np.n
     if out.shape != ref.shape:
         return False, f"output has {out.size} elements, reference {ref.size}"
     scale = None if scale is None else np.asarray(scale).ravel()
-    if k > 0:
-        u_out, per_term = UNIT_ROUNDOFF[dtype], _per_term(dtype, k, acc)
 
     def part(lo, hi):
         o = np.asarray(out[lo:hi], dtype=np.float64)
@@ -168,14 +173,7 @@ def check(out: np.ndarray, ref, dtype: str, *, k: int | None = None, scale: np.n
             nbad = int(np.count_nonzero(err))
             i = int(np.argmax(err)) if hi > lo else 0
             return 0, nbad, (np.inf if nbad else 0.0), lo + i, float(np.dot(err, err)), float(np.dot(r, r))
-        # bound() inlined, in place: u_out |r| + (1 + u_out) per_term scale + underflow (> 0)
-        tol = np.abs(r)
-        if scale is None:
-            tol *= u_out + (1 + u_out) * per_term
-        else:
-            tol *= u_out
-            tol += (1 + u_out) * per_term * np.asarray(scale[lo:hi], dtype=np.float64)
-        tol += UNDERFLOW[dtype]
+        tol = bound(r, None if scale is None else scale[lo:hi], dtype, k, acc)  # > 0 for k > 0
         nbad = int(np.count_nonzero(err > tol))
         rel2 = float(np.dot(err, err))
         err /= tol
@@ -193,7 +191,7 @@ def check(out: np.ndarray, ref, dtype: str, *, k: int | None = None, scale: np.n
     what = "exact copy" if k <= 0 else f"k={k}"
     if nbad:
         o, r = float(out[i]), float(ref[i])
-        tol = float(bound(np.array([r]), np.array([abs(r) if scale is None else float(scale[i])]), dtype, k, acc)[0])
+        tol = float(bound(np.array([r]), None if scale is None else scale[i:i + 1], dtype, k, acc)[0])
         return False, (f"{nbad} of {out.size} outputs outside their bound ({what}), worst [{i}]: "
                        f"{o:.6g} vs {r:.6g} (error {abs(o - r):.2e}, bound {tol:.2e}); "
                        f"rel. error {rel:.2e} vs float64")

@@ -74,5 +74,5 @@ def uniform(rng: np.random.Generator, shape: tuple[int, ...], low: float = -1.0,
         view *= np.float32(high - low)
         view += np.float32(low)
 
-    map_chunks(lambda lo, hi: [part(i) for i in range(lo, hi)], len(parts), chunk=1)
+    map_chunks(lambda i, _: part(i), len(parts), chunk=1)
     return out.reshape(shape)
