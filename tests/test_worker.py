@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT, run_module
 from gapbench import benchmarks
 from gapbench.benchmark import EXIT_SIGINT, EXIT_SIGTERM
-from gapbench.worker import WorkerError, run_in_worker
+from gapbench.worker import PacedCommand, WorkerError, run_in_worker
 
 psutil = pytest.importorskip("psutil")
 
@@ -165,3 +165,46 @@ def test_registry_lists_each_benchmark_once_and_skips_absent_modules(monkeypatch
     assert "ghost" not in benchmarks.available()
     with pytest.raises(benchmarks.UnknownBenchmark):
         benchmarks.get("ghost")
+
+
+PACED = r'''
+import json, sys, time
+rounds, mode = int(sys.argv[1]), sys.argv[2]
+for r in range(rounds):
+    if rounds > 1 and not sys.stdin.readline():
+        break
+    if mode == "die" and r == 1:
+        print("cuda said no", file=sys.stderr, flush=True)
+        sys.exit(3)
+    if mode == "hang" and r == 1:
+        time.sleep(60)
+    print(json.dumps({"round": r, "t": time.monotonic()}), flush=True)
+'''
+
+
+@pytest.fixture
+def paced(tmp_path):
+    script = tmp_path / "paced.py"
+    script.write_text(PACED)
+    return lambda rounds, mode="ok", timeout=20: PacedCommand([sys.executable, str(script), str(rounds), mode],
+                                                              timeout=timeout)
+
+
+def test_paced_command_runs_one_round_per_call_in_one_process(paced):
+    with paced(3) as loop:
+        got = []
+        for _ in range(3):
+            t_ask = time.monotonic()
+            doc = loop.round()
+            got.append(doc["round"])
+            assert doc["t"] >= t_ask  # the round ran only once asked, so rounds interleave with ours
+    assert got == [0, 1, 2] and loop.close() == 0
+
+
+@pytest.mark.parametrize("mode, words", [("die", "cuda said no"), ("hang", "no answer within")])
+def test_paced_command_failures_name_the_loop_and_stop_it(paced, mode, words):
+    loop = paced(3, mode, timeout=3)
+    assert loop.round()["round"] == 0
+    with pytest.raises(RuntimeError, match=words):
+        loop.round()
+    assert loop._p.poll() is not None  # stopped, not left behind

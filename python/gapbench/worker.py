@@ -156,6 +156,95 @@ def run_command(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
+class PacedCommand:
+    """A plain C++ loop started once and run round by round (the loops' ROUNDS argument): each
+    `round()` writes one line to its stdin, and the loop answers with one line of JSON (that
+    round's samples) and then waits for the next line. So a plain loop pays its start (the CUDA
+    context, loading cuBLAS: about 2 s) once, and the harness can run its own round between two
+    of the loop's, which pairs the two in time. Same rules as `run_command`: its own process
+    group, killed on timeout, error or interrupt, dead with its parent on Linux.
+
+        with PacedCommand([exe, ..., "6"], timeout=60) as loop:
+            for _ in range(6):
+                doc = loop.round()"""
+
+    def __init__(self, cmd: list[str], timeout: float):
+        if timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        self.cmd, self.timeout = list(cmd), float(timeout)
+        self._p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, start_new_session=True, env=dict(os.environ, **WORKER_ENV),
+                                   preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None)
+        import queue
+
+        self._lines: queue.Queue = queue.Queue()
+        self._err: list[str] = []
+        threading.Thread(target=self._pump, args=(self._p.stdout, self._lines.put), daemon=True).start()
+        self._err_reader = threading.Thread(target=self._pump, args=(self._p.stderr, self._keep_err), daemon=True)
+        self._err_reader.start()
+
+    @staticmethod
+    def _pump(stream, put) -> None:
+        for line in stream:
+            put(line)
+        put(None)
+
+    def _keep_err(self, line) -> None:
+        if line is not None:
+            self._err.append(line.rstrip("\n"))
+            del self._err[:-20]
+
+    def _failure(self, what: str) -> RuntimeError:
+        _kill_group(self._p)
+        self._err_reader.join(timeout=2)  # its last words, once the pipe closes
+        rc = self._p.returncode
+        tail = " | ".join(self._err[-3:])[-400:]
+        return RuntimeError(f"{' '.join(self.cmd[:1])} {what} (exit {rc}): {tail or 'no message'}")
+
+    def round(self) -> dict:
+        """Run one round: the loop's JSON answer for it. RuntimeError if the loop failed, closed
+        or did not answer within the timeout (it is then stopped)."""
+        import queue
+
+        try:
+            self._p.stdin.write("go\n")
+            self._p.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise self._failure("ended before this round") from None
+        try:
+            line = self._lines.get(timeout=self.timeout)
+        except queue.Empty:
+            raise self._failure(f"gave no answer within {self.timeout:g} s and was stopped") from None
+        if line is None:
+            self._p.wait(timeout=10)
+            raise self._failure("ended without an answer")
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError:
+            raise self._failure(f"answered with a line that is not JSON: {line[:120]!r}") from None
+
+    def close(self) -> int | None:
+        """Close its stdin (the loop then ends) and wait for it; the exit status."""
+        try:
+            self._p.stdin.close()
+        except OSError:
+            pass
+        try:
+            return self._p.wait(timeout=min(self.timeout, 30))
+        except subprocess.TimeoutExpired:
+            _kill_group(self._p)
+            return self._p.returncode
+
+    def __enter__(self) -> "PacedCommand":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            _kill_group(self._p)
+
+
 # ============================================================== child side
 def die_with_parent(parent: int | None = None) -> None:
     """Make this process die when its parent does (called first thing in a worker)."""
