@@ -256,6 +256,12 @@ def test_every_native_row_verifies_on_gpu(tmp_path):
         assert all(len(r.samples_s) >= 5 and min(r.samples_s) > 0 and word in r.params["cache"] for r in cold.values())
     assert not [r for r in recs if r.status == NOT_APPLICABLE]
     assert json.loads(out.read_text())["run"]["roofline"]["cuda"]["bytes_per_s"]["value"] > 0
+    # the plain cuBLAS loop, one process in six paced rounds paired with the harness's
+    plain = [r for r in load_run(out).records if r.backend == "plain-cuda"]
+    assert plain and all(r.status == OK for r in plain), [r.reason for r in plain]
+    assert all(r.params["rounds"] == len(r.params["round_medians_s"]) == 6 for r in plain)
+    for _, _, _, ratio, lo, hi in blas.plain_ratios(plain):
+        assert lo <= ratio <= hi and hi < float("inf")
 
 
 @pytest.mark.apple

@@ -76,6 +76,28 @@ def test_plain_loop_binary_installed_and_fails_cleanly_without_gpu():
         assert p.returncode == 2 and "failed" in p.stderr
 
 
+@pytest.mark.skipif(not _native.cuda.built, reason="CUDA part not built")
+def test_paced_blas_loop_answers_each_round_or_fails_with_its_reason():
+    """The plain cuBLAS loop in paced rounds (gapbench.worker.PacedCommand): one JSON line per
+    round, each only once asked; without a GPU the loop's own error comes back as the reason."""
+    from gapbench.probes.blas import cublas_candidates
+    from gapbench.probes.blas_plain import plain_binary
+    from gapbench.worker import PacedCommand
+
+    exe = plain_binary()
+    assert exe is not None
+    lib = _native.cuda.cublas_load(cublas_candidates()) if CUDA else "libcublas.so"
+    with PacedCommand([str(exe), lib or "libcublas.so", "gemv", "fp32", "1", "256", "1", "256", "7", "1", "3"],
+                      timeout=120) as loop:
+        if not (CUDA and lib):
+            with pytest.raises(RuntimeError, match="(?i)cublas|cuda"):
+                loop.round()
+            return
+        docs = [loop.round() for _ in range(3)]
+    assert [d["round"] for d in docs] == [0, 1, 2]
+    assert all(len(d["samples"]) == 7 and min(d["samples"]) > 0 and d["invalid_samples"] == 0 for d in docs)
+
+
 def test_metal_part_reports_why_not_here():
     st = _native.metal.status()
     if not _native.metal.built:

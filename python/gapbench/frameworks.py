@@ -176,28 +176,36 @@ class TorchAdapter(Adapter):
     def time_device(self, fn, inner):
         if self.device_clock != "device_events":
             return super().time_device(fn, inner)
-        start, stop = self._event_pair()
-
-        def enqueue():
+        if self.device != "cuda":
+            start, stop = self._event_pair()
             start.record()
             for _ in range(inner):
                 fn()
             stop.record()
+            stop.synchronize()
+            return start.elapsed_time(stop) * 1e-3
+        # The stream is held until the host has queued the events and the op (hold.py), so the
+        # events time the op, not the host's submission gap. One event pair and the stream are
+        # looked up once: each sample waits for its stop event, so the pair is free again.
+        if getattr(self, "hold", None) is None:
+            from .hold import StreamHold
+
+            self.hold = StreamHold(self.torch.cuda.current_device(), self.torch.cuda._sleep)
+            self._timing = self._event_pair()
+        start, stop = self._timing
+        stream = self.torch.cuda.current_stream()
+
+        def enqueue():
+            start.record(stream)
+            for _ in range(inner):
+                fn()
+            stop.record(stream)
 
         def finish():
             stop.synchronize()
             return start.elapsed_time(stop) * 1e-3
 
-        if self.device != "cuda":
-            enqueue()
-            return finish()
-        # The stream is held until the host has queued the events and the op (hold.py), so the
-        # events time the op, not the host's submission gap.
-        if getattr(self, "hold", None) is None:
-            from .hold import StreamHold
-
-            self.hold = StreamHold(self.torch.cuda.current_device(), self.torch.cuda._sleep)
-        return self.hold.sample(self.torch.cuda.current_stream().cuda_stream, enqueue, finish)
+        return self.hold.sample(stream.cuda_stream, enqueue, finish)
 
     def graph(self, fn, inner):
         if self.device != "cuda":
@@ -380,23 +388,25 @@ class CupyAdapter(Adapter):
 
     def time_device(self, fn, inner):
         cp = self.cp
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        if getattr(self, "hold", None) is None:  # held as for torch (hold.py), one event pair
+            from .hold import StreamHold
+
+            self.hold = StreamHold(cp.cuda.Device().id, self._spin)
+            self._timing = cp.cuda.Event(), cp.cuda.Event()
+        start, stop = self._timing
+        stream = cp.cuda.get_current_stream()
 
         def enqueue():
-            start.record()
+            start.record(stream)
             for _ in range(inner):
                 fn()
-            stop.record()
+            stop.record(stream)
 
         def finish():
             stop.synchronize()
             return cp.cuda.get_elapsed_time(start, stop) * 1e-3
 
-        if getattr(self, "hold", None) is None:  # held as for torch (hold.py)
-            from .hold import StreamHold
-
-            self.hold = StreamHold(cp.cuda.Device().id, self._spin)
-        return self.hold.sample(cp.cuda.get_current_stream().ptr, enqueue, finish)
+        return self.hold.sample(stream.ptr, enqueue, finish)
 
     def graph(self, fn, inner):
         cp = self.cp

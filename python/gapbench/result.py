@@ -1,8 +1,9 @@
 """The result model: one schema-versioned record per measurement, one JSON file per run.
 
 A run file is {"schema": "gapbench.run", "schema_version": 1, "run": {...}, "env": {...},
-"records": [...]} and is rewritten atomically after every record, so an interrupted run keeps
-every completed row and never leaves a half-written file. CSV is an export of the same rows.
+"records": [...]} and is rewritten atomically as records come (RunWriter: lazily, and on
+interrupt, error and the end), so an interrupted run keeps every completed row and never leaves a
+half-written file. CSV is an export of the same rows.
 A path ending in `.json.gz` is written as gzip-compressed JSON (compact, no derived fields
 needed); `load_run` reads either form, recognising gzip by its magic bytes, not by the name.
 """
@@ -191,7 +192,7 @@ class RunWriter:
     interrupt and error) and `finish` always does."""
 
     def __init__(self, path: str | os.PathLike, *, env: dict, run: dict, csv_path: str | os.PathLike | None = None,
-                 overhead: float | None = 0.05, clock=time.monotonic):
+                 overhead: float | None = 0.02, clock=time.monotonic):
         self.path = Path(path)
         self.csv_path = Path(csv_path) if csv_path else None
         self.env = env

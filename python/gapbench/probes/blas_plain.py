@@ -22,19 +22,17 @@ def plain_binary() -> Path | None:
 
 def plain_check(records: list[Record], cfg: Config, rounds: int = 6, every_dtype: bool = False) -> list[Record]:
     """cuBLAS from the plain C++ loop (cuda/plain/blas.cu) for the vendor GEMM and GEMV rows at
-    their largest shapes (one dtype per op, the run's first; every dtype with `every_dtype`: each
-    costs `rounds` processes): the harness must add nothing. Clocks drift over a long run (power and
-    temperature), so the two are interleaved: `rounds` times a plain process, then the harness's
-    own Case in this process, each with the same share of samples and the same queue-preloaded
-    event timing. The plain row carries the interleaved harness samples and each round's medians, so
-    the harness/plain ratio is a median of per-round ratios with its 95% interval. Six rounds are
-    the fewest whose per-round ratios give one (their min and max cover the median with
-    probability 1 - 2/2^6 = 97%); each round is a process start, about 2 s with cuBLAS."""
-    import json
-    import subprocess
-
+    their largest shapes (one dtype per op, the run's first; every dtype with `every_dtype`): the
+    harness must add nothing. Clocks drift over a long run (power and temperature), so the two are
+    interleaved: the plain loop starts once (its CUDA context and cuBLAS, about 2 s) and runs
+    `rounds` paced rounds (gapbench.worker.PacedCommand), each beside the harness's own Case in
+    this process (which goes first is drawn per round), with the same share of samples and the same gated event timing. The plain
+    row carries the interleaved harness samples and each round's medians, so the harness/plain
+    ratio is a median of per-round ratios with its 95% interval. Six rounds are the fewest whose
+    per-round ratios give one (their min and max cover the median with probability
+    1 - 2/2^6 = 97%)."""
     from .. import _native
-    from ..worker import run_command
+    from ..worker import PacedCommand
 
     exe = plain_binary()
     vendor = [r for r in records if r.backend == "native-cuda" and r.variant == "cublas" and r.status == OK
@@ -56,21 +54,24 @@ def plain_check(records: list[Record], cfg: Config, rounds: int = 6, every_dtype
             sh, dtype, spec = r.params["shape"], r.params["dtype"], specs[op]
             per = max(5, len(r.samples_s) // rounds)
             args = [str(exe), r.params["library"], op, dtype, str(sh.get("batch", 1)),
-                    str(sh["m"]), str(sh.get("n", 1)), str(sh["k"]), str(per), str(cfg.warmup)]
+                    str(sh["m"]), str(sh.get("n", 1)), str(sh["k"]), str(per), str(cfg.warmup), str(rounds)]
             try:
                 rng = np.random.default_rng(cfg.seed)
                 case = _native_case(_native.cuda, spec, dtype, sh,
                                     [round_to(a, dtype) for a in spec.inputs(sh, rng)], 0)
                 plain, harness, per_round = [], [], []
-                for _ in range(rounds):
-                    p = run_command(args, timeout=600)
-                    if p.returncode != 0:
-                        raise RuntimeError(p.stderr.strip()[-300:])
-                    pl = json.loads(p.stdout)["samples"]
-                    hs = case.time(native.impl("vendor"), per, cfg.warmup, native.cache("hot"))
-                    plain += pl
-                    harness += hs
-                    per_round.append([float(np.median(hs)), float(np.median(pl))])
+                order = np.random.default_rng(cfg.seed or 0)
+                with PacedCommand(args, timeout=600) as loop:
+                    for _ in range(rounds):  # in a random order within each round
+                        if order.random() < 0.5:
+                            pl = loop.round()["samples"]
+                            hs = case.time(native.impl("vendor"), per, cfg.warmup, native.cache("hot"))
+                        else:
+                            hs = case.time(native.impl("vendor"), per, cfg.warmup, native.cache("hot"))
+                            pl = loop.round()["samples"]
+                        plain += pl
+                        harness += hs
+                        per_round.append([float(np.median(hs)), float(np.median(pl))])
                 del case
                 out.append(Record(probe=PROBE, backend="plain-cuda", variant="cublas", metric="time",
                                   op="cuBLAS from a plain C++ loop (no harness)", clock="device_events",
@@ -78,7 +79,7 @@ def plain_check(records: list[Record], cfg: Config, rounds: int = 6, every_dtype
                                   params=dict(r.params, cache="hot, one set", rounds=rounds,
                                               harness_interleaved_s=harness,
                                               round_medians_s=per_round)))
-            except (RuntimeError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
+            except (RuntimeError, ValueError, KeyError) as e:
                 out.append(Record(probe=PROBE, backend="plain-cuda", variant="cublas", metric="time", status=ERROR,
                                   reason=f"plain loop failed: {e}", params=dict(r.params), device=r.device))
     return out
