@@ -243,7 +243,7 @@ void launch_dx_strips(const T* W, const T* v, T* dx, float* work, long long m, l
 }
 
 // vjp_dx_strips256 / strips128 (was variant 12): the strip kernel retuned with the clean cold scrub (a read pass, so no dirty L2
-// lines to write back; docs/results/vjp-dx-sweep-h200-2026-11-22-paired-strips.txt): 256-byte
+// lines to write back; da1a708:docs/results/vjp-dx-sweep-h200-2026-11-22-paired-strips.txt): 256-byte
 // strips (16 lanes, the width of cuBLAS's nvjet dx kernel) and one 32-warp block per SM, which
 // at 16384 and 32768 rows streamed ~1% faster than variant 11's 128-byte strips: each row visit
 // reads two whole 128-byte lines of W instead of one. Where 256-byte strips are too few to fill
@@ -255,14 +255,14 @@ static constexpr int kDxWideLanes = 16, kDxNarrowLanes = 8, kDxRows = 8, kDxWarp
 // few rows a strip is a short job: variant 12's 256-byte strips in one 32-warp block per SM run
 // in two or more waves when the strips outnumber the SMs, and the last wave leaves SMs idle
 // (1024x16384 fp32: 256 strips, 95% of cuBLAS; one wave of 8-warp blocks: 103%;
-// docs/results/vjp-dx-sweep-h200-2026-11-22-small-m.txt).
+// da1a708:docs/results/vjp-dx-sweep-h200-2026-11-22-small-m.txt).
 static constexpr long long kDxTallRows = 4096;
 // vjp_dx_strips128_wave_ef (was variant 14): the wave form with evict-first loads of W (ld.global.cs).
 // Such a W (under ~L2-sized to a few L2s) is read once; marking its lines first to go means the op
 // replaces its own lines instead of evicting what else L2 holds, such as a previous kernel's
 // dirty output, so that no write-back lands inside the op. With dirty lines in L2 (the memset
 // scrub) this turned 88-94% of cuBLAS at 512-2048 x 16384 fp32 into 101.5-103.5%; with a clean
-// L2 it is within 0.5% of plain loads (docs/results/vjp-dx-sweep-h200-2026-11-22-loads13.txt).
+// L2 it is within 0.5% of plain loads (da1a708:docs/results/vjp-dx-sweep-h200-2026-11-22-loads13.txt).
 // Tall W keeps variant 12's plain loads: evict-first was 4-11% slower there.
 
 template <class T>

@@ -158,25 +158,28 @@ def test_a_case_several_runs_measured_is_shown_from_the_newest(tmp_path):
 
 
 def test_report_of_the_committed_gpu_results(tmp_path):
-    """The report over real result files in docs/results builds and shows their headline numbers."""
+    """The report over real result files in docs/results builds, names the code that produced each
+    (source commit and content hash) and shows their headline numbers, computed here from the
+    files' raw samples."""
+    import statistics
     from pathlib import Path
 
+    from gapbench import reportkit as rk
+
     root = Path(__file__).resolve().parents[1] / "docs" / "results"
-    files = [root / "launch-h200-2026-11-22-run5.json.gz", root / "train-h200-2026-11-22-runG-minimal-gpt2-large-run3.json.gz"]
+    files = [root / "launch-h200-2026-11-23-default.json.gz", root / "blas-h200-2026-11-23-default.json.gz"]
     if not all(f.exists() for f in files):
         pytest.skip("docs/results not in this checkout")
     md, _ = rp.build([str(f) for f in files], tmp_path / "rep")
     text = md.read_text()
     assert "NVIDIA H200" in text and "torch-cuda" in text
-    # each step row shows the median of the file's raw samples (s) and items / median, computed here
-    import statistics
-
-    steps = [r for r in read_document(files[1])["records"] if r["metric"] == "step" and r["status"] == OK]
-    assert len(steps) == 2
-    for r in steps:
-        med = statistics.median(r["samples_s"])
-        row = next(line for line in text.splitlines() if f"| {r['params']['label']} |" in line)
-        assert f"| {med:.4g} [" in row and f"| {r['work']['items'] / med:.0f} tokens/s |" in row, (row, med)
+    for f in files:
+        assert read_document(f)["env"]["source_hash"][:12] in text
+    launch = read_document(files[0])["records"]
+    rt = next(r for r in launch if (r["backend"], r["variant"], r["metric"]) == ("native-cuda", "null", "roundtrip"))
+    med = statistics.median(rt["samples_s"]) * 1e6
+    row = next(line for line in text.splitlines() if "| native-cuda | null |" in line)
+    assert f"| {rk.num(med)} [" in row, (row, med)
 
 
 def test_html_page_draws_its_plots_in_headless_chromium(tmp_path):

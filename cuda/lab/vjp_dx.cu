@@ -672,7 +672,7 @@ static void warp_rows_geometry(long long m, long long k, int pack, int warps, in
 }
 
 // The configurations of variants 7 and 8, from the tuning sweep (now this file's --configs) on an H200 (cold L2,
-// 12 shape/dtype cases, docs/results/vjp-dx-sweep-h200-2026-11-22-cold.txt): 8 rows in flight
+// 12 shape/dtype cases, da1a708:docs/results/vjp-dx-sweep-h200-2026-11-22-cold.txt): 8 rows in flight
 // per warp and ~32 resident warps per SM in both. Variant 8 uses 4-warp blocks, 8 per SM: the
 // finer blocks were the best configuration in the worst case (97.9% of cuBLAS) and on average
 // (102.7%); with a second launch to amortise (variant 7), 8-warp blocks, 4 per SM, did better.
@@ -832,12 +832,12 @@ static constexpr int kDxV9Warps = 8, kDxV9Rows = 64, kDxV9Stages = 4;
 static constexpr int kDxV10Rows = 8, kDxV10Warps = 4, kDxV10BlocksPerSm = 16;
 // version 11: 8 lanes (128 B) per strip row, 8 loads in flight per warp; the block size follows
 // the number of strips (see launch_vjp_dx). From the sweep's "strips" family on an H200
-// (docs/results/vjp-dx-sweep-h200-2026-11-22-strips.txt): with more strips than SMs, 16-warp
+// (da1a708:docs/results/vjp-dx-sweep-h200-2026-11-22-strips.txt): with more strips than SMs, 16-warp
 // blocks two per SM (L8 R8 W16 bps2) were best or within noise; with fewer, one 32-warp block per
 // SM (L8 R8 W32 bps1) avoided the second slice that cost 8192^2 bf16 3% there.
 static constexpr int kDxV11Lanes = 8, kDxV11Rows = 8;
 // version 12: variant 11's kernel retuned with the clean cold scrub (a read pass, so no dirty L2
-// lines to write back; docs/results/vjp-dx-sweep-h200-2026-11-22-paired-strips.txt): 256-byte
+// lines to write back; da1a708:docs/results/vjp-dx-sweep-h200-2026-11-22-paired-strips.txt): 256-byte
 // strips (16 lanes, the width of cuBLAS's nvjet dx kernel) and one 32-warp block per SM, which
 // at 16384 and 32768 rows streamed ~1% faster than variant 11's 128-byte strips: each row visit
 // reads two whole 128-byte lines of W instead of one. Where 256-byte strips are too few to fill
@@ -849,17 +849,17 @@ static constexpr int kDxV12WideLanes = 16, kDxV12NarrowLanes = 8, kDxV12Rows = 8
 // few rows a strip is a short job: variant 12's 256-byte strips in one 32-warp block per SM run
 // in two or more waves when the strips outnumber the SMs, and the last wave leaves SMs idle
 // (1024x16384 fp32: 256 strips, 95% of cuBLAS; one wave of 8-warp blocks: 103%;
-// docs/results/vjp-dx-sweep-h200-2026-11-22-small-m.txt).
+// da1a708:docs/results/vjp-dx-sweep-h200-2026-11-22-small-m.txt).
 static constexpr long long kDxV13TallRows = 4096;
 // version 14: variant 13 with evict-first loads of W (ld.global.cs) below kDxV13TallRows. Such a
 // W (under ~L2-sized to a few L2s) is read once; marking its lines first to go means the op
 // replaces its own lines instead of evicting what else L2 holds, such as a previous kernel's
 // dirty output, so that no write-back lands inside the op. With dirty lines in L2 (the memset
 // scrub) this turned 88-94% of cuBLAS at 512-2048 x 16384 fp32 into 101.5-103.5%; with a clean
-// L2 it is within 0.5% of plain loads (docs/results/vjp-dx-sweep-h200-2026-11-22-loads13.txt).
+// L2 it is within 0.5% of plain loads (da1a708:docs/results/vjp-dx-sweep-h200-2026-11-22-loads13.txt).
 // Tall W keeps variant 12's plain loads: evict-first was 4-11% slower there.
 // Experiment (config family "ws"; not a numbered variant): cuBLAS's structure for dx as profiled on the H200
-// (docs/results/cublas-dx-kernels-h200-2026-11-22.txt): a block per 256-byte column strip walking
+// (da1a708:docs/results/cublas-dx-kernels-h200-2026-11-22.txt): a block per 256-byte column strip walking
 // all m rows; one producer warp streams 256 B x TR-row tiles by TMA into an S-stage ring with a
 // full and an empty mbarrier per stage; C consumer warps multiply out of shared memory and free a
 // stage by arriving on its empty barrier, so no block-wide barrier sits in the loop (variant 9 had
