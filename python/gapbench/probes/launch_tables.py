@@ -179,7 +179,7 @@ def report_tables(runs: list) -> list[rk.Table]:
                 if cls not in bk.parse(b).classes:
                     continue
                 fw, rw = r.summary().median, raw.summary().median
-                x = paired_text(r.params.get("paired")) or f"{fw / rw:.2f}x (medians, not paired)"
+                x = paired_text(r.params.get("paired")) or f"{fw / rw:.2f}x"
                 ladder.append([mach, b, rk.us(r), rk.num((fw - rw) * 1e6), rk.us(raw),
                                rk.us(dev) if dev is not None and rk.ok(dev) else "-", x, rk.date(run)])
     out = []
@@ -192,8 +192,9 @@ def report_tables(runs: list) -> list[rk.Table]:
     if ladder:
         out.append(rk.Table("Overhead ladder, one-element op (us, median [p10-p90]): framework op = framework dispatch + raw launch + wait",
                          ["machine", "framework", "framework op", "framework dispatch (difference of medians)",
-                          "raw launch + wait", "kernel on the device", "x raw [95%]", "date"], ladder,
+                          "raw launch + wait", "kernel on the device", "x raw", "date"], ladder,
                          note="Each rung is measured; 'framework dispatch' is the difference of the two measured medians "
                               "beside it. 'x raw' is the framework/raw ratio paired in the framework's own processes "
-                              "(median of per-round ratios, 95% interval); older files: the ratio of medians, marked."))
+                              "(median of per-round ratios [95% interval]); files without paired rounds: the ratio of the "
+                              "two medians, shown without an interval."))
     return out
