@@ -11,19 +11,47 @@ import pytest
 
 from conftest import ROOT, run_module
 from gapbench import registry
-from gapbench.probes import launch
+from gapbench.probes import launch, launch_pairing, launch_tables
+from gapbench.probes.launch_config import WARM_METRICS
 from gapbench.result import ERROR, NOT_APPLICABLE, OK, UNAVAILABLE, load_run
 
 SMALL = ["--samples", "8", "--inner", "5", "--warmup", "2", "--cold-samples", "2", "--warm-processes", "1",
          "--no-progress"]
 
 
+#: runs `python -m bench.launch ARGS` in this process, then names the frameworks it imported
+PARENT_WRAPPER = r"""
+import runpy, sys
+sys.argv = ["bench.launch"] + sys.argv[1:]
+code = 0
+try:
+    runpy.run_module("bench.launch", run_name="__main__", alter_sys=True)
+except SystemExit as e:
+    code = e.code or 0
+print("PARENT_IMPORTED=" + ",".join(m for m in ("torch", "mlx.core", "cupy") if m in sys.modules))
+sys.exit(code)
+"""
+
+
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("launch") / "cpu.json"
-    p = run_module("bench.launch", "--backends", "native-cpu,torch-cpu,mlx-cpu", "--out", str(out), *SMALL)
+    p = subprocess.run([sys.executable, "-c", PARENT_WRAPPER, "--backends", "native-cpu,torch-cpu,mlx-cpu",
+                        "--out", str(out), *SMALL], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr + p.stdout
     return p, load_run(out), out
+
+
+def test_parent_imports_no_framework(cpu_run):
+    p, run, _ = cpu_run
+    if not any(registry.precheck(b) is None for b in ("torch-cpu", "mlx-cpu")):
+        pytest.skip("neither torch nor mlx is installed: nothing the parent could have imported")
+    line = [ln for ln in p.stdout.splitlines() if ln.startswith("PARENT_IMPORTED=")]
+    assert line == ["PARENT_IMPORTED="], line
+    # ... while the workers did import them and reported the device they saw
+    for backend in ("torch-cpu", "mlx-cpu"):
+        if registry.precheck(backend) is None:
+            assert _get(run, backend, "add", "roundtrip").device.get("name")
 
 
 def _get(run, backend, variant, metric):
@@ -80,22 +108,77 @@ def test_table_csv_and_environment(cpu_run):
     assert run.run["config"]["samples"] == 8 and run.run["finished"]
 
 
-def test_overhead_ratio_over_the_binding_floor(cpu_run):
-    _, run, _ = cpu_run
-    torch_rt = _get(run, "torch-cpu", "add", "roundtrip")
-    floor = launch.floor_record(run.records, "torch-cpu", "roundtrip")
-    assert floor.backend == "native-cpu" and floor.variant == "noop"
-    assert launch.overhead(run.records, "torch-cpu", "roundtrip", torch_rt).endswith("x")
-    # hand-made rows: torch's median 5 us over the binding floor's median 2 us is 2.5x, and inner
-    # (operations per sample) divides each sample first: 8 us for 2 ops is 4 us a run, 2.0x
+@pytest.mark.parametrize("backend", ["torch-cpu", "mlx-cpu"])
+def test_xfloor_is_paired_with_the_binding_floor_in_process(cpu_run, backend):
+    if not registry.info(backend).available:
+        pytest.skip(f"{backend} not available here: {registry.info(backend).reason}")
+    p, run, _ = cpu_run
+    rt = _get(run, backend, "add", "roundtrip")
+    pr = rt.params["paired"]
+    assert pr["vs"] == "native-cpu/noop" and pr["processes"] == 1  # SMALL: one warm process
+    assert pr["rounds"] >= launch_pairing.PAIR_MIN_ROUNDS
+    assert len(pr["per_round"]["framework"]) == len(pr["per_round"]["floor"]) == pr["rounds"]
+    assert 0 < pr["lo"] <= pr["x_floor"] <= pr["hi"]
+    cell = launch.overhead(run.records, backend, "roundtrip", rt)
+    assert cell.startswith(launch_tables._x(pr["x_floor"]) + "x [") and cell in p.stdout + launch.markdown_table(run.records)
+    # the CPU floor has no device queue: mlx-cpu's back-to-back time has no floor to pair with
+    if backend == "mlx-cpu":
+        b2b = _get(run, backend, "add", "stream_b2b")
+        assert "paired" not in b2b.params and launch.overhead(run.records, backend, "stream_b2b", b2b) == ""
+    floor = launch.floor_record(run.records, backend, "roundtrip")
+    assert (floor.backend, floor.variant) == ("native-cpu", "noop")
+
+
+def test_xfloor_cell_is_empty_without_a_pairing():
+    # medians from different processes are never divided: no paired rounds, no ratio
     from gapbench.result import Record
 
-    def row(b, v, s, inner=1):
-        return Record(probe="launch", backend=b, variant=v, metric="roundtrip", samples_s=s, inner=inner)
+    def row(b, v, params=None):
+        return Record(probe="launch", backend=b, variant=v, metric="roundtrip", samples_s=[1e-6, 2e-6],
+                      params=params or {})
 
-    rows = [row("native-cpu", "noop", [1e-6, 2e-6, 3e-6]), row("torch-cpu", "add", [4e-6, 5e-6, 9e-6])]
-    assert launch.overhead(rows, "torch-cpu", "roundtrip", rows[1]) == "2.5x"
-    assert launch.overhead(rows, "torch-cpu", "roundtrip", row("torch-cpu", "add", [8e-6] * 3, inner=2)) == "2.0x"
+    rows = [row("native-cpu", "noop"), row("torch-cpu", "add"),
+            row("mlx-cpu", "add", {"paired": {"vs": "native-cpu/noop", "reason": "floor could not run"}})]
+    assert launch.overhead(rows, "torch-cpu", "roundtrip", rows[1]) == ""
+    assert launch.overhead(rows, "mlx-cpu", "roundtrip", rows[2]) == ""
+    assert "x [" not in launch.markdown_table(rows)
+
+
+def _paired_doc(ratios, floors, reason=None):
+    if reason:
+        return {"vs": "native-cuda/add1", "reason": reason}
+    return {"vs": "native-cuda/add1", "processes": 1, "k": 3, "seed": 1, "stop": "budget",
+            "per_round": {"framework": [None if r is None else r * f for r, f in zip(ratios, floors)],
+                          "floor": list(floors)}}
+
+
+def test_paired_rounds_pool_across_processes():
+    # process A's per-round ratios are 1..6, process B's 7..12 (one round of B lost: None), on
+    # floors of different sizes. Pooled: 12 ratios 1..12 -> median 6.5, and the 95% interval of a
+    # median of 12 is [3rd, 10th] smallest (binomial(12, 1/2): P(B <= 2) = 79/4096 <= 2.5%).
+    a = _paired_doc([1, 2, 3, 4, 5, 6], [1e-6, 2e-6, 5e-6, 1e-6, 3e-6, 2e-6])
+    b = _paired_doc([7, 8, 9, None, 10, 11, 12], [4e-6, 1e-6, 2e-6, 1e-6, 1e-6, 3e-6, 1e-6])
+    pooled = launch_pairing.pool_paired([a, b, _paired_doc(None, None, reason="no driver")])
+    assert pooled["rounds"] == 12 and pooled["processes"] == 2
+    assert pooled["x_floor"] == pytest.approx(6.5)
+    assert (pooled["lo"], pooled["hi"]) == (pytest.approx(3.0), pytest.approx(10.0))
+    assert pooled["unpaired_processes"] == ["no driver"]
+    # the ratio of pooled medians would differ: pairs are kept inside their rounds
+    fw = [x for x in a["per_round"]["framework"] + b["per_round"]["framework"] if x is not None]
+    assert float(np.median(fw)) / float(np.median(a["per_round"]["floor"] + b["per_round"]["floor"])) != 6.5
+    # the same through launch.pool, which the parent runs over its warm processes
+    from gapbench.result import Record
+
+    def rec(doc):
+        return [Record(probe="launch", backend="cupy", variant="add", metric="roundtrip", samples_s=[1e-5],
+                       params={"paired": doc})]
+
+    merged = launch.pool([rec(a), rec(b)])[0]
+    assert merged.params["processes"] == 2 and merged.params["paired"]["x_floor"] == pytest.approx(6.5)
+    assert launch.overhead([merged], "cupy", "roundtrip", merged) == "6.50x [3.00-10.0]"
+    # a process whose floor could not run contributes no rounds and says why
+    only_failed = launch_pairing.pool_paired([_paired_doc(None, None, reason="no driver")])
+    assert "x_floor" not in only_failed and only_failed["reason"] == "no driver"
 
 
 def test_quick_run_of_every_backend(tmp_path):
@@ -136,7 +219,7 @@ def test_bad_options_are_clear_errors(tmp_path, args, msg):
 def test_worker_failure_is_an_error_row_and_others_go_on(monkeypatch):
     calls = []
 
-    def flaky(backend, cfg, warm):
+    def flaky(backend, cfg, warm, plain=None):
         calls.append(warm)
         if warm:
             raise launch.WorkerError("crash", "segfault in the first process")
@@ -178,20 +261,20 @@ def test_pool_joins_samples_and_never_hides_a_failure():
     assert len(failed) == 1 and failed[0].status == ERROR
 
 
-def test_warm_samples_pooled_over_processes_with_plain_interleaved(monkeypatch):
+def test_warm_samples_pooled_over_processes(monkeypatch):
     order = []
 
-    def worker(backend, cfg, warm):
+    def worker(backend, cfg, warm, plain=None):
         order.append("H" if warm else "c")
         recs = [_rec([float(len(order))]).to_dict()] if warm else []
         return {"phases": {"null": {"cold": 1e-4}}, "records": recs, "ops": {}, "verify": {}}
 
     monkeypatch.setattr(launch, "spawn_worker", worker)
     cfg = launch.Config(samples=1, inner=1, warmup=0, cold_samples=4, warm_processes=3)
-    recs = launch.measure_backend("native-cpu", cfg, before_warm=lambda k: order.append("P"))
-    assert "".join(order) == "PHPHPHc"  # plain before each warm process; 4 processes in all
+    recs = launch.measure_backend("native-cpu", cfg)
+    assert "".join(order) == "HHHc"  # 4 processes in all, the first 3 warm
     rt = [r for r in recs if r.metric == "roundtrip"][0]
-    assert sorted(rt.samples_s) == [2.0, 4.0, 6.0] and rt.params["processes"] == 3
+    assert sorted(rt.samples_s) == [1.0, 2.0, 3.0] and rt.params["processes"] == 3
     cold = [r for r in recs if r.metric == "cold"][0]
     assert len(cold.samples_s) == 4
 
@@ -284,3 +367,220 @@ def test_cuda_probe_on_gpu():
     a, b = launch._random_inputs(launch.Config(n=3000))
     ok, detail = launch._check_add(np.asarray(q.run_add(a.tolist(), b.tolist()), np.float32), a, b)
     assert ok, detail
+
+
+# ---------------------------------------------------------------- harness vs plain loop, paired
+FAKE_PACED_LOOP = r"""
+import json, sys, time
+samples, inner, warmup, variant, rounds = (int(x) for x in sys.argv[1:6])
+fail_at = int(sys.argv[6]) if len(sys.argv) > 6 else -1
+for r in range(rounds):
+    if not sys.stdin.readline():
+        break
+    if r == fail_at:
+        print("the fake loop broke on purpose", file=sys.stderr)
+        sys.exit(3)
+    v = [2e-6 * (r + 1)] * samples  # round r's plain time: 2 us * (r + 1)
+    doc = {"samples": samples, "inner": inner, "warmup": warmup, "variant": variant, "round": r,
+           "invalid_samples": 0, "t": time.monotonic(), "submit": v, "roundtrip": v, "stream_b2b": v,
+           "device_kernel": v, "graph_replay": v}
+    print(json.dumps(doc), flush=True)
+"""
+#: harness / plain per round; rounds 0..5. Median 1.1, and with 6 rounds the interval is [min, max]
+HARNESS_OVER_PLAIN = [1.0, 1.3, 0.9, 1.2, 1.15, 1.05]
+
+
+def _fake_loop(tmp_path, fail_at=None):
+    exe = tmp_path / "gapbench_launch_plain"
+    extra = f' "$@" {fail_at}' if fail_at is not None else ' "$@"'
+    (tmp_path / "loop.py").write_text(FAKE_PACED_LOOP)
+    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{tmp_path / "loop.py"}"{extra}\n')
+    exe.chmod(0o755)
+    return exe
+
+
+class _FakeHarness:
+    def __init__(self):
+        self.t: list[float] = []
+
+    def __call__(self) -> dict:
+        r = len(self.t)
+        self.t.append(time.monotonic())
+        v = [2e-6 * (r + 1) * HARNESS_OVER_PLAIN[r % len(HARNESS_OVER_PLAIN)]] * 5
+        return {m: v for m in WARM_METRICS}
+
+
+def test_plain_pairing_runs_interleaved_rounds_of_one_loop(tmp_path, monkeypatch):
+    monkeypatch.setattr(launch, "plain_binary", lambda: _fake_loop(tmp_path))
+    cfg = launch.Config(samples=30, inner=4, warmup=1, plain_rounds=6)
+    harness = _FakeHarness()
+    recs = launch_pairing.plain_check(launch.plain_binary(), cfg, harness, seed=3)
+    by_metric = {r.metric: r for r in recs}
+    assert set(by_metric) == set(WARM_METRICS) and all(r.status == OK for r in recs)
+    rt = by_metric["roundtrip"]
+    assert rt.params["rounds"] == 6 and rt.params["samples_per_round"] == 5 and rt.inner == 1
+    assert by_metric["submit"].inner == 4
+    assert len(rt.samples_s) == 30 and len(rt.params["harness_interleaved_s"]) == 30
+    assert set(rt.params["order"]) <= {"hp", "ph"} and len(rt.params["order"]) == 6
+    ratio, lo, hi = launch_pairing.plain_ratio(rt)
+    assert ratio == pytest.approx(1.1) and (lo, hi) == (pytest.approx(0.9), pytest.approx(1.3))
+    rows = launch.plain_comparison(recs)
+    assert [m for m, *_ in rows] == list(WARM_METRICS)
+    assert all(r == pytest.approx(1.1) and lo == pytest.approx(0.9) for _, r, lo, _ in rows)
+
+
+def test_plain_and_harness_rounds_alternate_in_time(tmp_path):
+    from gapbench.worker import PacedCommand
+
+    harness = _FakeHarness()
+    with PacedCommand([str(_fake_loop(tmp_path)), "5", "4", "1", "1", "8"], timeout=60) as loop:
+        got, order = launch_pairing.interleave({"plain": loop.round, "harness": harness}, 8, seed=3)
+    assert len(got["plain"]) == len(harness.t) == 8
+    prev_end = -1.0
+    for r in range(8):  # each plain answer carries the time it was made ("t")
+        tp, th = got["plain"][r]["t"], harness.t[r]
+        assert (tp < th) == (order[r] == ["plain", "harness"])  # the recorded order is the real one
+        assert min(tp, th) > prev_end  # round r starts after round r - 1 ended
+        prev_end = max(tp, th)
+    assert {tuple(o) for o in order} == {("plain", "harness"), ("harness", "plain")}  # randomised
+
+
+def test_plain_loop_failure_is_an_error_row(tmp_path):
+    cfg = launch.Config(samples=30, inner=4, warmup=1, plain_rounds=6, timeout=60)
+    recs = launch_pairing.plain_check(_fake_loop(tmp_path, fail_at=2), cfg, _FakeHarness(), seed=0)
+    assert len(recs) == 1 and recs[0].backend == "plain-cuda" and recs[0].status == ERROR
+    assert "broke on purpose" in recs[0].reason
+
+
+def test_parent_runs_the_plain_check_in_the_first_warm_cuda_process(tmp_path, monkeypatch):
+    # the parent's part, with the worker faked here: availability, the loop handed to the first
+    # warm process only, and its plain-cuda rows kept; a missing loop is a row that says why
+    seen = []
+
+    def worker(backend, cfg, warm, plain=None):
+        seen.append((warm, plain))
+        recs = launch_pairing.plain_check(plain, cfg, _FakeHarness(), seed=1) if plain else []
+        return {"phases": {"null": {"cold": 1e-4}}, "records": [r.to_dict() for r in recs], "ops": {}, "verify": {}}
+
+    ok_info = registry.BackendInfo("native-cuda", "native", "cuda", True, device={"name": "fake GPU"})
+    monkeypatch.setattr(launch, "precheck", lambda name: ok_info)
+    monkeypatch.setattr(launch, "spawn_worker", worker)
+    monkeypatch.setattr(launch, "plain_binary", lambda: _fake_loop(tmp_path))
+    cfg = launch.Config(samples=30, inner=4, warmup=1, cold_samples=3, warm_processes=2, plain_rounds=6)
+    recs = launch.measure_backend("native-cuda", cfg)
+    assert seen == [(True, str(tmp_path / "gapbench_launch_plain")), (True, None), (False, None)]
+    plain = [r for r in recs if r.backend == "plain-cuda"]
+    assert len(plain) == len(WARM_METRICS) and all(r.status == OK for r in plain)
+    assert launch.plain_comparison(recs)[0][1] == pytest.approx(1.1)
+    seen.clear()
+    monkeypatch.setattr(launch, "plain_binary", lambda: None)
+    recs = launch.measure_backend("native-cuda", cfg)
+    assert [s[1] for s in seen] == [None] * 3
+    row = [r for r in recs if r.backend == "plain-cuda"]
+    assert len(row) == 1 and row[0].status == UNAVAILABLE and "not built" in row[0].reason
+    seen.clear()
+    launch.measure_backend("native-cuda", launch.Config(samples=30, cold_samples=1, warm_processes=1,
+                                                       plain_rounds=0))  # --no-plain
+    assert seen == [(True, None)]
+
+
+def test_plain_comparison_takes_the_interval_from_per_round_medians():
+    from gapbench.result import Record
+
+    # pooled samples whose medians alone would say 2.0; the per-round medians say 1.1 [0.9-1.3]
+    h_over_p = HARNESS_OVER_PLAIN
+    plain = Record(probe="launch", backend="plain-cuda", variant="null", metric="submit", samples_s=[1.0] * 6,
+                   params={"round_medians_s": [[r * (k + 1), float(k + 1)] for k, r in enumerate(h_over_p)],
+                           "harness_interleaved_s": [2.0] * 6})
+    native = Record(probe="launch", backend="native-cuda", variant="null", metric="submit", samples_s=[2.0] * 6)
+    [(m, r, lo, hi)] = launch.plain_comparison([plain, native])
+    assert m == "submit" and r == pytest.approx(1.1) and (lo, hi) == (pytest.approx(0.9), pytest.approx(1.3))
+    # an older file (no round medians): the ratio of medians, with no interval
+    old = Record(probe="launch", backend="plain-cuda", variant="null", metric="submit", samples_s=[1.0] * 6)
+    [(m, r, lo, hi)] = launch.plain_comparison([old, native])
+    assert r == pytest.approx(2.0) and np.isnan(lo) and np.isnan(hi)
+
+
+# ---------------------------------------------------------------- availability without importing
+@pytest.mark.parametrize("backend,hint", [("torch-cpu", "pip install 'gapbench[torch]'"),
+                                          ("torch-cuda", "pip install 'gapbench[torch]'"),
+                                          ("cupy", "pip install 'gapbench[cupy]'"),
+                                          ("mlx-gpu", "mlx[cpu]" if sys.platform != "darwin" else "pip install mlx")])
+def test_precheck_says_not_installed_without_importing(monkeypatch, backend, hint):
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    got = registry.precheck(backend)
+    assert got is not None and got.available is False and hint in got.reason
+    assert "not installed" in got.reason and "(No module named '" in got.reason  # info()'s wording
+
+
+def test_precheck_leaves_the_real_check_to_the_worker():
+    import importlib.util
+
+    for backend in ("torch-cpu", "torch-cuda", "mlx-cpu", "cupy"):
+        module = registry.parse(backend).module.partition(".")[0]
+        if importlib.util.find_spec(module) is not None:
+            assert registry.precheck(backend) is None  # installed: only its import can tell
+    assert registry.precheck("native-cpu") == registry.info("native-cpu")  # cheap: the real check
+    if sys.platform != "darwin":
+        mps = registry.precheck("torch-mps")
+        assert mps is not None and not mps.available and "macOS" in mps.reason
+    with pytest.raises(registry.UnknownBackendError):
+        registry.precheck("tpu")
+
+
+def test_framework_that_cannot_run_is_one_unavailable_row_from_its_worker(monkeypatch):
+    # mlx-gpu here: installed (the parent cannot rule it out) but without a GPU backend; cupy: missing
+    candidates = [b for b in ("mlx-gpu", "cupy", "torch-cuda") if not registry.info(b).available]
+    if not candidates:
+        pytest.skip("every framework backend is available here")
+    backend = candidates[0]
+    monkeypatch.setattr(registry, "precheck", lambda name: None)  # as if only the worker could tell
+    calls = []
+    real = launch.spawn_worker
+
+    def counting(*a, **kw):
+        calls.append(a[0])
+        return real(*a, **kw)
+
+    monkeypatch.setattr(launch, "spawn_worker", counting)
+    steps = []
+    recs = launch.measure_backend(backend, launch.Config(samples=5, cold_samples=3), on_step=lambda: steps.append(1))
+    assert calls == [backend] and len(steps) == 3  # no more processes; the progress still completes
+    assert len(recs) == 1 and recs[0].status == UNAVAILABLE and recs[0].metric == "all"
+    assert recs[0].reason == registry.info(backend).reason
+
+
+# ---------------------------------------------------------------- paired ratios on a real GPU
+@pytest.mark.cuda
+@pytest.mark.skipif(not registry.info("native-cuda").available or launch.plain_binary() is None,
+                    reason="needs an NVIDIA GPU, a driver and the plain loop built: "
+                           + registry.info("native-cuda").reason)
+def test_cuda_plain_check_paired_on_gpu():
+    cfg = launch.Config(samples=60, inner=20, warmup=3, cold_samples=1, warm_processes=1, plain_rounds=6)
+    doc = launch.spawn_worker("native-cuda", cfg, True, plain=str(launch.plain_binary()))
+    recs = [launch.Record.from_dict(r) for r in doc["records"]]
+    plain = {r.metric: r for r in recs if r.backend == "plain-cuda"}
+    assert set(plain) == set(WARM_METRICS), [r.reason for r in plain.values()]
+    for r in plain.values():
+        assert r.status == OK and len(r.params["round_medians_s"]) == 6 and r.params["invalid_samples"] == 0
+    for m, ratio, lo, hi in launch.plain_comparison(recs):
+        assert 0 < lo <= ratio <= hi < np.inf, m
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("backend", ["torch-cuda", "cupy", "mlx-gpu"])
+def test_cuda_framework_xfloor_paired_on_gpu(backend):
+    if not registry.info("native-cuda").available:
+        pytest.skip("needs an NVIDIA GPU and driver: " + registry.info("native-cuda").reason)
+    cfg = launch.Config(samples=30, inner=20, warmup=3, cold_samples=1, warm_processes=1, pair_budget_s=0.2)
+    doc = launch.spawn_worker(backend, cfg, True)
+    if "unavailable" in doc:
+        pytest.skip(f"{backend}: {doc['unavailable']}")
+    assert doc["device"].get("name")
+    recs = {r["metric"]: r for r in doc["records"] if r["status"] == OK}
+    for metric in ("roundtrip", "stream_b2b"):
+        pr = recs[metric]["params"]["paired"]
+        assert pr["vs"] == "native-cuda/add1", pr
+        assert pr["rounds"] >= launch_pairing.PAIR_MIN_ROUNDS and 0 < pr["lo"] <= pr["x_floor"] <= pr["hi"]

@@ -225,6 +225,53 @@ def info(name: str, refresh: bool = False) -> BackendInfo:
     return _cache[name]
 
 
+def _not_installed(name: str, module: str) -> BackendInfo | None:
+    """An unavailable BackendInfo with info()'s text when `module`'s top package is not installed."""
+    import importlib.util
+
+    top = module.partition(".")[0]
+    try:
+        if importlib.util.find_spec(top) is not None:
+            return None
+    except (ImportError, ValueError):  # a broken or half-removed install: only the real check can tell
+        return None
+    b = parse(name)
+    err = f"No module named '{top}'"
+    if b.family == "torch":
+        cls = {"cpu": "cpu", "cuda": "cuda", "mps": "metal"}[b.device]
+        return BackendInfo(name, "framework", cls, False, f"torch not installed ({err}); pip install 'gapbench[torch]'")
+    if b.family == "mlx":
+        cls = "cpu" if b.device == "cpu" else _mlx_gpu_class()
+        hint = "pip install mlx" if sys.platform == "darwin" else "pip install 'mlx[cpu]' (or 'mlx[cuda13]' on NVIDIA)"
+        return BackendInfo(name, "framework", cls, False, f"mlx not installed or has no backend ({err}); {hint}")
+    return BackendInfo(name, "framework", "cuda", False, f"cupy not installed ({err}); pip install 'gapbench[cupy]'")
+
+
+def precheck(name: str) -> BackendInfo | None:
+    """What can be known about `name`'s availability without importing its framework (which costs
+    seconds and, for CUDA frameworks, a device context): an unavailable BackendInfo with info()'s
+    reason where that is certain (the module is not installed; MPS and Metal off macOS), None where
+    only the real check (info(), in the process that imports the framework) can tell. Native
+    backends are cheap to check and get info() itself."""
+    if name not in _PROBES:
+        raise UnknownBackendError(name)
+    b = parse(name)
+    if b.is_native:
+        return info(name)
+    missing = _not_installed(name, b.module)
+    if missing is not None:
+        return missing
+    if name == "torch-mps" and sys.platform != "darwin":
+        from importlib import metadata
+
+        try:
+            dev = {"torch": metadata.version("torch")}
+        except metadata.PackageNotFoundError:
+            dev = {}
+        return BackendInfo(name, "framework", "metal", False, "this torch is built without MPS (MPS needs macOS)", dev)
+    return None
+
+
 def device_class_of(name: str) -> str:
     """Device class of any backend name in a result file, including the plain-loop checks
     (plain-cuda) and names this version does not know (\"unknown\")."""

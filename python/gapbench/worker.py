@@ -108,8 +108,15 @@ def run_in_worker(target: str, payload: dict, timeout_s: float, *,
             p.stdin.close()
         except BrokenPipeError:
             pass
+        # A blocking wait in a thread, joined with the timeout: this returns the moment the
+        # worker has ended, where Popen.wait(timeout) polls with sleeps of up to 50 ms.
+        waiter = threading.Thread(target=p.wait, daemon=True)
+        waiter.start()
         try:
-            rc = p.wait(timeout=timeout_s)
+            waiter.join(timeout_s)
+            if waiter.is_alive():
+                raise subprocess.TimeoutExpired(p.args, timeout_s)
+            rc = p.returncode
         except subprocess.TimeoutExpired:
             _kill_group(p)
             raise WorkerError("timeout", f"timed out after {timeout_s:g} s and was stopped (raise the timeout)",

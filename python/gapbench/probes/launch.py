@@ -5,7 +5,7 @@ For each backend, in fresh processes:
   cold                 the first launch of a never-launched kernel after the context exists
                        (one sample per fresh process; median/min/max over processes)
   first_warm           the second launch of that process
-and, in the first of those processes, warm:
+and, in the first of those processes (cfg.warm_processes of them), warm:
   submit        host cost of issuing one op (no wait inside the timed region)
   roundtrip     issue one op and wait for it (CPU-synchronous backends: the call itself)
   stream_b2b    per op, device timers around `inner` ops as the host issues them
@@ -14,16 +14,21 @@ and, in the first of those processes, warm:
 Native variants: 1 `null` (empty kernel: the floor) and 2 `add1` (1-element add); frameworks
 run the same 1-element fp32 add (torch.add(out=), cupy.add(out=), mx.add + eval).
 
+Ratios are paired (launch_pairing): a framework's `xfloor` comes from rounds interleaved with the
+native floor inside each warm framework process, and the harness/plain C++ loop check from paced
+plain rounds interleaved with the harness in native-cuda's first warm process. The parent imports
+no framework: a framework's availability and device come back from its own fresh process.
+
 Modules: launch_config (configuration, the op's check), launch_worker (what a fresh process
-measures), launch_tables (terminal, Markdown and report tables), this file (the processes, the
-plain C++ loop, the command).
+measures), launch_pairing (the paired ratios), launch_tables (terminal, Markdown and report
+tables), this file (the processes, the command).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
-import subprocess
 from dataclasses import asdict
 from importlib import resources
 from pathlib import Path
@@ -31,19 +36,22 @@ from pathlib import Path
 from .. import registry as bk
 from ..benchmark import Benchmark, print_lines
 from ..result import ERROR, FAILED, OK, UNAVAILABLE, Record
-from ..worker import WorkerError, run_command, run_in_worker  # noqa: F401 (WorkerError: callers)
-from .launch_config import PHASES, PROBE, WARM_METRICS, Config
+from ..worker import WorkerError, run_in_worker  # noqa: F401 (WorkerError: callers)
+from .launch_config import PHASES, PROBE, Config
 from .launch_config import check_add as _check_add  # noqa: F401 (tests and callers)
 from .launch_config import random_inputs as _random_inputs  # noqa: F401
-from .launch_tables import (_us, build_table, floor_record, markdown_table, overhead,  # noqa: F401
+from .launch_pairing import PLAIN_MISSING, plain_row, pool_paired
+from .launch_tables import (build_table, floor_record, markdown_table, overhead,  # noqa: F401
                             plain_comparison, report_tables, unavailable_table)
 
 # ============================================================== parent (orchestration)
-def spawn_worker(backend: str, cfg: Config, warm: bool) -> dict:
+def spawn_worker(backend: str, cfg: Config, warm: bool, plain: str | None = None) -> dict:
     """Run one fresh process for `backend` (gapbench.worker); a crash, a timeout or an error
-    there is a WorkerError here."""
-    return run_in_worker("gapbench.probes.launch_worker:entry",
-                         {"backend": backend, "config": asdict(cfg), "warm": warm}, cfg.timeout)
+    there is a WorkerError here. `plain`: the paced plain loop to pair with (native-cuda)."""
+    payload = {"backend": backend, "config": asdict(cfg), "warm": warm}
+    if plain is not None:
+        payload["plain"] = plain
+    return run_in_worker("gapbench.probes.launch_worker:entry", payload, cfg.timeout)
 
 
 def plain_binary() -> Path | None:
@@ -52,41 +60,14 @@ def plain_binary() -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-def run_plain(cfg: Config) -> list[Record]:
-    """The plain standalone C++ loop (cuda/plain/launch.cu), same launches, same session."""
-    exe = plain_binary()
-    if exe is None:
-        return [Record(probe=PROBE, backend="plain-cuda", variant="null", metric="roundtrip",
-                       status=UNAVAILABLE, reason="plain loop not built (no CUDA toolkit at install)")]
-    try:
-        p = run_command([str(exe), str(min(cfg.samples, 200)), str(cfg.inner), str(cfg.warmup), "1"],
-                        timeout=cfg.timeout)
-    except subprocess.TimeoutExpired:
-        return [Record(probe=PROBE, backend="plain-cuda", variant="null", metric="roundtrip", status=ERROR,
-                       reason="plain loop timed out")]
-    if p.returncode != 0:
-        return [Record(probe=PROBE, backend="plain-cuda", variant="null", metric="roundtrip", status=ERROR,
-                       reason=f"plain loop failed (exit {p.returncode}): {p.stderr.strip()[-300:]}")]
-    doc = json.loads(p.stdout)
-    op = "empty kernel, 1 thread (plain C++ loop, no harness)"
-    recs = []
-    for metric, key, inner, clock in (("submit", "submit", cfg.inner, "host_wall"),
-                                      ("roundtrip", "roundtrip", 1, "host_wall"),
-                                      ("stream_b2b", "stream_b2b", cfg.inner, "device_events"),
-                                      ("device_kernel", "device_kernel", cfg.inner, "device_events"),
-                                      ("graph_node", "graph_replay", cfg.inner, "device_events")):
-        recs.append(Record(probe=PROBE, backend="plain-cuda", variant="null", metric=metric, op=op, clock=clock,
-                           samples_s=doc[key], inner=inner, warmup=cfg.warmup,
-                           params={"binary": exe.name}, work={"flops": 0.0, "bytes": 0.0}))
-    return recs
-
-
 def pool(runs: list[list[Record]]) -> list[Record]:
-    """Pool the records of several fresh processes (or plain-loop runs) into one per key: the
-    samples of every successful run together, so a one-off process (its placement, its clocks)
-    weighs no more than its share. A failure in any run wins: it is never hidden by the others."""
+    """Pool the records of several fresh processes into one per key: the samples of every
+    successful run together, so a one-off process (its placement, its clocks) weighs no more than
+    its share, and the paired rounds against the floor together (launch_pairing.pool_paired). A
+    failure in any run wins: it is never hidden by the others."""
     out: dict[tuple, Record] = {}
     counts: dict[tuple, int] = {}
+    pairings: dict[tuple, list[dict]] = {}
     for recs in runs:
         for r in recs:
             k = (r.backend, r.variant, r.metric)
@@ -98,13 +79,17 @@ def pool(runs: list[list[Record]]) -> list[Record]:
                 counts[k] += 1
             elif out[k].status == OK and r.status in (FAILED, ERROR):
                 out[k] = Record.from_dict(asdict(r))
+            if r.status == OK and "paired" in r.params:
+                pairings.setdefault(k, []).append(r.params["paired"])
     for k, r in out.items():
         if r.status == OK and len(runs) > 1:
             r.params = dict(r.params, processes=counts[k])
+        if r.status == OK and k in pairings:
+            r.params = dict(r.params, paired=pool_paired(pairings[k]))
     return list(out.values())
 
 
-def _phase_records(backend: str, info: bk.BackendInfo, per_process: list[dict], ops: dict,
+def _phase_records(backend: str, device: dict, per_process: list[dict], ops: dict,
                    verify: dict) -> list[Record]:
     recs = []
     variants = list(dict.fromkeys(v for doc in per_process for v in doc))
@@ -115,18 +100,37 @@ def _phase_records(backend: str, info: bk.BackendInfo, per_process: list[dict], 
                 continue
             v_ok, v_detail = verify.get(variant, (None, ""))
             recs.append(Record(probe=PROBE, backend=backend, variant=variant, metric=phase, op=ops.get(variant, ""),
-                               clock="host_wall", samples_s=vals, inner=1, warmup=0, device=info.device,
+                               clock="host_wall", samples_s=vals, inner=1, warmup=0, device=device,
                                params={"fresh_processes": len(vals)}, verified=v_ok, verify_detail=v_detail))
     return recs
 
 
-def measure_backend(backend: str, cfg: Config, on_step=None, before_warm=None) -> list[Record]:
-    """Every record of one backend. Never raises: failures become error rows.
-    `before_warm(k)` runs before the k-th warm process (used to interleave the plain loop)."""
-    info = bk.info(backend)
-    if not info.available:
-        return [Record(probe=PROBE, backend=backend, metric="all", status=UNAVAILABLE, reason=info.reason,
-                       device=info.device)]
+def precheck(backend: str) -> bk.BackendInfo | None:
+    """What the parent knows about `backend` without importing a framework: native backends are
+    checked for real (cheap), frameworks by registry.precheck (None: only a worker can tell)."""
+    return bk.info(backend) if bk.parse(backend).is_native else bk.precheck(backend)
+
+
+def _unavailable(backend: str, reason: str, device: dict) -> list[Record]:
+    return [Record(probe=PROBE, backend=backend, metric="all", status=UNAVAILABLE, reason=reason, device=device)]
+
+
+def measure_backend(backend: str, cfg: Config, on_step=None) -> list[Record]:
+    """Every record of one backend. Never raises: failures become error rows. A framework's
+    availability is decided in its first fresh process (the parent never imports it); if that
+    process finds it cannot run, the backend is one unavailable row and no more processes start.
+    native-cuda's first warm process also runs the paired plain-loop check (cfg.plain_rounds)."""
+    pre = precheck(backend)
+    if pre is not None and not pre.available:
+        return _unavailable(backend, pre.reason, pre.device)
+    device = dict(pre.device) if pre is not None else {}
+    plain_exe, extra = None, []
+    if backend == "native-cuda" and cfg.plain_rounds > 0:
+        exe = plain_binary()
+        if exe is None:
+            extra = [plain_row(UNAVAILABLE, PLAIN_MISSING)]
+        else:
+            plain_exe = str(exe)
     per_process: list[dict] = []
     warm_runs: list[list[Record]] = []
     ops: dict = {}
@@ -135,38 +139,57 @@ def measure_backend(backend: str, cfg: Config, on_step=None, before_warm=None) -
     n_proc = max(cfg.cold_samples, cfg.warm_processes)
     for k in range(n_proc):
         warm = k < cfg.warm_processes
-        if warm and before_warm is not None:
-            before_warm(k)
         try:
-            doc = spawn_worker(backend, cfg, warm)
+            doc = spawn_worker(backend, cfg, warm, plain=plain_exe if k == 0 else None)
         except (WorkerError, json.JSONDecodeError) as e:
             errors.append(f"process {k + 1}: {e}")
             if on_step:
                 on_step()
             if warm:  # the warm measurements were lost with this process: say so, go on
                 warm_runs.append([Record(probe=PROBE, backend=backend, metric="warm", status=ERROR,
-                                         reason=str(e), device=info.device)])
+                                         reason=str(e), device=device)])
+                if k == 0 and plain_exe is not None:
+                    extra = [plain_row(ERROR, f"the plain check was lost with native-cuda's first warm process: {e}")]
             continue
+        if "unavailable" in doc:
+            if not per_process:  # the framework cannot run here: one row that says why, no more processes
+                if on_step:
+                    for _ in range(n_proc - k):
+                        on_step()
+                return _unavailable(backend, doc["unavailable"], doc.get("device") or device)
+            errors.append(f"process {k + 1}: unavailable after earlier processes ran: {doc['unavailable']}")
+            if on_step:
+                on_step()
+            continue
+        device = doc.get("device", device)
         per_process.append(doc["phases"])
         ops.update(doc.get("ops", {}))
         verify.update({k2: tuple(v) for k2, v in doc.get("verify", {}).items()})
         if warm:
             run = [Record.from_dict(r) for r in doc["records"]]
             for rec in run:
-                rec.device = info.device
+                rec.device = device
             warm_runs.append(run)
         if on_step:
             on_step()
     warm_records = pool(warm_runs)
-    recs = _phase_records(backend, info, per_process, ops, verify) + warm_records
+    recs = _phase_records(backend, device, per_process, ops, verify) + warm_records + extra
     if errors and not per_process:
         recs.append(Record(probe=PROBE, backend=backend, metric="cold", status=ERROR, reason="; ".join(errors),
-                           device=info.device))
+                           device=device))
     elif errors:
         recs.append(Record(probe=PROBE, backend=backend, metric="cold", variant="(errors)", status=ERROR,
                            reason=f"{len(errors)} of {n_proc} fresh processes failed: " + "; ".join(errors),
-                           device=info.device))
+                           device=device))
     return recs
+
+
+def _ratio_text(r: float, lo: float, hi: float) -> str:
+    if math.isnan(lo):
+        return f"{r:.3f} (ratio of medians, not paired)"
+    if math.isinf(lo) or math.isinf(hi):
+        return f"{r:.3f} (too few rounds for an interval)"
+    return f"{r:.3f} [{lo:.3f}-{hi:.3f}]"
 
 
 # ============================================================== CLI
@@ -190,7 +213,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="fresh processes whose warm samples are pooled (default 3; quick 1)")
     ap.add_argument("--n", type=int, default=1, help="elements of the add op (default 1)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per fresh process (> 0)")
-    ap.add_argument("--no-plain", action="store_true", help="skip the plain C++ loop check (native-cuda)")
+    ap.add_argument("--no-plain", action="store_true",
+                    help="skip the paired plain C++ loop check (native-cuda's first warm process)")
     ap.add_argument("--no-progress", action="store_true", help="no progress display")
     ap.add_argument("--list", action="store_true", help="list backends with availability and exit")
 
@@ -205,6 +229,8 @@ def config_from_args(args) -> Config:
             setattr(cfg, attr, v)
     cfg.n = args.n
     cfg.timeout = args.timeout
+    if args.no_plain:
+        cfg.plain_rounds = 0
     cfg.validate()
     return cfg
 
@@ -230,34 +256,19 @@ class LaunchBenchmark(Benchmark):
             console.print(f"[red]error:[/red] {e}")
             return 2
         writer = open_run(PROBE, args.out, prog, argv, asdict(cfg), names)
-        available = [n for n in names if bk.info(n).available]
+        # Availability without importing any framework here (each worker reports its own).
+        runnable = [n for n in names if (pre := precheck(n)) is None or pre.available]
         n_proc = max(cfg.cold_samples, cfg.warm_processes)
-        with_plain = "native-cuda" in available and not args.no_plain
-        steps = n_proc * len(available) + (cfg.warm_processes + 1 if with_plain else 0)
-        with progress_bar(console, steps, disable=args.no_progress) as prog_bar:
-            plain_runs: list[list[Record]] = []
-
-            def plain_run(_k=None):
-                # The plain loop runs before each harness process and once after the last: drift
-                # in clocks or host load then falls on both sides alike.
-                prog_bar.describe("launch: plain C++ loop")
-                plain_runs.append(run_plain(cfg))
-                prog_bar.advance()
-
+        with progress_bar(console, n_proc * len(runnable), disable=args.no_progress) as prog_bar:
             for name in names:
-                interleave = name == "native-cuda" and with_plain
                 prog_bar.describe(f"launch: {name}")
-                writer.extend(measure_backend(name, cfg, on_step=prog_bar.advance,
-                                              before_warm=plain_run if interleave else None))
-                if interleave:
-                    plain_run()
-                    writer.extend(pool(plain_runs))
+                writer.extend(measure_backend(name, cfg, on_step=prog_bar.advance))
         writer.finish()
         print_lines(console, self.tables(writer.records))
         cmp_rows = plain_comparison(writer.records)
         if cmp_rows:
-            console.print("harness vs plain C++ loop (native-cuda null kernel, same session): " + ", ".join(
-                f"{m} {_us(h)}/{_us(p)} us = {r:.3f}" for m, h, p, r in cmp_rows))
+            console.print("harness / plain C++ loop (native-cuda null kernel, median of paired rounds [95% interval]): "
+                          + ", ".join(f"{m} {_ratio_text(r, lo, hi)}" for m, r, lo, hi in cmp_rows))
         console.print(f"results: {writer.path} and {writer.csv_path}")
         return 0
 

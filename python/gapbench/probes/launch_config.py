@@ -31,10 +31,14 @@ class Config:
     n: int = 1  # elements of the add op
     seed: int | None = None
     timeout: float = 600.0
+    #: wall seconds per metric and warm framework process for the rounds paired with the native floor
+    pair_budget_s: float = 0.3
+    #: paired rounds of the plain C++ loop and the harness (native-cuda's first warm process); 0: none
+    plain_rounds: int = 6
 
     @classmethod
     def quick(cls) -> "Config":
-        return cls(samples=30, inner=20, warmup=5, cold_samples=2, warm_processes=1, budget_s=0.2)
+        return cls(samples=30, inner=20, warmup=5, cold_samples=2, warm_processes=1, budget_s=0.2, pair_budget_s=0.1)
 
     def validate(self) -> None:
         for name in ("samples", "inner", "cold_samples", "warm_processes", "n"):
@@ -44,6 +48,10 @@ class Config:
             raise ValueError("--warmup must be >= 0")
         if not self.budget_s > 0 or not 0 < self.rel_hw < 1:
             raise ValueError("--budget must be > 0 and --rel-hw between 0 and 1")
+        if not self.pair_budget_s > 0:
+            raise ValueError(f"pair_budget_s must be > 0 seconds, got {self.pair_budget_s:g}")
+        if self.plain_rounds < 0 or self.plain_rounds == 1:
+            raise ValueError(f"plain_rounds must be 0 (no plain check) or >= 2 (paired rounds), got {self.plain_rounds}")
         if not self.timeout > 0:
             raise ValueError(f"--timeout must be > 0 seconds, got {self.timeout:g}")
         if self.samples > MAX_SAMPLES:

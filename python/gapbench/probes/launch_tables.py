@@ -30,29 +30,42 @@ def _cell(rec: Record | None, with_range: bool = False) -> str:
 
 
 def floor_record(records: list[Record], backend: str, metric: str) -> Record | None:
-    """The raw floor a framework row is compared with: the native backend of its device class,
-    on the same op (add1) where it exists, the binding floor (noop) on the CPU."""
-    try:
-        floor = bk.info(backend).floor if not bk.parse(backend).is_native else None
-    except bk.UnknownBackendError:
-        return None
-    if floor is None:
+    """The native floor's own row for a framework row: the native backend of its device class (from
+    the name alone, nothing imported), on the same op (add1) where it exists, the binding floor
+    (noop) on the CPU. The table's ratios do not use it (they are paired in the framework's own
+    processes: see `overhead`); it places the two rows side by side."""
+    b = bk.parse(backend)
+    if not b.is_framework:
         return None
     idx = {(r.backend, r.variant, r.metric): r for r in records if r.status == OK}
-    for variant in ("add1", "noop"):
-        r = idx.get((floor, variant, metric))
-        if r is not None:
-            return r
+    for cls in b.classes:
+        for variant in ("add1", "noop"):
+            r = idx.get((bk.FLOOR_OF_CLASS[cls], variant, metric))
+            if r is not None:
+                return r
     return None
 
 
+def _x(v: float) -> str:
+    return f"{v:.2f}" if abs(v) < 10 else f"{v:.1f}" if abs(v) < 100 else f"{v:.0f}"
+
+
+def paired_text(p: dict | None) -> str:
+    """A paired ratio as `1.42x [1.40-1.45]` (median of per-round ratios, 95% interval); "" when
+    there is none (not paired, or the pairing failed: the record's params say why)."""
+    if not p or p.get("x_floor") is None:
+        return ""
+    lo, hi = p.get("lo"), p.get("hi")
+    return f"{_x(p['x_floor'])}x [{_x(lo) if lo is not None else '0'}-{_x(hi) if hi is not None else 'inf'}]"
+
+
 def overhead(records: list[Record], backend: str, metric: str, rec: Record | None) -> str:
+    """The xfloor cell: the framework's time over its native floor's, from the rounds paired with
+    the floor inside the framework's own processes (params["paired"]); empty when there are none,
+    never a ratio of medians from different processes."""
     if rec is None or rec.status != OK:
         return ""
-    f = floor_record(records, backend, metric)
-    if f is None:
-        return ""
-    return f"{rec.summary().median / f.summary().median:.1f}x"
+    return paired_text(rec.params.get("paired"))
 
 
 def build_table(records: list[Record], title: str = "Launch latency (us): median, cold as median [min-max]"):
@@ -61,8 +74,9 @@ def build_table(records: list[Record], title: str = "Launch latency (us): median
     t = FitTable(title, [Col("backend"), Col("variant"), Col("context", 2), Col("cold"), Col("1st warm", 3),
                          Col("submit/op", 2), Col("launch+sync"), Col("b2b/op", 1), Col("kernel/op", 1),
                          Col("graph/node", 3), Col("xfloor sync", 1), Col("xfloor b2b", 2)],
-                 caption="~ noisy (IQR > 10% of median). xfloor: framework / native of the same device (add1; CPU: "
-                         "binding floor). Full samples and spread in the JSON.")
+                 caption="~ noisy (IQR > 10% of median). xfloor: framework time / native floor of the same device "
+                         "(add1; CPU: binding floor), median of per-round ratios of rounds interleaved in the "
+                         "framework's own processes [95% interval]. Full samples and spread in the JSON.")
     by_key = {(r.backend, r.variant, r.metric): r for r in records}
     rows = list(dict.fromkeys((r.backend, r.variant) for r in records))
     for backend, variant in rows:
@@ -118,14 +132,19 @@ def unavailable_table(records: list[Record]):
 
 
 def plain_comparison(records: list[Record]) -> list[tuple[str, float, float, float]]:
-    """(metric, harness median, plain median, harness/plain) for the native-cuda null kernel."""
+    """(metric, harness/plain, lo, hi) for the native-cuda null kernel: the median of the per-round
+    ratios of the paired rounds with its 95% interval (launch_pairing.plain_ratio; older files:
+    the ratio of medians, NaN bounds)."""
+    from .launch_pairing import plain_ratio
+
     idx = {(r.backend, r.variant, r.metric): r for r in records if r.status == OK}
     rows = []
     for m in WARM_METRICS:
-        h, p = idx.get(("native-cuda", "null", m)), idx.get(("plain-cuda", "null", m))
-        if h and p:
-            hm, pm = h.summary().median, p.summary().median
-            rows.append((m, hm, pm, hm / pm))
+        p = idx.get(("plain-cuda", "null", m))
+        if p is not None:
+            r, lo, hi = plain_ratio(p, idx.get(("native-cuda", "null", m)))
+            if r == r:  # not NaN
+                rows.append((m, r, lo, hi))
     return rows
 
 
@@ -160,8 +179,9 @@ def report_tables(runs: list) -> list[rk.Table]:
                 if cls not in bk.parse(b).classes:
                     continue
                 fw, rw = r.summary().median, raw.summary().median
+                x = paired_text(r.params.get("paired")) or f"{fw / rw:.2f}x"
                 ladder.append([mach, b, rk.us(r), rk.num((fw - rw) * 1e6), rk.us(raw),
-                               rk.us(dev) if dev is not None and rk.ok(dev) else "-", f"{fw / rw:.2f}x", rk.date(run)])
+                               rk.us(dev) if dev is not None and rk.ok(dev) else "-", x, rk.date(run)])
     out = []
     if rows:
         out.append(rk.Table("Kernel launch (paper Table 6): cold and launch + wait, us, median [p10-p90]",
@@ -173,5 +193,8 @@ def report_tables(runs: list) -> list[rk.Table]:
         out.append(rk.Table("Overhead ladder, one-element op (us, median [p10-p90]): framework op = framework dispatch + raw launch + wait",
                          ["machine", "framework", "framework op", "framework dispatch (difference of medians)",
                           "raw launch + wait", "kernel on the device", "x raw", "date"], ladder,
-                         note="Each rung is measured; 'framework dispatch' is the difference of the two measured medians beside it."))
+                         note="Each rung is measured; 'framework dispatch' is the difference of the two measured medians "
+                              "beside it. 'x raw' is the framework/raw ratio paired in the framework's own processes "
+                              "(median of per-round ratios [95% interval]); files without paired rounds: the ratio of the "
+                              "two medians, shown without an interval."))
     return out

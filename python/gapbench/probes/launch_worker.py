@@ -13,6 +13,7 @@ from .. import registry as bk
 from ..measure import Arm, adaptive
 from ..result import FAILED, NOT_APPLICABLE, OK, Record
 from .launch_config import PROBE, WARM_METRICS, Config, add_work, check_add, random_inputs
+from .launch_pairing import Floor, new_seed, pair_with_floor, plain_check, plain_samples_per_round
 
 perf_ns = time.perf_counter_ns
 
@@ -26,6 +27,8 @@ class _Out:
         self.records: list[dict] = []
         self.ops: dict[str, str] = {}
         self.verify: dict[str, tuple[bool | None, str]] = {}
+        self.device: dict | None = None  # the device as bk.info saw it in this process (frameworks)
+        self.unavailable: str | None = None  # bk.info's reason when the framework cannot run here
 
     def phase(self, variant: str, name: str, seconds: float) -> None:
         self.phases.setdefault(variant, {})[name] = float(seconds)
@@ -40,6 +43,14 @@ class _Out:
                      warmup=warmup, work=work or {}, params=params or {}, verified=v_ok,
                      verify_detail=v_detail)
         self.records.append(asdict(rec))
+
+    def set_param(self, variant: str, metric: str, key: str, value) -> bool:
+        """params[key] = value on the OK record (variant, metric) sent so far; False if there is none."""
+        for r in self.records:
+            if (r["variant"], r["metric"], r["status"]) == (variant, metric, OK):
+                r["params"] = dict(r["params"], **{key: value})
+                return True
+        return False
 
     def na(self, variant: str, metric: str, op: str, reason: str) -> None:
         self.record(variant, metric, None, inner=1, warmup=0, clock=None, op=op, status=NOT_APPLICABLE, reason=reason)
@@ -97,7 +108,7 @@ def _native_gpu_variants(cfg: Config) -> list[tuple[str, str, int]]:
     return [("null", "null", 1), ("add1", "add1", cfg.n)]
 
 
-def _worker_native_gpu(cfg: Config, warm: bool, out: _Out, kind: str) -> None:
+def _worker_native_gpu(cfg: Config, warm: bool, out: _Out, kind: str, plain: str | None = None) -> None:
     t0 = perf_ns()
     from .. import _native as nat
     part = getattr(nat, kind)
@@ -164,6 +175,24 @@ def _worker_native_gpu(cfg: Config, warm: bool, out: _Out, kind: str) -> None:
                        params=stop)
         else:
             out.na(variant, "graph_node", op, "not implemented for Metal (indirect command buffers)")
+    if plain is not None:
+        _plain_pairing(cfg, out, probes["null"][0], plain, out.verify["null"])
+
+
+def _plain_pairing(cfg: Config, out: _Out, p, exe: str, verified: tuple) -> None:
+    """The harness's null kernel (LaunchProbe `p`) paired round by round with the plain C++ loop."""
+    if verified[0] is False:
+        rec = Record(probe=PROBE, backend="plain-cuda", variant="null", metric="roundtrip", status=FAILED,
+                     reason="the harness's null kernel failed its check; not paired: " + verified[1])
+        out.records.append(asdict(rec))
+        return
+    per, i, w = plain_samples_per_round(cfg), cfg.inner, cfg.warmup
+
+    def harness_round() -> dict:
+        return {"submit": p.submit(per, i, w), "roundtrip": p.roundtrip(per, w), "stream_b2b": p.stream_b2b(per, i, w),
+                "device_kernel": p.device_kernel(per, i, w), "graph_node": p.graph_replay(per, i, w)}
+
+    out.records += [asdict(r) for r in plain_check(exe, cfg, harness_round, new_seed(cfg, 100))]
 
 
 class _FrameworkAdd:
@@ -189,24 +218,51 @@ class _FrameworkAdd:
         return self.ad.to_numpy(self.c)
 
 
+def _unavailable_here(out: _Out) -> bool:
+    """After the framework's import or setup raised: if bk.info says why it cannot run here, that
+    is the answer (an unavailable row in the parent), not a crash; False if bk.info sees it fine."""
+    info = bk.info(out.backend, refresh=True)
+    if info.available:
+        return False
+    out.unavailable, out.device = info.reason, dict(info.device)
+    return True
+
+
 def _worker_framework(cfg: Config, warm: bool, out: _Out) -> None:
     backend = bk.parse(out.backend)
     t0 = perf_ns()
-    __import__(backend.module)
+    try:
+        __import__(backend.module)
+    except Exception:  # not installed or broken: the reason comes from bk.info
+        if _unavailable_here(out):
+            return
+        raise
     out.phase("add", "import", (perf_ns() - t0) * 1e-9)
     from ..frameworks import make_adapter
 
-    ad = make_adapter(backend.name)
-    t0 = perf_ns()
-    ad.setup_context()
-    out.phase("add", "context", (perf_ns() - t0) * 1e-9)
-    synchronous = backend.synchronous
+    try:
+        ad = make_adapter(backend.name)
+        t0 = perf_ns()
+        ad.setup_context()
+        ctx_s = (perf_ns() - t0) * 1e-9
+    except Exception:
+        if _unavailable_here(out):
+            out.phases.clear()
+            return
+        raise
+    # Availability and the device, asked only now: the import and context above stay cold.
+    info = bk.info(backend.name)
+    out.device = dict(info.device)
+    if not info.available:
+        out.unavailable = info.reason
+        out.phases.clear()
+        return
+    out.phase("add", "context", ctx_s)
     a_np, b_np = random_inputs(cfg)
     op = _FrameworkAdd(ad, a_np, b_np)
-    submit_op, op_sync, op_text = op.submit, op.run_sync, op.text
-    out.ops["add"] = op_text
-    t0 = perf_ns(); op_sync(); out.phase("add", "cold", (perf_ns() - t0) * 1e-9)
-    t0 = perf_ns(); op_sync(); out.phase("add", "first_warm", (perf_ns() - t0) * 1e-9)
+    out.ops["add"] = op.text
+    t0 = perf_ns(); op.run_sync(); out.phase("add", "cold", (perf_ns() - t0) * 1e-9)
+    t0 = perf_ns(); op.run_sync(); out.phase("add", "first_warm", (perf_ns() - t0) * 1e-9)
     # The same op on fresh random inputs (and a poisoned output) against float64.
     va, vb = random_inputs(Config(n=max(cfg.n, 1000)))
     check = _FrameworkAdd(ad, va, vb)
@@ -215,21 +271,29 @@ def _worker_framework(cfg: Config, warm: bool, out: _Out) -> None:
     out.verify["add"] = check_add(check.result(), va, vb)
     if not warm:
         return
-    work = add_work(cfg.n)
     if out.verify["add"][0] is False:
         for m in WARM_METRICS:
-            out.record("add", m, None, inner=1, warmup=0, clock=None, op=op_text, status=FAILED,
+            out.record("add", m, None, inner=1, warmup=0, clock=None, op=op.text, status=FAILED,
                        reason="verification failed, not timed: " + out.verify["add"][1])
         return
+    arms = _framework_metrics(cfg, ad, op, out, backend.synchronous)
+    _pair_with_floor(cfg, info.floor, arms, out)
+
+
+def _framework_metrics(cfg: Config, ad, op: "_FrameworkAdd", out: _Out, synchronous: bool) -> dict:
+    """The framework's own warm metrics; returns {metric: sample(n) in per-op seconds} for the
+    metrics that are paired with the floor afterwards."""
+    submit_op, op_text, work = op.submit, op.text, add_work(cfg.n)
     i, w = cfg.inner, cfg.warmup
     if synchronous:
         out.na("add", "submit", op_text, "synchronous CPU op: completion is the return (see roundtrip)")
-        samples, stop = _sampled(cfg, _each(_timed_loop(submit_op, i)))
+        loop = _timed_loop(submit_op, i)
+        samples, stop = _sampled(cfg, _each(loop))
         out.record("add", "roundtrip", samples, inner=i, warmup=w, clock="host_wall", op=op_text, work=work,
                    params={"synchronous": True, **stop})
         for m in ("stream_b2b", "device_kernel", "graph_node"):
             out.na("add", m, op_text, "synchronous CPU op: no device queue")
-        return
+        return {"roundtrip": _each(lambda: loop() / i)}
     loop = _timed_loop(submit_op, i)
 
     def submitted():  # host cost of issuing i ops, the queue drained before and after
@@ -240,7 +304,8 @@ def _worker_framework(cfg: Config, warm: bool, out: _Out) -> None:
 
     samples, stop = _sampled(cfg, _each(submitted))
     out.record("add", "submit", samples, inner=i, warmup=w, clock="host_wall", op=op_text, work=work, params=stop)
-    samples, stop = _sampled(cfg, _each(_timed_loop(op_sync, 1)))
+    one_sync = _timed_loop(op.run_sync, 1)
+    samples, stop = _sampled(cfg, _each(one_sync))
     out.record("add", "roundtrip", samples, inner=1, warmup=w, clock="host_wall", op=op_text, work=work, params=stop)
     samples, stop = _sampled(cfg, _each(lambda: ad.time_device(submit_op, i)))
     out.record("add", "stream_b2b", samples, inner=i, warmup=w, clock=ad.device_clock, op=op_text, work=work,
@@ -253,9 +318,28 @@ def _worker_framework(cfg: Config, warm: bool, out: _Out) -> None:
         samples, stop = _sampled(cfg, _each(replay))
         out.record("add", "graph_node", samples, inner=i, warmup=w, clock="device_events", op=op_text, work=work,
                    params=stop)
+    return {"roundtrip": _each(one_sync), "stream_b2b": _each(lambda: ad.time_device(submit_op, i) / i)}
 
 
-def worker_main(backend: str, cfg: Config, warm: bool) -> dict:
+def _pair_with_floor(cfg: Config, floor_name: str, arms: dict, out: _Out) -> None:
+    """xfloor, paired: the native floor set up in this process, timed in rounds interleaved with
+    the framework (launch_pairing). A metric the floor lacks (the CPU floor has no queue) gets no
+    pairing; a floor that cannot run here leaves the reason on each paired metric's record."""
+    floor = Floor(floor_name, cfg)
+    for salt, (metric, fw_sample) in enumerate(arms.items()):
+        if floor.reason:
+            doc = {"vs": floor.vs, "reason": floor.reason}
+        elif metric not in floor.sample:
+            continue
+        else:
+            doc = pair_with_floor(fw_sample, floor.sample[metric], floor.vs, cfg, new_seed(cfg, salt))
+        out.set_param("add", metric, "paired", doc)
+
+
+def worker_main(backend: str, cfg: Config, warm: bool, plain: str | None = None) -> dict:
+    """What one fresh process measures. `plain`: the paced plain C++ loop to pair with the harness
+    here (native-cuda's first warm process). A framework that cannot run here answers
+    {"unavailable": reason, "device": ...} instead of measurements."""
     out = _Out(backend)
     b = bk.parse(backend)
     if not b.is_native:
@@ -263,11 +347,17 @@ def worker_main(backend: str, cfg: Config, warm: bool) -> dict:
     elif b.device == "cpu":
         _worker_native_cpu(cfg, warm, out)
     else:  # cuda, metal: the same probe interface in gapbench._native.<device>
-        _worker_native_gpu(cfg, warm, out, b.device)
-    return {"phases": out.phases, "records": out.records, "ops": out.ops,
-            "verify": {k: list(v) for k, v in out.verify.items()}}
+        _worker_native_gpu(cfg, warm, out, b.device, plain if b.device == "cuda" else None)
+    doc = {"phases": out.phases, "records": out.records, "ops": out.ops,
+           "verify": {k: list(v) for k, v in out.verify.items()}}
+    if out.device is not None:
+        doc["device"] = out.device
+    if out.unavailable is not None:
+        doc = {"unavailable": out.unavailable, "device": out.device or {}}
+    return doc
 
 
 def entry(payload: dict) -> dict:
-    """gapbench.worker target: payload {"backend", "config", "warm"}."""
-    return worker_main(payload["backend"], Config(**payload["config"]), bool(payload["warm"]))
+    """gapbench.worker target: payload {"backend", "config", "warm"} and, for the plain check,
+    "plain" (the paced loop's path)."""
+    return worker_main(payload["backend"], Config(**payload["config"]), bool(payload["warm"]), payload.get("plain"))
