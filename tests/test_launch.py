@@ -584,3 +584,18 @@ def test_cuda_framework_xfloor_paired_on_gpu(backend):
         pr = recs[metric]["params"]["paired"]
         assert pr["vs"] == "native-cuda/add1", pr
         assert pr["rounds"] >= launch_pairing.PAIR_MIN_ROUNDS and 0 < pr["lo"] <= pr["x_floor"] <= pr["hi"]
+
+
+def test_pairing_takes_whole_runs_and_reports_per_op():
+    """The arms return seconds per whole run (what measure.paired sizes its rounds by); a run of
+    the framework is 100 ops of 2 us, one of the floor 1 op of 5 us: per op the framework takes
+    0.4x the floor's time, and the record holds per-op values."""
+    from gapbench.probes.launch_config import Config
+
+    cfg = Config(pair_budget_s=0.5)
+    doc = launch_pairing.pair_with_floor(lambda n: [200e-6] * n, lambda n: [5e-6] * n, "native-x/add1", cfg, 0,
+                                         ops_per_run={"framework": 100, "floor": 1})
+    assert doc["x_floor"] == pytest.approx(0.4) and doc["lo"] == pytest.approx(0.4) == doc["hi"]
+    assert doc["rounds"] >= 10
+    assert doc["per_round"]["framework"] == pytest.approx([2e-6] * doc["rounds"])
+    assert doc["per_round"]["floor"] == pytest.approx([5e-6] * doc["rounds"])

@@ -31,6 +31,10 @@ def sleep(p):
     time.sleep(p["s"])
 def die(p):
     os._exit(3)
+def leave_note(p):
+    import atexit
+    atexit.register(lambda: open(p["note"], "w").write("teardown ran"))
+    return "done"
 '''
 
 
@@ -208,3 +212,11 @@ def test_paced_command_failures_name_the_loop_and_stop_it(paced, mode, words):
     with pytest.raises(RuntimeError, match=words):
         loop.round()
     assert loop._p.poll() is not None  # stopped, not left behind
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_fast_exit_returns_the_result_and_skips_only_the_teardown(targets, tmp_path, fast):
+    note = tmp_path / "note.txt"
+    got = run_in_worker("wtargets:leave_note", {"note": str(note)}, 60, fast_exit=fast)
+    assert got == "done"
+    assert note.exists() is not fast  # atexit handlers (Python's teardown) run only without fast_exit

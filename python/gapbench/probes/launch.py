@@ -51,7 +51,7 @@ def spawn_worker(backend: str, cfg: Config, warm: bool, plain: str | None = None
     payload = {"backend": backend, "config": asdict(cfg), "warm": warm}
     if plain is not None:
         payload["plain"] = plain
-    return run_in_worker("gapbench.probes.launch_worker:entry", payload, cfg.timeout)
+    return run_in_worker("gapbench.probes.launch_worker:entry", payload, cfg.timeout, fast_exit=True)
 
 
 def plain_binary() -> Path | None:

@@ -85,25 +85,28 @@ def pool_paired(docs: list[dict]) -> dict:
 
 
 def pair_with_floor(fw_sample: Callable[[int], list[float]], floor_sample: Callable[[int], list[float]], vs: str,
-                    cfg: Config, seed: int) -> dict:
+                    cfg: Config, seed: int, ops_per_run: dict[str, int] | None = None) -> dict:
     """Interleaved rounds of the framework and its floor in this process (gapbench.measure.paired:
-    about cfg.pair_budget_s, at least PAIR_MIN_ROUNDS rounds). Both sample functions return
-    per-op seconds. The record's params["paired"]."""
+    about cfg.pair_budget_s, at least PAIR_MIN_ROUNDS rounds). Both sample functions return the
+    seconds of whole runs, of ops_per_run["framework"] and ops_per_run["floor"] ops (default 1):
+    measure.paired sizes its rounds by them (a per-op value of a 100-op run would make it run 100
+    times longer than its budget). The record's params["paired"] holds per-op values."""
     try:
         res = paired([Arm("framework", fw_sample), Arm("floor", floor_sample)], rel_hw=cfg.rel_hw,
                      min_rounds=PAIR_MIN_ROUNDS, budget_s=cfg.pair_budget_s, seed=seed,
                      warmup=min(cfg.warmup, 5))
     except MeasureError as e:
         return {"vs": vs, "reason": f"pairing failed: {e}"}
-    per_round = {n: [None if math.isnan(x) else float(x) for x in v] for n, v in res.per_round.items()}
+    ops = {"framework": 1, "floor": 1, **(ops_per_run or {})}
+    per_round = {n: [None if math.isnan(x) else float(x) / ops[n] for x in v] for n, v in res.per_round.items()}
     return summarize_paired({"vs": vs, "per_round": per_round, "k": res.k, "seed": seed, "stop": res.reason.value,
                              "wall_s": res.wall_s, "processes": 1})
 
 
 class Floor:
     """The native floor of a device class, set up inside a framework's process: `vs` names it
-    ("native-cuda/add1"), `sample[metric]` gives per-op seconds for the metrics it has, `reason`
-    says why there is none (then `sample` is empty)."""
+    ("native-cuda/add1"), `sample[metric]` is (sample(n) in seconds per run, ops per run) for the
+    metrics it has, `reason` says why there is none (then `sample` is empty)."""
 
     def __init__(self, floor: str, cfg: Config):
         self.vs, self.sample, self.reason = floor, {}, ""
@@ -122,16 +125,16 @@ class Floor:
             f = nat.cpu.noop
             self.vs = "native-cpu/noop"
 
-            def per_call(n):
+            def per_run(n):
                 out = []
                 for _ in range(n):
                     t0 = perf_ns()
                     for _ in range(i):
                         f()
-                    out.append((perf_ns() - t0) * 1e-9 / i)
+                    out.append((perf_ns() - t0) * 1e-9)
                 return out
 
-            self.sample = {"roundtrip": per_call}
+            self.sample = {"roundtrip": (per_run, i)}
             return
         kind = floor.partition("-")[2]  # cuda, metal
         part = getattr(nat, kind)
@@ -150,8 +153,8 @@ class Floor:
         if not ok:
             raise RuntimeError(f"the floor's add failed its check: {detail}")
         self._probe, self.vs = p, f"{floor}/add1"
-        self.sample = {"roundtrip": lambda n: list(p.roundtrip(n, 0)),
-                       "stream_b2b": lambda n: [x / i for x in p.stream_b2b(n, i, 0)]}
+        self.sample = {"roundtrip": (lambda n: list(p.roundtrip(n, 0)), 1),
+                       "stream_b2b": (lambda n: list(p.stream_b2b(n, i, 0)), i)}
 
 
 # ============================================================== harness vs plain C++ loop

@@ -281,8 +281,8 @@ def _worker_framework(cfg: Config, warm: bool, out: _Out) -> None:
 
 
 def _framework_metrics(cfg: Config, ad, op: "_FrameworkAdd", out: _Out, synchronous: bool) -> dict:
-    """The framework's own warm metrics; returns {metric: sample(n) in per-op seconds} for the
-    metrics that are paired with the floor afterwards."""
+    """The framework's own warm metrics; returns {metric: (sample(n) in seconds per run, ops per
+    run)} for the metrics that are paired with the floor afterwards."""
     submit_op, op_text, work = op.submit, op.text, add_work(cfg.n)
     i, w = cfg.inner, cfg.warmup
     if synchronous:
@@ -293,7 +293,7 @@ def _framework_metrics(cfg: Config, ad, op: "_FrameworkAdd", out: _Out, synchron
                    params={"synchronous": True, **stop})
         for m in ("stream_b2b", "device_kernel", "graph_node"):
             out.na("add", m, op_text, "synchronous CPU op: no device queue")
-        return {"roundtrip": _each(lambda: loop() / i)}
+        return {"roundtrip": (_each(loop), i)}
     loop = _timed_loop(submit_op, i)
 
     def submitted():  # host cost of issuing i ops, the queue drained before and after
@@ -318,7 +318,7 @@ def _framework_metrics(cfg: Config, ad, op: "_FrameworkAdd", out: _Out, synchron
         samples, stop = _sampled(cfg, _each(replay))
         out.record("add", "graph_node", samples, inner=i, warmup=w, clock="device_events", op=op_text, work=work,
                    params=stop)
-    return {"roundtrip": _each(one_sync), "stream_b2b": _each(lambda: ad.time_device(submit_op, i) / i)}
+    return {"roundtrip": (_each(one_sync), 1), "stream_b2b": (_each(lambda: ad.time_device(submit_op, i)), i)}
 
 
 def _pair_with_floor(cfg: Config, floor_name: str, arms: dict, out: _Out) -> None:
@@ -326,13 +326,15 @@ def _pair_with_floor(cfg: Config, floor_name: str, arms: dict, out: _Out) -> Non
     the framework (launch_pairing). A metric the floor lacks (the CPU floor has no queue) gets no
     pairing; a floor that cannot run here leaves the reason on each paired metric's record."""
     floor = Floor(floor_name, cfg)
-    for salt, (metric, fw_sample) in enumerate(arms.items()):
+    for salt, (metric, (fw_sample, ops)) in enumerate(arms.items()):
         if floor.reason:
             doc = {"vs": floor.vs, "reason": floor.reason}
         elif metric not in floor.sample:
             continue
         else:
-            doc = pair_with_floor(fw_sample, floor.sample[metric], floor.vs, cfg, new_seed(cfg, salt))
+            floor_sample, floor_ops = floor.sample[metric]
+            doc = pair_with_floor(fw_sample, floor_sample, floor.vs, cfg, new_seed(cfg, salt),
+                                  ops_per_run={"framework": ops, "floor": floor_ops})
         out.set_param("add", metric, "paired", doc)
 
 
