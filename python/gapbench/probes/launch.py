@@ -208,9 +208,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--inner", type=int, default=None, help="ops per sample for batched metrics (default 100; quick 20)")
     ap.add_argument("--warmup", type=int, default=None, help="untimed warm-up samples (default 20; quick 5)")
     ap.add_argument("--cold-samples", type=int, default=None,
-                    help="fresh processes per backend for cold launch (default 5; quick 2)")
+                    help="fresh processes per backend for cold launch (default 2; quick 2)")
     ap.add_argument("--warm-processes", type=int, default=None,
-                    help="fresh processes whose warm samples are pooled (default 3; quick 1)")
+                    help="fresh processes whose warm samples are pooled (default 1; quick 1)")
     ap.add_argument("--n", type=int, default=1, help="elements of the add op (default 1)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per fresh process (> 0)")
     ap.add_argument("--no-plain", action="store_true",

@@ -25,9 +25,10 @@ class Config:
     warmup: int = 20
     budget_s: float = 0.5  # wall seconds per metric and process
     rel_hw: float = 0.01  # stop once the median's 95% interval half-width is within this fraction
-    #: fresh processes per backend (each pays the framework's import: torch 4.7 s on the lent H100)
-    cold_samples: int = 3
-    warm_processes: int = 2  # of those, the ones whose warm samples are pooled
+    #: fresh processes per backend: each pays its framework's import (torch 2.6-3.9 s on the lent
+    #: GPUs), which is most of a default run's time; two keep it under 30 s there
+    cold_samples: int = 2
+    warm_processes: int = 1  # of those, the ones whose warm samples are pooled
     n: int = 1  # elements of the add op
     seed: int | None = None
     timeout: float = 600.0
