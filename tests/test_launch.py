@@ -580,10 +580,15 @@ def test_cuda_framework_xfloor_paired_on_gpu(backend):
         pytest.skip(f"{backend}: {doc['unavailable']}")
     assert doc["device"].get("name")
     recs = {r["metric"]: r for r in doc["records"] if r["status"] == OK}
-    for metric in ("roundtrip", "stream_b2b"):
+    held = backend in ("torch-cuda", "cupy")  # frameworks the release gate can hold
+    for metric in ("roundtrip", "stream_b2b") + (("device_kernel",) if held else ()):
         pr = recs[metric]["params"]["paired"]
         assert pr["vs"] == "native-cuda/add1", pr
         assert pr["rounds"] >= launch_pairing.PAIR_MIN_ROUNDS and 0 < pr["lo"] <= pr["x_floor"] <= pr["hi"]
+    assert "as the host issues them" in recs["stream_b2b"]["params"]["method"]
+    if held:  # like for like: the gated framework row against the gated native one
+        k = recs["device_kernel"]["params"]
+        assert "release gate" in k["method"] and k["invalid_samples"] == 0
 
 
 def test_pairing_takes_whole_runs_and_reports_per_op():

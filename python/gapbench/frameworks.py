@@ -46,9 +46,15 @@ class Adapter(ABC):
         """fn wrapped so calling it completes the op's issue (lazy frameworks evaluate here)."""
         return fn
 
-    def time_device(self, fn: Callable[[], None], inner: int) -> float:
+    #: whether time_device can hold the queue behind the release gate (CUDA frameworks)
+    can_hold = False
+
+    def time_device(self, fn: Callable[[], None], inner: int, held: bool = True) -> float:
         """Seconds for `inner` calls of fn, by device timers when the framework has them,
-        otherwise by the host clock around the calls and a final sync."""
+        otherwise by the host clock around the calls and a final sync. `held` (where `can_hold`):
+        the stream waits behind the release gate until the start event, the calls and the stop
+        event are queued, so the events time the device's work alone; held=False times the calls
+        as the host issues them (submission gaps included)."""
         self.sync()
         t0 = perf_ns()
         for _ in range(inner):
@@ -124,6 +130,7 @@ class TorchAdapter(Adapter):
         if device == "cuda":
             self.device_clock = "device_events"
             self.graph_reason = ""
+            self.can_hold = True
         elif device == "mps":
             self.device_clock = "device_events" if hasattr(torch.mps, "event") else "host_wall"
             self.graph_reason = "torch has no graph capture on MPS"
@@ -173,10 +180,10 @@ class TorchAdapter(Adapter):
             return t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
         return t.mps.event.Event(enable_timing=True), t.mps.event.Event(enable_timing=True)
 
-    def time_device(self, fn, inner):
+    def time_device(self, fn, inner, held=True):
         if self.device_clock != "device_events":
             return super().time_device(fn, inner)
-        if self.device != "cuda":
+        if self.device != "cuda" or not held:
             start, stop = self._event_pair()
             start.record()
             for _ in range(inner):
@@ -350,6 +357,7 @@ class CupyAdapter(Adapter):
     family = "cupy"
     device_clock = "device_events"
     graph_reason = ""
+    can_hold = True
 
     def __init__(self):
         import cupy
@@ -386,8 +394,16 @@ class CupyAdapter(Adapter):
     def host_values(self, x) -> np.ndarray:
         return self.cp.asnumpy(x)
 
-    def time_device(self, fn, inner):
+    def time_device(self, fn, inner, held=True):
         cp = self.cp
+        if not held:  # as the host issues them
+            start, stop = cp.cuda.Event(), cp.cuda.Event()
+            start.record()
+            for _ in range(inner):
+                fn()
+            stop.record()
+            stop.synchronize()
+            return cp.cuda.get_elapsed_time(start, stop) * 1e-3
         if getattr(self, "hold", None) is None:  # held as for torch (hold.py), one event pair
             from .hold import StreamHold
 

@@ -154,7 +154,8 @@ class Floor:
             raise RuntimeError(f"the floor's add failed its check: {detail}")
         self._probe, self.vs = p, f"{floor}/add1"
         self.sample = {"roundtrip": (lambda n: list(p.roundtrip(n, 0)), 1),
-                       "stream_b2b": (lambda n: list(p.stream_b2b(n, i, 0)), i)}
+                       "stream_b2b": (lambda n: list(p.stream_b2b(n, i, 0)), i),
+                       "device_kernel": (lambda n: list(p.device_kernel(n, i, 0)), i)}
 
 
 # ============================================================== harness vs plain C++ loop

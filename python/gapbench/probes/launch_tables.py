@@ -73,7 +73,7 @@ def build_table(records: list[Record], title: str = "Launch latency (us): median
 
     t = FitTable(title, [Col("backend"), Col("variant"), Col("context", 2), Col("cold"), Col("1st warm", 3),
                          Col("submit/op", 2), Col("launch+sync"), Col("b2b/op", 1), Col("kernel/op", 1),
-                         Col("graph/node", 3), Col("xfloor sync", 1), Col("xfloor b2b", 2)],
+                         Col("graph/node", 3), Col("xfloor sync", 1), Col("xfloor b2b", 2), Col("xfloor kernel", 2)],
                  caption="~ noisy (IQR > 10% of median). xfloor: framework time / native floor of the same device "
                          "(add1; CPU: binding floor), median of per-round ratios of rounds interleaved in the "
                          "framework's own processes [95% interval]. Full samples and spread in the JSON.")
@@ -94,6 +94,7 @@ def build_table(records: list[Record], title: str = "Launch latency (us): median
             _cell(got["roundtrip"]), _cell(got["stream_b2b"]), _cell(got["device_kernel"]), _cell(got["graph_node"]),
             overhead(records, backend, "roundtrip", got["roundtrip"]),
             overhead(records, backend, "stream_b2b", got["stream_b2b"]),
+            overhead(records, backend, "device_kernel", got["device_kernel"]),
         )
         if got["warm"] is not None and got["warm"].status == ERROR:
             t.add_note(f"{backend} {variant}: warm measurements lost: {got['warm'].reason}", style="red")
@@ -103,7 +104,7 @@ def build_table(records: list[Record], title: str = "Launch latency (us): median
 def markdown_table(records: list[Record]) -> str:
     """The terminal table as Markdown (for READMEs and issues), generated from result records."""
     head = ["backend", "variant", "context", "cold [min-max]", "1st warm", "submit/op", "launch+sync", "b2b/op",
-            "kernel/op", "graph/node", "xfloor sync", "xfloor b2b"]
+            "kernel/op", "graph/node", "xfloor sync", "xfloor b2b", "xfloor kernel"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     by_key = {(r.backend, r.variant, r.metric): r for r in records}
     for backend, variant in dict.fromkeys((r.backend, r.variant) for r in records):
@@ -114,7 +115,8 @@ def markdown_table(records: list[Record]) -> str:
         cells = [backend, variant, ctx, _cell(got["cold"], True), _cell(got["first_warm"]), _cell(got["submit"]),
                  _cell(got["roundtrip"]), _cell(got["stream_b2b"]), _cell(got["device_kernel"]),
                  _cell(got["graph_node"]), overhead(records, backend, "roundtrip", got["roundtrip"]),
-                 overhead(records, backend, "stream_b2b", got["stream_b2b"])]
+                 overhead(records, backend, "stream_b2b", got["stream_b2b"]),
+                 overhead(records, backend, "device_kernel", got["device_kernel"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
