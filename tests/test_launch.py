@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, run_module
-from gapbench import registry
+from gapbench import plaincheck, registry
 from gapbench.probes import launch, launch_pairing, launch_tables
 from gapbench.probes.launch_config import WARM_METRICS
 from gapbench.result import ERROR, NOT_APPLICABLE, OK, UNAVAILABLE, load_run
@@ -422,7 +422,7 @@ def test_plain_pairing_runs_interleaved_rounds_of_one_loop(tmp_path, monkeypatch
     assert by_metric["submit"].inner == 4
     assert len(rt.samples_s) == 30 and len(rt.params["harness_interleaved_s"]) == 30
     assert set(rt.params["order"]) <= {"hp", "ph"} and len(rt.params["order"]) == 6
-    ratio, lo, hi = launch_pairing.plain_ratio(rt)
+    ratio, lo, hi = plaincheck.plain_ratio(rt)
     assert ratio == pytest.approx(1.1) and (lo, hi) == (pytest.approx(0.9), pytest.approx(1.3))
     rows = launch.plain_comparison(recs)
     assert [m for m, *_ in rows] == list(WARM_METRICS)
@@ -434,7 +434,7 @@ def test_plain_and_harness_rounds_alternate_in_time(tmp_path):
 
     harness = _FakeHarness()
     with PacedCommand([str(_fake_loop(tmp_path)), "5", "4", "1", "1", "8"], timeout=60) as loop:
-        got, order = launch_pairing.interleave({"plain": loop.round, "harness": harness}, 8, seed=3)
+        got, order = plaincheck.interleave({"plain": loop.round, "harness": harness}, 8, seed=3)
     assert len(got["plain"]) == len(harness.t) == 8
     prev_end = -1.0
     for r in range(8):  # each plain answer carries the time it was made ("t")

@@ -183,7 +183,7 @@ class TorchAdapter(Adapter):
     def time_device(self, fn, inner, held=True):
         if self.device_clock != "device_events":
             return super().time_device(fn, inner)
-        if self.device != "cuda" or not held:
+        if self.device != "cuda":
             start, stop = self._event_pair()
             start.record()
             for _ in range(inner):
@@ -199,20 +199,9 @@ class TorchAdapter(Adapter):
 
             self.hold = StreamHold(self.torch.cuda.current_device(), self.torch.cuda._sleep)
             self._timing = self._event_pair()
-        start, stop = self._timing
         stream = self.torch.cuda.current_stream()
-
-        def enqueue():
-            start.record(stream)
-            for _ in range(inner):
-                fn()
-            stop.record(stream)
-
-        def finish():
-            stop.synchronize()
-            return start.elapsed_time(stop) * 1e-3
-
-        return self.hold.sample(stream.cuda_stream, enqueue, finish)
+        return self.hold.time_events(stream.cuda_stream, stream, *self._timing, fn, inner,
+                                     lambda a, b: a.elapsed_time(b), held=held)
 
     def graph(self, fn, inner):
         if self.device != "cuda":
@@ -396,33 +385,14 @@ class CupyAdapter(Adapter):
 
     def time_device(self, fn, inner, held=True):
         cp = self.cp
-        if not held:  # as the host issues them
-            start, stop = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
-            for _ in range(inner):
-                fn()
-            stop.record()
-            stop.synchronize()
-            return cp.cuda.get_elapsed_time(start, stop) * 1e-3
         if getattr(self, "hold", None) is None:  # held as for torch (hold.py), one event pair
             from .hold import StreamHold
 
             self.hold = StreamHold(cp.cuda.Device().id, self._spin)
             self._timing = cp.cuda.Event(), cp.cuda.Event()
-        start, stop = self._timing
         stream = cp.cuda.get_current_stream()
-
-        def enqueue():
-            start.record(stream)
-            for _ in range(inner):
-                fn()
-            stop.record(stream)
-
-        def finish():
-            stop.synchronize()
-            return cp.cuda.get_elapsed_time(start, stop) * 1e-3
-
-        return self.hold.sample(stream.ptr, enqueue, finish)
+        return self.hold.time_events(stream.ptr, stream, *self._timing, fn, inner, cp.cuda.get_elapsed_time,
+                                     held=held)
 
     def graph(self, fn, inner):
         cp = self.cp

@@ -65,3 +65,25 @@ class StreamHold:
             self.invalid_samples += 1
         raise GateTimeout(f"the host could not queue one timed region within the hold ({self.method}) "
                           f"in {MAX_RETRIES} tries")
+
+    def time_events(self, handle: int, stream, start, stop, fn: Callable[[], None], inner: int,
+                    elapsed_ms: Callable[[object, object], float], held: bool = True) -> float:
+        """Device seconds of `inner` calls of fn between a framework's two events (torch and CuPy
+        events share record(stream) and synchronize(); `elapsed_ms(start, stop)` reads them) on
+        `stream` (`handle`: its cudaStream_t as int): behind the hold (`sample`), or, with
+        held=False, as the host issues them."""
+
+        def enqueue():
+            start.record(stream)
+            for _ in range(inner):
+                fn()
+            stop.record(stream)
+
+        def finish():
+            stop.synchronize()
+            return elapsed_ms(start, stop) * 1e-3
+
+        if not held:
+            enqueue()
+            return finish()
+        return self.sample(handle, enqueue, finish)

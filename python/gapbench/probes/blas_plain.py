@@ -32,6 +32,7 @@ def plain_check(records: list[Record], cfg: Config, rounds: int = 6, every_dtype
     per-round ratios give one (their min and max cover the median with probability
     1 - 2/2^6 = 97%)."""
     from .. import _native
+    from ..plaincheck import interleave
     from ..worker import PacedCommand
 
     exe = plain_binary()
@@ -59,20 +60,15 @@ def plain_check(records: list[Record], cfg: Config, rounds: int = 6, every_dtype
                 rng = np.random.default_rng(cfg.seed)
                 case = _native_case(_native.cuda, spec, dtype, sh,
                                     [round_to(a, dtype) for a in spec.inputs(sh, rng)], 0)
-                plain, harness, per_round = [], [], []
-                order = np.random.default_rng(cfg.seed or 0)
                 with PacedCommand(args, timeout=600) as loop:
-                    for _ in range(rounds):  # in a random order within each round
-                        if order.random() < 0.5:
-                            pl = loop.round()["samples"]
-                            hs = case.time(native.impl("vendor"), per, cfg.warmup, native.cache("hot"))
-                        else:
-                            hs = case.time(native.impl("vendor"), per, cfg.warmup, native.cache("hot"))
-                            pl = loop.round()["samples"]
-                        plain += pl
-                        harness += hs
-                        per_round.append([float(np.median(hs)), float(np.median(pl))])
-                del case
+                    got, _ = interleave({"plain": lambda: loop.round()["samples"],
+                                         "harness": lambda: case.time(native.impl("vendor"), per, cfg.warmup,
+                                                                      native.cache("hot"))},
+                                        rounds, seed=cfg.seed or 0)
+                plain = [x for pl in got["plain"] for x in pl]
+                harness = [x for hs in got["harness"] for x in hs]
+                per_round = [[float(np.median(hs)), float(np.median(pl))] for hs, pl in zip(got["harness"], got["plain"])]
+                case = None  # free the device buffers before the next row
                 out.append(Record(probe=PROBE, backend="plain-cuda", variant="cublas", metric="time",
                                   op="cuBLAS from a plain C++ loop (no harness)", clock="device_events",
                                   samples_s=plain, warmup=cfg.warmup, work=r.work, device=r.device,

@@ -2,7 +2,6 @@
 summary, and the report's table over many machines."""
 from __future__ import annotations
 
-import numpy as np
 
 from .. import registry as bk
 from .. import reportkit as rk
@@ -23,25 +22,18 @@ DATASHEET = {
 def plain_ratios(records: list[Record]) -> list[tuple[str, str, str, float, float, float]]:
     """(op, dtype, shape, ratio, lo, hi) for each plain-checked vendor row: the harness's time over
     the plain loop's, the median of per-round ratios of the interleaved rounds with its 95%
-    interval (lo, hi infinite when too few rounds give none); older files without round medians
-    give the ratio of the two medians and NaN bounds."""
-    from ..stats import ratio_median_ci
+    interval (gapbench.plaincheck.plain_ratio: infinite bounds where too few rounds give one;
+    older files without round medians give the ratio of the two medians and NaN bounds)."""
+    from ..plaincheck import plain_ratio
 
     idx = {(r.backend, r.params.get("op"), r.params.get("dtype"), r.params.get("shape_text")): r
            for r in records if r.status == OK and r.variant == "cublas" and r.metric == "time"}
     out = []
-    nan = float("nan")
     for (b, op, dt, sh), p in idx.items():
-        if b != "plain-cuda":
-            continue
-        rounds = p.params.get("round_medians_s")
-        if rounds:
-            h, pl = zip(*rounds)
-            out.append((op, dt, sh, *ratio_median_ci(h, pl)))
-        elif p.params.get("harness_interleaved_s"):
-            out.append((op, dt, sh, float(np.median(p.params["harness_interleaved_s"])) / p.summary().median, nan, nan))
-        elif (h := idx.get(("native-cuda", op, dt, sh))):
-            out.append((op, dt, sh, h.summary().median / p.summary().median, nan, nan))
+        if b == "plain-cuda":
+            ratio, lo, hi = plain_ratio(p, idx.get(("native-cuda", op, dt, sh)))
+            if ratio == ratio:  # not NaN
+                out.append((op, dt, sh, ratio, lo, hi))
     return out
 
 

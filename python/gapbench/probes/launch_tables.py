@@ -135,9 +135,9 @@ def unavailable_table(records: list[Record]):
 
 def plain_comparison(records: list[Record]) -> list[tuple[str, float, float, float]]:
     """(metric, harness/plain, lo, hi) for the native-cuda null kernel: the median of the per-round
-    ratios of the paired rounds with its 95% interval (launch_pairing.plain_ratio; older files:
+    ratios of the paired rounds with its 95% interval (gapbench.plaincheck.plain_ratio; older files:
     the ratio of medians, NaN bounds)."""
-    from .launch_pairing import plain_ratio
+    from ..plaincheck import plain_ratio
 
     idx = {(r.backend, r.variant, r.metric): r for r in records if r.status == OK}
     rows = []
