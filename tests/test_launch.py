@@ -14,6 +14,7 @@ from gapbench import plaincheck, registry
 from gapbench.probes import launch, launch_pairing, launch_tables
 from gapbench.probes.launch_config import WARM_METRICS
 from gapbench.result import ERROR, NOT_APPLICABLE, OK, UNAVAILABLE, load_run
+from gapbench.worker import PacedCommand
 
 SMALL = ["--samples", "8", "--inner", "5", "--warmup", "2", "--cold-samples", "2", "--warm-processes", "1",
          "--no-progress"]
@@ -219,7 +220,7 @@ def test_bad_options_are_clear_errors(tmp_path, args, msg):
 def test_worker_failure_is_an_error_row_and_others_go_on(monkeypatch):
     calls = []
 
-    def flaky(backend, cfg, warm, plain=None):
+    def flaky(backend, cfg, warm, plain_round=False):
         calls.append(warm)
         if warm:
             raise launch.WorkerError("crash", "segfault in the first process")
@@ -264,7 +265,7 @@ def test_pool_joins_samples_and_never_hides_a_failure():
 def test_warm_samples_pooled_over_processes(monkeypatch):
     order = []
 
-    def worker(backend, cfg, warm, plain=None):
+    def worker(backend, cfg, warm, plain_round=False):
         order.append("H" if warm else "c")
         recs = [_rec([float(len(order))]).to_dict()] if warm else []
         return {"phases": {"null": {"cold": 1e-4}}, "records": recs, "ops": {}, "verify": {}}
@@ -371,19 +372,22 @@ def test_cuda_probe_on_gpu():
 
 # ---------------------------------------------------------------- harness vs plain loop, paired
 FAKE_PACED_LOOP = r"""
-import json, sys, time
+import json, os, sys, time
 samples, inner, warmup, variant, rounds = (int(x) for x in sys.argv[1:6])
 fail_at = int(sys.argv[6]) if len(sys.argv) > 6 else -1
-for r in range(rounds):
+count = os.path.join(os.path.dirname(os.path.abspath(__file__)), "count")  # rounds so far, over processes
+for _ in range(rounds):
     if not sys.stdin.readline():
         break
-    if r == fail_at:
+    k = int(open(count).read()) if os.path.exists(count) else 0
+    open(count, "w").write(str(k + 1))
+    if k == fail_at:
         print("the fake loop broke on purpose", file=sys.stderr)
         sys.exit(3)
-    v = [2e-6 * (r + 1)] * samples  # round r's plain time: 2 us * (r + 1)
-    doc = {"samples": samples, "inner": inner, "warmup": warmup, "variant": variant, "round": r,
-           "invalid_samples": 0, "t": time.monotonic(), "submit": v, "roundtrip": v, "stream_b2b": v,
-           "device_kernel": v, "graph_replay": v}
+    v = [2e-6 * (k + 1)] * samples  # the k-th plain round: 2 us * (k + 1)
+    doc = {"samples": samples, "inner": inner, "warmup": warmup, "variant": variant, "round": k,
+           "invalid_samples": 0, "t": time.monotonic(), "pid": os.getpid(), "submit": v, "roundtrip": v,
+           "stream_b2b": v, "device_kernel": v, "graph_replay": v}
     print(json.dumps(doc), flush=True)
 """
 #: harness / plain per round; rounds 0..5. Median 1.1, and with 6 rounds the interval is [min, max]
@@ -410,15 +414,26 @@ class _FakeHarness:
         return {m: v for m in WARM_METRICS}
 
 
-def test_plain_pairing_runs_interleaved_rounds_of_one_loop(tmp_path, monkeypatch):
+def test_plain_pairing_runs_each_round_in_a_fresh_loop(tmp_path, monkeypatch):
     monkeypatch.setattr(launch, "plain_binary", lambda: _fake_loop(tmp_path))
     cfg = launch.Config(samples=30, inner=4, warmup=1, plain_rounds=6)
     harness = _FakeHarness()
+    pids = []
+    real_round = PacedCommand.round
+
+    def spy(self):  # every round is the first and only round of its own loop process
+        doc = real_round(self)
+        pids.append((doc["pid"], self.cmd[-1]))
+        return doc
+
+    monkeypatch.setattr(PacedCommand, "round", spy)
     recs = launch_pairing.plain_check(launch.plain_binary(), cfg, harness, seed=3)
+    assert len({pid for pid, _ in pids}) == 6 and {rounds for _, rounds in pids} == {"1"}
     by_metric = {r.metric: r for r in recs}
     assert set(by_metric) == set(WARM_METRICS) and all(r.status == OK for r in recs)
     rt = by_metric["roundtrip"]
     assert rt.params["rounds"] == 6 and rt.params["samples_per_round"] == 5 and rt.inner == 1
+    assert "fresh" in rt.params["processes"]
     assert by_metric["submit"].inner == 4
     assert len(rt.samples_s) == 30 and len(rt.params["harness_interleaved_s"]) == 30
     assert set(rt.params["order"]) <= {"hp", "ph"} and len(rt.params["order"]) == 6
@@ -430,8 +445,6 @@ def test_plain_pairing_runs_interleaved_rounds_of_one_loop(tmp_path, monkeypatch
 
 
 def test_plain_and_harness_rounds_alternate_in_time(tmp_path):
-    from gapbench.worker import PacedCommand
-
     harness = _FakeHarness()
     with PacedCommand([str(_fake_loop(tmp_path)), "5", "4", "1", "1", "8"], timeout=60) as loop:
         got, order = plaincheck.interleave({"plain": loop.round, "harness": harness}, 8, seed=3)
@@ -452,36 +465,69 @@ def test_plain_loop_failure_is_an_error_row(tmp_path):
     assert "broke on purpose" in recs[0].reason
 
 
-def test_parent_runs_the_plain_check_in_the_first_warm_cuda_process(tmp_path, monkeypatch):
-    # the parent's part, with the worker faked here: availability, the loop handed to the first
-    # warm process only, and its plain-cuda rows kept; a missing loop is a row that says why
+def test_parent_pairs_fresh_harness_processes_with_fresh_loops(tmp_path, monkeypatch):
+    # the parent's part, with the worker faked here: the warm processes first, then one fresh
+    # harness process per round (also a cold sample); a missing loop is a row that says why
     seen = []
+    harness = _FakeHarness()
 
-    def worker(backend, cfg, warm, plain=None):
-        seen.append((warm, plain))
-        recs = launch_pairing.plain_check(plain, cfg, _FakeHarness(), seed=1) if plain else []
-        return {"phases": {"null": {"cold": 1e-4}}, "records": [r.to_dict() for r in recs], "ops": {}, "verify": {}}
+    def worker(backend, cfg, warm, plain_round=False):
+        seen.append((warm, plain_round))
+        doc = {"phases": {"null": {"cold": 1e-4}}, "records": [], "ops": {}, "verify": {}}
+        if plain_round:
+            doc["plain_round"] = harness()
+        return doc
 
     ok_info = registry.BackendInfo("native-cuda", "native", "cuda", True, device={"name": "fake GPU"})
     monkeypatch.setattr(launch, "precheck", lambda name: ok_info)
     monkeypatch.setattr(launch, "spawn_worker", worker)
     monkeypatch.setattr(launch, "plain_binary", lambda: _fake_loop(tmp_path))
     cfg = launch.Config(samples=30, inner=4, warmup=1, cold_samples=3, warm_processes=2, plain_rounds=6)
-    recs = launch.measure_backend("native-cuda", cfg)
-    assert seen == [(True, str(tmp_path / "gapbench_launch_plain")), (True, None), (False, None)]
+    steps = []
+    recs = launch.measure_backend("native-cuda", cfg, on_step=lambda: steps.append(1))
+    assert seen == [(True, False), (True, False)] + [(False, True)] * 6 and len(steps) == 8
+    assert launch.process_plan("native-cuda", cfg, "loop") == (2, 6)
+    cold = [r for r in recs if r.backend == "native-cuda" and r.metric == "cold"][0]
+    assert len(cold.samples_s) == 8  # the harness rounds' fresh processes are cold samples too
     plain = [r for r in recs if r.backend == "plain-cuda"]
     assert len(plain) == len(WARM_METRICS) and all(r.status == OK for r in plain)
     assert launch.plain_comparison(recs)[0][1] == pytest.approx(1.1)
     seen.clear()
     monkeypatch.setattr(launch, "plain_binary", lambda: None)
     recs = launch.measure_backend("native-cuda", cfg)
-    assert [s[1] for s in seen] == [None] * 3
+    assert seen == [(True, False), (True, False), (False, False)]
     row = [r for r in recs if r.backend == "plain-cuda"]
     assert len(row) == 1 and row[0].status == UNAVAILABLE and "not built" in row[0].reason
     seen.clear()
     launch.measure_backend("native-cuda", launch.Config(samples=30, cold_samples=1, warm_processes=1,
                                                        plain_rounds=0))  # --no-plain
-    assert seen == [(True, None)]
+    assert seen == [(True, False)]
+
+
+def test_a_lost_harness_round_is_an_error_row_and_the_rest_stays(tmp_path, monkeypatch):
+    calls = []
+
+    def worker(backend, cfg, warm, plain_round=False):
+        calls.append(plain_round)
+        if plain_round and sum(calls) == 3:
+            raise launch.WorkerError("crash", "the third harness process died")
+        doc = {"phases": {"null": {"cold": 1e-4}}, "records": [], "ops": {}, "verify": {}}
+        if plain_round:
+            doc["plain_round"] = _FakeHarness()()
+        return doc
+
+    ok_info = registry.BackendInfo("native-cuda", "native", "cuda", True, device={"name": "fake GPU"})
+    monkeypatch.setattr(launch, "precheck", lambda name: ok_info)
+    monkeypatch.setattr(launch, "spawn_worker", worker)
+    monkeypatch.setattr(launch, "plain_binary", lambda: _fake_loop(tmp_path))
+    steps = []
+    cfg = launch.Config(samples=30, inner=4, warmup=1, cold_samples=2, warm_processes=1, plain_rounds=6)
+    recs = launch.measure_backend("native-cuda", cfg, on_step=lambda: steps.append(1))
+    plain = [r for r in recs if r.backend == "plain-cuda"]
+    assert len(plain) == 1 and plain[0].status == ERROR and "third harness process died" in plain[0].reason
+    cold = [r for r in recs if r.backend == "native-cuda" and r.metric == "cold"][0]
+    assert len(cold.samples_s) == 3  # the warm process and the two harness rounds before the loss
+    assert len(steps) == 7  # the progress still completes
 
 
 def test_plain_comparison_takes_the_interval_from_per_round_medians():
@@ -559,8 +605,9 @@ def test_framework_that_cannot_run_is_one_unavailable_row_from_its_worker(monkey
                            + registry.info("native-cuda").reason)
 def test_cuda_plain_check_paired_on_gpu():
     cfg = launch.Config(samples=60, inner=20, warmup=3, cold_samples=1, warm_processes=1, plain_rounds=6)
-    doc = launch.spawn_worker("native-cuda", cfg, True, plain=str(launch.plain_binary()))
-    recs = [launch.Record.from_dict(r) for r in doc["records"]]
+    recs = launch.measure_backend("native-cuda", cfg)
+    cold = [r for r in recs if r.backend == "native-cuda" and r.metric == "cold"]
+    assert cold and all(r.status == OK and len(r.samples_s) == 7 for r in cold)  # 1 warm + 6 harness rounds
     plain = {r.metric: r for r in recs if r.backend == "plain-cuda"}
     assert set(plain) == set(WARM_METRICS), [r.reason for r in plain.values()]
     for r in plain.values():

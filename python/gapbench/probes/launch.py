@@ -15,8 +15,9 @@ Native variants: 1 `null` (empty kernel: the floor) and 2 `add1` (1-element add)
 run the same 1-element fp32 add (torch.add(out=), cupy.add(out=), mx.add + eval).
 
 Ratios are paired (launch_pairing): a framework's `xfloor` comes from rounds interleaved with the
-native floor inside each warm framework process, and the harness/plain C++ loop check from paced
-plain rounds interleaved with the harness in native-cuda's first warm process. The parent imports
+native floor inside each warm framework process, and the harness/plain C++ loop check from rounds
+of a fresh native-cuda process and a fresh plain loop (those processes also give native-cuda
+further cold samples). The parent imports
 no framework: a framework's availability and device come back from its own fresh process.
 
 Modules: launch_config (configuration, the op's check), launch_worker (what a fresh process
@@ -40,17 +41,18 @@ from ..worker import WorkerError, run_in_worker  # noqa: F401 (WorkerError: call
 from .launch_config import PHASES, PROBE, Config
 from .launch_config import check_add as _check_add  # noqa: F401 (tests and callers)
 from .launch_config import random_inputs as _random_inputs  # noqa: F401
-from .launch_pairing import PLAIN_MISSING, plain_row, pool_paired
+from .launch_pairing import PLAIN_MISSING, new_seed, plain_check, plain_row, pool_paired
 from .launch_tables import (build_table, floor_record, markdown_table, overhead,  # noqa: F401
                             plain_comparison, report_tables, unavailable_table)
 
 # ============================================================== parent (orchestration)
-def spawn_worker(backend: str, cfg: Config, warm: bool, plain: str | None = None) -> dict:
+def spawn_worker(backend: str, cfg: Config, warm: bool, plain_round: bool = False) -> dict:
     """Run one fresh process for `backend` (gapbench.worker); a crash, a timeout or an error
-    there is a WorkerError here. `plain`: the paced plain loop to pair with (native-cuda)."""
+    there is a WorkerError here. `plain_round` (native-cuda): the process also runs one harness
+    round of the plain check (doc["plain_round"])."""
     payload = {"backend": backend, "config": asdict(cfg), "warm": warm}
-    if plain is not None:
-        payload["plain"] = plain
+    if plain_round:
+        payload["plain_round"] = True
     return run_in_worker("gapbench.probes.launch_worker:entry", payload, cfg.timeout, fast_exit=True)
 
 
@@ -115,11 +117,19 @@ def _unavailable(backend: str, reason: str, device: dict) -> list[Record]:
     return [Record(probe=PROBE, backend=backend, metric="all", status=UNAVAILABLE, reason=reason, device=device)]
 
 
+def process_plan(backend: str, cfg: Config, plain_exe: str | None) -> tuple[int, int]:
+    """(plain fresh processes, plain-check rounds) for `backend`: cfg.warm_processes warm ones and
+    enough cold ones for cfg.cold_samples; native-cuda with the plain loop built also runs
+    cfg.plain_rounds rounds, each with a fresh harness process that is a cold sample too."""
+    rounds = cfg.plain_rounds if backend == "native-cuda" and plain_exe is not None else 0
+    return max(cfg.warm_processes, cfg.cold_samples - rounds, 1), rounds
+
+
 def measure_backend(backend: str, cfg: Config, on_step=None) -> list[Record]:
     """Every record of one backend. Never raises: failures become error rows. A framework's
     availability is decided in its first fresh process (the parent never imports it); if that
     process finds it cannot run, the backend is one unavailable row and no more processes start.
-    native-cuda's first warm process also runs the paired plain-loop check (cfg.plain_rounds)."""
+    native-cuda then runs the paired plain-loop check (cfg.plain_rounds rounds of fresh processes)."""
     pre = precheck(backend)
     if pre is not None and not pre.available:
         return _unavailable(backend, pre.reason, pre.device)
@@ -131,16 +141,30 @@ def measure_backend(backend: str, cfg: Config, on_step=None) -> list[Record]:
             extra = [plain_row(UNAVAILABLE, PLAIN_MISSING)]
         else:
             plain_exe = str(exe)
+    n_plain, n_rounds = process_plan(backend, cfg, plain_exe)
+    n_proc = n_plain + n_rounds
     per_process: list[dict] = []
     warm_runs: list[list[Record]] = []
     ops: dict = {}
     verify: dict = {}
     errors: list[str] = []
-    n_proc = max(cfg.cold_samples, cfg.warm_processes)
-    for k in range(n_proc):
+
+    def take(doc: dict, warm: bool) -> None:
+        nonlocal device
+        device = doc.get("device", device)
+        per_process.append(doc["phases"])
+        ops.update(doc.get("ops", {}))
+        verify.update({k2: tuple(v) for k2, v in doc.get("verify", {}).items()})
+        if warm:
+            run = [Record.from_dict(r) for r in doc["records"]]
+            for rec in run:
+                rec.device = device
+            warm_runs.append(run)
+
+    for k in range(n_plain):
         warm = k < cfg.warm_processes
         try:
-            doc = spawn_worker(backend, cfg, warm, plain=plain_exe if k == 0 else None)
+            doc = spawn_worker(backend, cfg, warm)
         except (WorkerError, json.JSONDecodeError) as e:
             errors.append(f"process {k + 1}: {e}")
             if on_step:
@@ -148,8 +172,6 @@ def measure_backend(backend: str, cfg: Config, on_step=None) -> list[Record]:
             if warm:  # the warm measurements were lost with this process: say so, go on
                 warm_runs.append([Record(probe=PROBE, backend=backend, metric="warm", status=ERROR,
                                          reason=str(e), device=device)])
-                if k == 0 and plain_exe is not None:
-                    extra = [plain_row(ERROR, f"the plain check was lost with native-cuda's first warm process: {e}")]
             continue
         if "unavailable" in doc:
             if not per_process:  # the framework cannot run here: one row that says why, no more processes
@@ -161,17 +183,28 @@ def measure_backend(backend: str, cfg: Config, on_step=None) -> list[Record]:
             if on_step:
                 on_step()
             continue
-        device = doc.get("device", device)
-        per_process.append(doc["phases"])
-        ops.update(doc.get("ops", {}))
-        verify.update({k2: tuple(v) for k2, v in doc.get("verify", {}).items()})
-        if warm:
-            run = [Record.from_dict(r) for r in doc["records"]]
-            for rec in run:
-                rec.device = device
-            warm_runs.append(run)
+        take(doc, warm)
         if on_step:
             on_step()
+    if n_rounds:
+        started = []
+
+        def harness_round() -> dict:
+            started.append(1)
+            try:
+                doc = spawn_worker(backend, cfg, False, plain_round=True)
+            finally:
+                if on_step:
+                    on_step()
+            if "unavailable" in doc:
+                raise RuntimeError(f"native-cuda unavailable in a harness round: {doc['unavailable']}")
+            take(doc, False)
+            return doc["plain_round"]
+
+        extra = plain_check(plain_exe, cfg, harness_round, new_seed(cfg, 100))
+        for _ in range(n_rounds - len(started)):  # rounds a failure cut short: the progress still completes
+            if on_step:
+                on_step()
     warm_records = pool(warm_runs)
     recs = _phase_records(backend, device, per_process, ops, verify) + warm_records + extra
     if errors and not per_process:
@@ -214,7 +247,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--n", type=int, default=1, help="elements of the add op (default 1)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per fresh process (> 0)")
     ap.add_argument("--no-plain", action="store_true",
-                    help="skip the paired plain C++ loop check (native-cuda's first warm process)")
+                    help="skip the paired plain C++ loop check (native-cuda: 6 rounds, each a fresh harness process and a fresh plain loop)")
     ap.add_argument("--no-progress", action="store_true", help="no progress display")
     ap.add_argument("--list", action="store_true", help="list backends with availability and exit")
 
@@ -258,8 +291,9 @@ class LaunchBenchmark(Benchmark):
         writer = open_run(PROBE, args.out, prog, argv, asdict(cfg), names)
         # Availability without importing any framework here (each worker reports its own).
         runnable = [n for n in names if (pre := precheck(n)) is None or pre.available]
-        n_proc = max(cfg.cold_samples, cfg.warm_processes)
-        with progress_bar(console, n_proc * len(runnable), disable=args.no_progress) as prog_bar:
+        plain = None if plain_binary() is None else "built"
+        steps = sum(sum(process_plan(n, cfg, plain)) for n in runnable)
+        with progress_bar(console, steps, disable=args.no_progress) as prog_bar:
             for name in names:
                 prog_bar.describe(f"launch: {name}")
                 writer.extend(measure_backend(name, cfg, on_step=prog_bar.advance))

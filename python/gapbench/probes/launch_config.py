@@ -34,7 +34,7 @@ class Config:
     timeout: float = 600.0
     #: wall seconds per metric and warm framework process for the rounds paired with the native floor
     pair_budget_s: float = 0.3
-    #: paired rounds of the plain C++ loop and the harness (native-cuda's first warm process); 0: none
+    #: paired rounds of the plain C++ loop and the harness (native-cuda; a fresh process pair each); 0: none
     plain_rounds: int = 6
 
     @classmethod

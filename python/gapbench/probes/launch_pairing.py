@@ -1,5 +1,5 @@
-"""Launch benchmark, pairing: every ratio in its tables comes from interleaved rounds of both arms
-in one process, in a seeded random order, as the median of per-round ratios with a
+"""Launch benchmark, pairing: every ratio in its tables comes from interleaved rounds of both arms,
+in a seeded random order, as the median of per-round ratios with a
 distribution-free 95% interval (gapbench.stats.ratio_median_ci).
 
 - framework vs floor (`xfloor`): in each warm framework process, after the framework's own
@@ -8,11 +8,13 @@ distribution-free 95% interval (gapbench.stats.ratio_median_ci).
   gapbench.measure.paired rounds, per metric (launch + wait; back to back where the framework has
   a device queue). The record keeps the per-round values, so the parent pools the rounds of
   several processes (each round stays paired inside its process) and recomputes the interval.
-- harness vs plain C++ loop: in native-cuda's first warm process the paced plain loop
-  (cuda/plain/launch.cu, gapbench.worker.PacedCommand) starts once; each of `rounds` rounds runs
-  one plain round and one harness round (LaunchProbe, the same null kernel) in a random order.
-  Six rounds are the fewest whose per-round ratios give a 95% interval for their median (their
-  min and max cover it with probability 1 - 2/2^6 = 97%; see probes/blas_plain.py).
+- harness vs plain C++ loop: `rounds` rounds, each a fresh harness process (native-cuda, the same
+  null kernel through LaunchProbe) and a fresh run of the paced plain loop (cuda/plain/launch.cu,
+  gapbench.worker.PacedCommand), in a random order. Fresh processes each round, because a
+  process's own state moves its numbers: on an H100 the device-side kernel rate of one process
+  differed from another's by up to 12%, which rounds inside one process pair never see. Six
+  rounds are the fewest whose per-round ratios give a 95% interval for their median (their min
+  and max cover it with probability 1 - 2/2^6 = 97%; see probes/blas_plain.py).
 """
 from __future__ import annotations
 
@@ -176,20 +178,27 @@ def plain_row(status: str, reason: str) -> Record:
 
 
 def plain_check(exe: str | Path | None, cfg: Config, harness_round: Callable[[], dict], seed: int) -> list[Record]:
-    """The harness against the plain C++ loop, paired: the paced loop `exe` starts once, then
-    cfg.plain_rounds rounds each run one plain round and `harness_round()` (which returns
-    {metric: per-sample seconds} for PLAIN_METRICS, same samples, inner and warm-up) in a random
-    order. The plain-cuda records carry the pooled plain samples, the interleaved harness samples
-    and each round's two medians. A missing loop is an unavailable row, a failure an error row."""
+    """The harness against the plain C++ loop, paired over fresh process pairs: each of
+    cfg.plain_rounds rounds runs the paced loop `exe` for one round in a new process and
+    `harness_round()` (the caller starts a new harness process; it returns {metric: per-sample
+    seconds} for PLAIN_METRICS, same samples, inner and warm-up), in a random order. Each process
+    brings its own placement and device state (kernel rate per process varies by about 7% on an
+    H100), so the rounds are independent units and the interval covers that variation too. The
+    plain-cuda records carry the pooled plain samples, the interleaved harness samples and each
+    round's two medians. A missing loop is an unavailable row, a failure an error row."""
     if exe is None:
         return [plain_row(UNAVAILABLE, PLAIN_MISSING)]
     from ..worker import PacedCommand
 
     rounds, per = cfg.plain_rounds, plain_samples_per_round(cfg)
-    cmd = [str(exe), str(per), str(cfg.inner), str(cfg.warmup), "1", str(rounds)]
-    try:
+    cmd = [str(exe), str(per), str(cfg.inner), str(cfg.warmup), "1", "1"]
+
+    def plain_round() -> dict:
         with PacedCommand(cmd, timeout=cfg.timeout) as loop:
-            got, order = interleave({"plain": loop.round, "harness": harness_round}, rounds, seed)
+            return loop.round()
+
+    try:
+        got, order = interleave({"plain": plain_round, "harness": harness_round}, rounds, seed)
         return plain_records(got["plain"], got["harness"], cfg, per, order, seed, Path(exe).name)
     except (RuntimeError, KeyError, TypeError, ValueError) as e:
         return [plain_row(ERROR, f"plain check failed: {type(e).__name__}: {e}")]
@@ -212,6 +221,7 @@ def plain_records(plain: list[dict], harness: list[dict], cfg: Config, per: int,
             work={"flops": 0.0, "bytes": 0.0},
             params={"binary": binary, "rounds": len(plain), "samples_per_round": per, "seed": seed,
                     "order": ["".join(n[0] for n in o) for o in order],  # e.g. "ph": plain first
+                    "processes": "a fresh plain loop and a fresh harness process each round",
                     "invalid_samples": sum(int(d.get("invalid_samples", 0)) for d in plain),
                     "round_medians_s": [[None if math.isnan(v) else v for v in m] for m in medians],
                     "harness_interleaved_s": [x for r in h_rounds for x in r]}))

@@ -13,7 +13,7 @@ from .. import registry as bk
 from ..measure import Arm, adaptive
 from ..result import FAILED, NOT_APPLICABLE, OK, Record
 from .launch_config import PROBE, WARM_METRICS, Config, add_work, check_add, random_inputs
-from .launch_pairing import Floor, new_seed, pair_with_floor, plain_check, plain_samples_per_round
+from .launch_pairing import Floor, new_seed, pair_with_floor, plain_samples_per_round
 
 perf_ns = time.perf_counter_ns
 
@@ -29,6 +29,7 @@ class _Out:
         self.verify: dict[str, tuple[bool | None, str]] = {}
         self.device: dict | None = None  # the device as bk.info saw it in this process (frameworks)
         self.unavailable: str | None = None  # bk.info's reason when the framework cannot run here
+        self.plain_round: dict | None = None  # one harness round of the plain check (plain-round processes)
 
     def phase(self, variant: str, name: str, seconds: float) -> None:
         self.phases.setdefault(variant, {})[name] = float(seconds)
@@ -108,7 +109,7 @@ def _native_gpu_variants(cfg: Config) -> list[tuple[str, str, int]]:
     return [("null", "null", 1), ("add1", "add1", cfg.n)]
 
 
-def _worker_native_gpu(cfg: Config, warm: bool, out: _Out, kind: str, plain: str | None = None) -> None:
+def _worker_native_gpu(cfg: Config, warm: bool, out: _Out, kind: str, plain_round: bool = False) -> None:
     t0 = perf_ns()
     from .. import _native as nat
     part = getattr(nat, kind)
@@ -146,6 +147,8 @@ def _worker_native_gpu(cfg: Config, warm: bool, out: _Out, kind: str, plain: str
             res = np.asarray(p.run_add(a.tolist(), b.tolist()), dtype=np.float32)
             out.verify[variant] = check_add(res, a, b)
             out.ops[variant] = f"fp32 add of {n} element(s), out = a + b ({kind})"
+    if plain_round:
+        out.plain_round = _harness_round(cfg, probes["null"][0], out.verify["null"])
     if not warm:
         return
     dev_clock = "device_events" if kind == "cuda" else "gpu_timestamps"
@@ -175,24 +178,17 @@ def _worker_native_gpu(cfg: Config, warm: bool, out: _Out, kind: str, plain: str
                        params=stop)
         else:
             out.na(variant, "graph_node", op, "not implemented for Metal (indirect command buffers)")
-    if plain is not None:
-        _plain_pairing(cfg, out, probes["null"][0], plain, out.verify["null"])
 
 
-def _plain_pairing(cfg: Config, out: _Out, p, exe: str, verified: tuple) -> None:
-    """The harness's null kernel (LaunchProbe `p`) paired round by round with the plain C++ loop."""
+def _harness_round(cfg: Config, p, verified: tuple) -> dict:
+    """One harness round of the plain check (launch_pairing.plain_check): the null kernel's
+    {metric: per-sample seconds}, with the plain loop's samples, inner and warm-up. This process
+    is fresh, and the plain loop it is paired with is another fresh process."""
     if verified[0] is False:
-        rec = Record(probe=PROBE, backend="plain-cuda", variant="null", metric="roundtrip", status=FAILED,
-                     reason="the harness's null kernel failed its check; not paired: " + verified[1])
-        out.records.append(asdict(rec))
-        return
+        raise RuntimeError("the harness's null kernel failed its check; not paired: " + verified[1])
     per, i, w = plain_samples_per_round(cfg), cfg.inner, cfg.warmup
-
-    def harness_round() -> dict:
-        return {"submit": p.submit(per, i, w), "roundtrip": p.roundtrip(per, w), "stream_b2b": p.stream_b2b(per, i, w),
-                "device_kernel": p.device_kernel(per, i, w), "graph_node": p.graph_replay(per, i, w)}
-
-    out.records += [asdict(r) for r in plain_check(exe, cfg, harness_round, new_seed(cfg, 100))]
+    return {"submit": p.submit(per, i, w), "roundtrip": p.roundtrip(per, w), "stream_b2b": p.stream_b2b(per, i, w),
+            "device_kernel": p.device_kernel(per, i, w), "graph_node": p.graph_replay(per, i, w)}
 
 
 class _FrameworkAdd:
@@ -350,9 +346,9 @@ def _pair_with_floor(cfg: Config, floor_name: str, arms: dict, out: _Out) -> Non
         out.set_param("add", metric, "paired", doc)
 
 
-def worker_main(backend: str, cfg: Config, warm: bool, plain: str | None = None) -> dict:
-    """What one fresh process measures. `plain`: the paced plain C++ loop to pair with the harness
-    here (native-cuda's first warm process). A framework that cannot run here answers
+def worker_main(backend: str, cfg: Config, warm: bool, plain_round: bool = False) -> dict:
+    """What one fresh process measures. `plain_round` (native-cuda): also one harness round of the
+    plain check, returned as doc["plain_round"]. A framework that cannot run here answers
     {"unavailable": reason, "device": ...} instead of measurements."""
     out = _Out(backend)
     b = bk.parse(backend)
@@ -361,17 +357,20 @@ def worker_main(backend: str, cfg: Config, warm: bool, plain: str | None = None)
     elif b.device == "cpu":
         _worker_native_cpu(cfg, warm, out)
     else:  # cuda, metal: the same probe interface in gapbench._native.<device>
-        _worker_native_gpu(cfg, warm, out, b.device, plain if b.device == "cuda" else None)
+        _worker_native_gpu(cfg, warm, out, b.device, plain_round and b.device == "cuda")
     doc = {"phases": out.phases, "records": out.records, "ops": out.ops,
            "verify": {k: list(v) for k, v in out.verify.items()}}
     if out.device is not None:
         doc["device"] = out.device
+    if out.plain_round is not None:
+        doc["plain_round"] = out.plain_round
     if out.unavailable is not None:
         doc = {"unavailable": out.unavailable, "device": out.device or {}}
     return doc
 
 
 def entry(payload: dict) -> dict:
-    """gapbench.worker target: payload {"backend", "config", "warm"} and, for the plain check,
-    "plain" (the paced loop's path)."""
-    return worker_main(payload["backend"], Config(**payload["config"]), bool(payload["warm"]), payload.get("plain"))
+    """gapbench.worker target: payload {"backend", "config", "warm"} and, for a round of the plain
+    check, "plain_round": true."""
+    return worker_main(payload["backend"], Config(**payload["config"]), bool(payload["warm"]),
+                       bool(payload.get("plain_round", False)))
