@@ -7,7 +7,8 @@ from the files; nothing is typed in. Generates docs/results/ratios-*.md:
 
     python docs/results/ratio_table.py docs/results/blas-h100-2026-11-23-default.json.gz \
         docs/results/blas-h200-2026-11-23-default.json.gz docs/results/launch-h100-2026-11-23-default.json.gz \
-        docs/results/launch-h200-2026-11-23-default.json.gz > docs/results/ratios-2026-11-23.md
+        docs/results/launch-h100-2026-11-23-default-2.json.gz docs/results/launch-h200-2026-11-23-default.json.gz \
+        > docs/results/ratios-2026-11-23.md
 """
 from __future__ import annotations
 
@@ -58,8 +59,12 @@ def launch_table(path: str, run) -> str:
 
         t = datetime.fromisoformat(run.run["finished"]) - datetime.fromisoformat(run.run["started"])
         wall = f"Run wall time (started to finished, whole seconds in the file): {t.total_seconds():.0f} s. "
-    foot = ["", wall + "Both ratios are medians of per-round ratios of rounds interleaved in one process, "
-            "in random order, with their distribution-free 95% interval."]
+    fresh = any("fresh" in str(r.params.get("processes", "")) for r in run.records if r.backend == "plain-cuda")
+    where = ("each round a fresh harness process and a fresh plain loop" if fresh
+             else "one harness process and one plain loop for all rounds")
+    foot = ["", wall + "Both ratios are medians of per-round ratios with their distribution-free 95% interval, "
+            "from rounds in random order: xfloor's interleaved in the framework's own process, "
+            f"harness/plain's {where}."]
     return "\n".join(header(path, run) + lines + foot) + "\n"
 
 
