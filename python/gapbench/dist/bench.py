@@ -9,15 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 from ..benchmark import Benchmark, UsageError
-from ..result import ERROR, OK, Record, load_run
+from ..result import ERROR, Record, load_run
 from . import tables
-from .config import (DTYPES, OPS, PLACEMENTS, RUNGS, ConfigError, DistConfig, csv_list,
+from .config import (DTYPES, OPS, PLACEMENTS, RUNGS, ConfigError, DistConfig, csv_list, human_bytes,
                      parse_bytes, process_env, shaping_env, sweep)
 
 
@@ -48,7 +46,9 @@ class DistBenchmark(Benchmark):
         g.add_argument("--placements", default="auto",
                        help="auto (each API's own form; NCCL also in place where torch is) or out,in")
         g.add_argument("--rungs", help=f"comma list of {','.join(RUNGS)} (default all that apply)")
-        g.add_argument("--samples", type=int, default=10)
+        g.add_argument("--samples", type=int, default=2, help="samples per engine per round (default 2)")
+        g.add_argument("--rounds", type=int, default=6,
+                       help="interleaved rounds per case; paired ratios need >= 6 for a 95%% interval (default 6)")
         g.add_argument("--warmup", type=int, default=5)
         g.add_argument("--iters", type=int, default=0, help="ops per sample (default 50/20/5 by size)")
         g = ap.add_argument_group("ranks")
@@ -71,8 +71,8 @@ class DistBenchmark(Benchmark):
 
     # ------------------------------------------------------------------ run
     def config(self, args) -> tuple[DistConfig, list[str], int]:
-        if args.samples < 1 or args.warmup < 0 or args.iters < 0:
-            raise ConfigError("--samples must be >= 1, --warmup and --iters >= 0")
+        if args.samples < 1 or args.rounds < 1 or args.warmup < 0 or args.iters < 0:
+            raise ConfigError("--samples and --rounds must be >= 1, --warmup and --iters >= 0")
         ngpu = gpu_count()
         device = args.device if args.device != "auto" else ("cuda" if ngpu else "cpu")
         if device == "cuda" and not ngpu:
@@ -89,7 +89,7 @@ class DistBenchmark(Benchmark):
         placements = csv_list(args.placements, PLACEMENTS + ("auto",), "placement", ("auto",))
         cfg = DistConfig(ops=csv_list(args.ops, OPS, "op", OPS), dtypes=csv_list(args.dtypes, DTYPES, "dtype", ("bf16",)),
                          placements=placements, sizes=sweep(lo, hi, args.step_factor), samples=args.samples,
-                         warmup=args.warmup, iters=args.iters, device=device, op_timeout_s=args.op_timeout,
+                         rounds=args.rounds, warmup=args.warmup, iters=args.iters, device=device, op_timeout_s=args.op_timeout,
                          nccl_debug=not args.no_nccl_debug)
         return cfg, rungs, nproc
 
@@ -130,48 +130,81 @@ class DistBenchmark(Benchmark):
 
     def _run_local(self, args, cfg, rungs, nproc, writer, rank_root: Path, console) -> None:
         from .launcher import launch_local
-        from .merge import merge_lines, p2p_records
-        from .ncclinfo import datasheet_GBps, nvidia_smi_topo, nvlink_topology, read_logs
+        from .merge import merge_lines
+        from .ncclinfo import (NVLINK_GBPS, datasheet_GBps, nvidia_smi_topo, nvlink_topology, read_logs,
+                               smi_nvlink_pairs)
 
         sheet = None
         if cfg.device == "cuda":
             topo = {"nvidia_smi_topo": nvidia_smi_topo(), "nvml": nvlink_topology()}
+            per_link = NVLINK_GBPS.get(((topo["nvml"].get("gpus") or [{}])[0]).get("nvlink_version") or 0, 25.0)
+            topo["nvlinks_per_pair"] = {k: {"nvlinks": n, "GBps_per_dir": n * per_link}
+                                        for k, n in smi_nvlink_pairs(topo["nvidia_smi_topo"]).items()}
             sheet = datasheet_GBps(topo["nvml"])
             writer.run["topology"] = {**topo, "datasheet_GBps_per_dir": sheet}
         if cfg.device == "cuda" and cfg.nccl_debug and "nccl" in rungs:
             writer.run["nccl_choices"] = self._algo_probe(args, cfg, nproc, rank_root / "algo-probe", console)
-        for rung in rungs:
-            nprocs = 1 if rung == "p2p" else nproc
-            if rung == "p2p" and cfg.device != "cuda":
-                continue
-            d = rank_root / rung
+        if "p2p" in rungs and cfg.device == "cuda":
+            writer.extend(_with_sheet(self._p2p(args, cfg, rank_root / "p2p", console), sheet))
+        seen: set[str] = set()
+        for group in launch_groups(rungs, cfg.device):
+            d = rank_root / "+".join(group)
             d.mkdir(parents=True, exist_ok=True)
             cfg_path = d / "config.json"
             cfg_path.write_text(json.dumps(cfg.to_dict()))
-            console.print(f"[dim]{rung}: {nprocs} rank(s)...[/dim]")
-            per_rank_env = _mlx_env(nprocs, cfg, d) if rung == "mlx" else None
-            outs = launch_local(nprocs, "gapbench.dist.worker",
-                                ["--config", str(cfg_path), "--rungs", rung, "--out-dir", str(d)], d,
+            console.print(f"[dim]{' + '.join(group)}: {nproc} rank(s), {cfg.rounds} interleaved rounds...[/dim]")
+            per_rank_env = _mlx_env(nproc, cfg, d) if "mlx" in group else None
+            outs = launch_local(nproc, "gapbench.dist.worker",
+                                ["--config", str(cfg_path), "--rungs", ",".join(group), "--out-dir", str(d)], d,
                                 timeout_s=args.timeout, hang_s=args.hang_timeout, per_rank_env=per_rank_env,
                                 allow_multicast=args.allow_multicast, log_glob="rank{rank}.jsonl")
             failures = {o.rank: f"{o.describe()}; output: ...{o.stderr_tail[-300:]}" for o in outs if not o.ok}
-            if rung == "p2p":
-                recs = p2p_records(outs[0].lines)
-                if failures:
-                    recs.append(Record(probe="dist", backend="p2p", metric="rank", variant="rank0", status=ERROR,
-                                       reason=failures[0]))
-            else:
-                info = read_logs(sorted(d.glob("nccl-rank0.*.log"))) if cfg.device == "cuda" else {}
-                if info:
-                    info["tuning"] = writer.run.get("nccl_choices", {}).get("tuning", {})
-                    writer.run.setdefault("nccl", {})[rung] = info
-                recs = merge_lines({o.rank: o.lines for o in outs}, nprocs, failures=failures, nccl_info=info)
-            for r in recs:
-                if sheet:
-                    r.params["datasheet_GBps"] = sheet
-            writer.extend(recs)
+            info = read_logs(sorted(d.glob("nccl-rank0.*.log"))) if cfg.device == "cuda" else {}
+            if info:
+                info["tuning"] = writer.run.get("nccl_choices", {}).get("tuning", {})
+                writer.run.setdefault("nccl", {})["+".join(group)] = info
+            recs = merge_lines({o.rank: o.lines for o in outs}, nproc, failures=failures, nccl_info=info)
+            for r in recs:  # an engine measured again as another launch's in-process reference
+                if r.backend in seen and r.params.get("size"):
+                    r.variant += "@" + "+".join(group)
+                    r.params["reference_only"] = True
+            seen.update(group)
+            writer.extend(_with_sheet(recs, sheet))
         if cfg.device == "cuda" and "nccl" in rungs and not args.no_plain:
-            writer.extend(plain_records(cfg, nproc))
+            from .plain import plain_records
+
+            console.print(f"[dim]nccl-plain: the harness against a plain C++ loop, {cfg.rounds} rounds of fresh "
+                          "processes...[/dim]")
+            writer.extend(_with_sheet(plain_records(cfg, nproc, rounds=cfg.rounds), sheet))
+
+    def _p2p(self, args, cfg, root: Path, console) -> list[Record]:
+        """The copy probe, one process per (pair, method): a crash loses that case only, and its
+        row carries the Python stack the worker's faulthandler printed."""
+        from .launcher import launch_local
+        from .merge import p2p_records
+        from .p2p import cases
+
+        recs: list[Record] = []
+        todo = cases(gpu_count(), sorted(set(cfg.sizes)))
+        if not todo:
+            return [Record(probe="dist", backend="p2p", metric="rung", status="unavailable",
+                           reason=f"the p2p probe needs two GPUs in one node; this one has {gpu_count()}")]
+        console.print(f"[dim]p2p: {len(todo)} copy cases over every GPU pair...[/dim]")
+        for i, (src, dst, method, _) in enumerate(todo):
+            d = root / f"{i:03d}"
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "config.json").write_text(json.dumps(cfg.to_dict()))
+            outs = launch_local(1, "gapbench.dist.worker", ["--config", str(d / "config.json"), "--rungs", "p2p",
+                                "--p2p-only", f"{src},{dst},{method}", "--out-dir", str(d)], d,
+                                timeout_s=args.timeout, hang_s=args.hang_timeout,
+                                allow_multicast=args.allow_multicast, log_glob="rank{rank}.jsonl")
+            recs += p2p_records(outs[0].lines)
+            if not outs[0].ok:
+                at = next((x for x in reversed(outs[0].lines) if x.get("kind") == "begin"), None)
+                where = f" at {human_bytes(at['size'])}" if at else ""
+                recs.append(Record(probe="dist", backend="p2p", metric=method, variant=f"{src}->{dst}", status=ERROR,
+                                   reason=f"{outs[0].describe()}{where}; output: ...{outs[0].stderr_tail[-800:]}"))
+        return recs
 
     def _algo_probe(self, args, cfg, nproc, d: Path, console) -> dict:
         """NCCL's algorithm/protocol per op and size, from one untimed pass of direct NCCL with
@@ -182,7 +215,7 @@ class DistBenchmark(Benchmark):
         from .ncclinfo import read_logs
 
         d.mkdir(parents=True, exist_ok=True)
-        probe = replace(cfg, samples=1, warmup=0, iters=1, nccl_debug_subsys="INIT,ENV,TUNING")
+        probe = replace(cfg, samples=1, rounds=1, warmup=0, iters=1, nccl_debug_subsys="INIT,ENV,TUNING")
         (d / "config.json").write_text(json.dumps(probe.to_dict()))
         console.print("[dim]nccl: untimed pass logging NCCL's algorithm choices...[/dim]")
         launch_local(nproc, "gapbench.dist.worker", ["--config", str(d / "config.json"), "--rungs", "nccl",
@@ -200,6 +233,26 @@ class DistBenchmark(Benchmark):
         return tables.figures(records, stem)
 
 
+def launch_groups(rungs: list[str], device: str) -> list[list[str]]:
+    """The rank-process sets of a local run, each measuring its engines in interleaved rounds. On
+    GPUs: direct NCCL with torch and CuPy; then MLX beside its own direct-NCCL reference (MLX's nccl
+    backend wants one visible GPU per rank, which the first set does not have). On CPUs: one set."""
+    if device != "cuda":
+        return [[r for r in rungs if r != "p2p"]] if any(r != "p2p" for r in rungs) else []
+    first = [r for r in ("nccl", "torch", "cupy") if r in rungs]
+    groups = [first] if first else []
+    if "mlx" in rungs:
+        groups.append((["nccl"] if "nccl" in rungs else []) + ["mlx"])
+    return groups
+
+
+def _with_sheet(recs: list[Record], sheet) -> list[Record]:
+    for r in recs:
+        if sheet:
+            r.params["datasheet_GBps"] = sheet
+    return recs
+
+
 def _mlx_env(nproc: int, cfg: DistConfig, d: Path):
     """What mlx.launch sets: the ring's hostfile (one 127.0.0.1:port per rank) and MLX_RANK on CPU;
     NCCL_HOST_IP/NCCL_PORT/MLX_WORLD_SIZE and one GPU per rank on CUDA."""
@@ -213,51 +266,6 @@ def _mlx_env(nproc: int, cfg: DistConfig, d: Path):
     return lambda r: {"MLX_RANK": str(r), "MLX_WORLD_SIZE": str(nproc), "NCCL_HOST_IP": "127.0.0.1",
                       "NCCL_PORT": str(ports[-1]), "CUDA_VISIBLE_DEVICES": str(r), "LOCAL_RANK": "0",
                       "GAPBENCH_MLX_BACKEND": "nccl"}
-
-
-def plain_bin() -> Path:
-    return Path(__file__).resolve().parents[1] / "bin" / "gapbench_nccl_plain"
-
-
-def plain_records(cfg: DistConfig, nproc: int) -> list[Record]:
-    """The plain standalone C++ loop (cuda/plain/nccl.cu): all_reduce over every visible GPU."""
-    from .config import bus_factor
-    from .rungs.nccl import nccl_candidates
-
-    exe = plain_bin()
-    base = dict(probe="dist", backend="nccl-plain", metric="all_reduce")
-    if not exe.exists():
-        return [Record(**base, status="unavailable", reason=f"{exe} not built (no CUDA toolkit at install)")]
-    lib = (nccl_candidates() or ["libnccl.so.2"])[0]
-    out = []
-    for dt in cfg.dtypes:
-        cmd = [str(exe), lib, str(cfg.sizes[0]), str(cfg.sizes[-1]), str(cfg.sizes[1] / cfg.sizes[0] if len(cfg.sizes) > 1 else 2),
-               str(cfg.iters), str(cfg.samples), str(cfg.warmup), dt]
-        try:
-            env = process_env()
-            env.setdefault("CUDA_VISIBLE_DEVICES", ",".join(map(str, range(nproc))))  # the ranks' GPUs
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-            doc = json.loads(p.stdout) if p.returncode == 0 else None
-        except (subprocess.SubprocessError, json.JSONDecodeError) as e:
-            p, doc = None, None
-            err = str(e)
-        if doc is None:
-            why = err if p is None else f"exit {p.returncode}: {p.stderr.strip()[-300:]}"
-            out.append(Record(**base, variant=dt, status=ERROR, reason=why))
-            continue
-        n = doc["ngpus"]
-        for row in doc["rows"]:
-            ok = row["wrong_before"] == 0 and row["wrong_after"] == 0
-            out.append(Record(**base, variant=f"{dt}/out/{row['bytes']}", status=OK if ok else "failed",
-                              reason="" if ok else f"{row['wrong_before']}/{row['wrong_after']} elements wrong",
-                              clock="host_wall", samples_s=row["samples_s"], inner=row["iters"], warmup=cfg.warmup,
-                              verified=ok, verify_detail="checked before timing and after the last timed loop",
-                              work={"bytes": float(row["bytes"])},
-                              op=f"all_reduce {dt} out of place, one process driving {n} GPUs",
-                              params={"size": row["bytes"], "count": row["count"], "world": n, "dtype": dt,
-                                      "placement": "out", "bus_factor": bus_factor("all_reduce", n),
-                                      "nccl_version_code": doc["nccl_version"]}))
-    return out
 
 
 BENCHMARK = DistBenchmark()

@@ -110,7 +110,9 @@ class DistConfig:
     dtypes: list[str] = field(default_factory=lambda: ["bf16"])
     placements: list[str] = field(default_factory=lambda: ["out"])
     sizes: list[int] = field(default_factory=lambda: sweep(1 << 10, 1 << 30, 4))
-    samples: int = 10
+    samples: int = 2  # per engine per round
+    rounds: int = 6  # interleaved rounds per case (6: the fewest that bound a median's 95% interval)
+    seed: int = 20261123  # the rounds' order (the same on every rank)
     warmup: int = 5
     iters: int = 0  # 0: iterations(size)
     root: int = 0

@@ -68,7 +68,8 @@ def merge_lines(per_rank: dict[int, list[dict]], world: int, *, failures: dict[i
         by_rank = results[key]
         first = by_rank[min(by_rank)]
         params = {"size": size, "count": first.get("count"), "world": world, "dtype": dtype, "placement": placement,
-                  "bus_factor": bus_factor(op, world), **{f"{rung}_{k}": v for k, v in infos.get(rung, {}).items()}}
+                  "bus_factor": bus_factor(op, world), "group": first.get("group", rung),
+                  **{f"{rung}_{k}": v for k, v in infos.get(rung, {}).items()}}
         if rung in ("nccl", "torch", "cupy") and nccl_info:
             params["nccl_algo"] = algo_for(nccl_info, op, size, world)
         missing = [r for r in range(world) if r not in by_rank]
@@ -90,6 +91,10 @@ def merge_lines(per_rank: dict[int, list[dict]], world: int, *, failures: dict[i
         iters = int(first["iters"])
         params["rank_median_s"] = [float(np.median(s)) / iters for s in samples]
         params["iters"] = iters
+        rounds = int(first.get("rounds") or 1)
+        params["rounds"] = rounds
+        if rounds > 1 and n % rounds == 0:  # samples in round order: each round's median, for paired ratios
+            params["round_medians_s"] = [float(np.median(c)) for c in np.split(mean, rounds)]
         recs.append(Record(**common, status=OK, clock="host_wall", samples_s=mean.tolist(), inner=iters,
                            warmup=int(first.get("warmup", 0)), verified=all(d.get("verified") for d in by_rank.values()),
                            verify_detail=f"every rank exact; rank 0: {first.get('verify_detail', '')}"))

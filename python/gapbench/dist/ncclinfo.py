@@ -16,8 +16,12 @@ _VERSION = re.compile(r"NCCL version ([0-9][\w.+-]*)")
 _CHANNEL = re.compile(r"Channel \d+/\d+ : \d+\[\w+\] -> \d+\[\w+\] (?:\[\w+\] )?via (\S+)")
 _TUNING = re.compile(r"\b(AllReduce|AllGather|ReduceScatter|Broadcast)\s*:\s*(?:opCount \w+ )?(\d+) Bytes -> Algo (\w+) proto (\w+)")
 _ENVSET = re.compile(r"(NCCL_\w+) set by environment to (\S*)")
-#: NVLink per-direction rate per link, GB/s, by NVML NVLink version (NVLink 1..5)
-NVLINK_GBPS = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 50.0}
+#: NVLink per-direction rate per link, GB/s, by NVML's NVLink version code (nvml.h:
+#: NVML_NVLINK_VERSION_1_0 = 1, 2_0 = 2, 2_2 = 3, 3_0 = 4, 3_1 = 5, 4_0 = 6, 5_0 = 7)
+NVLINK_GBPS = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 25.0, 6: 25.0, 7: 50.0}
+NVLINK_NAME = {1: "NVLink 1.0", 2: "NVLink 2.0", 3: "NVLink 2.2", 4: "NVLink 3.0", 5: "NVLink 3.1", 6: "NVLink 4.0",
+               7: "NVLink 5.0"}
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 PCIE_GBPS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.877}
 
 
@@ -57,6 +61,28 @@ def algo_for(info: dict, op: str, size: int, world: int) -> str | None:
         if f"{op} {b}" in tun:
             return tun[f"{op} {b}"]
     return None
+
+
+def smi_nvlink_pairs(text: str | None) -> dict[str, int]:
+    """NVLinks per ordered GPU pair from `nvidia-smi topo -m` ("NV18" = a bonded set of 18 links).
+    NVML cannot say this where the links go through NVSwitches (their far end is a switch)."""
+    if not text:
+        return {}
+    rows = [_ANSI.sub("", ln).split("\t") for ln in text.splitlines()]
+    head = next((r for r in rows if r and r[0] == "" and any(c.strip().startswith("GPU") for c in r)), None)
+    if head is None:
+        return {}
+    cols = [c.strip() for c in head]
+    out = {}
+    for r in rows:
+        if not r or not re.fullmatch(r"GPU\d+", r[0].strip()):
+            continue
+        i = int(r[0].strip()[3:])
+        for c, cell in zip(cols[1:], r[1:]):
+            m = re.fullmatch(r"NV(\d+)", cell.strip())
+            if m and re.fullmatch(r"GPU\d+", c):
+                out[f"{i}-{int(c[3:])}"] = int(m.group(1))
+    return out
 
 
 def nvidia_smi_topo() -> str | None:
@@ -112,6 +138,7 @@ def nvlink_topology() -> dict:
             rate = NVLINK_GBPS.get(version or 0, 25.0) * links if links else None
             pcie = PCIE_GBPS_PER_LANE.get(gen or 0, 0) * (width or 0) or None
             gpus.append({"index": i, "bus_id": bus[i], "nvlinks": links, "nvlink_version": version,
+                         "nvlink_generation": NVLINK_NAME.get(version or 0),
                          "nvlink_GBps_per_dir": rate, "pcie_gen": gen, "pcie_width": width, "pcie_GBps_per_dir": pcie})
         pair_rates = {}
         for k, cnt in pairs.items():

@@ -7,7 +7,21 @@ from __future__ import annotations
 METHODS = ("memcpy_peer", "kernel_pull", "kernel_push")
 
 
-def run_p2p(cfg, log) -> None:
+def cases(n: int, sizes: list[int]) -> list[tuple[int, int, str, list[int]]]:
+    """(src, dst, method, sizes): the full sweep for pair 0->1, the smallest and largest size for
+    every other ordered pair."""
+    out = []
+    for src in range(n):
+        for dst in range(n):
+            if src != dst:
+                todo = sizes if (src, dst) == (0, 1) else sorted({sizes[0], sizes[-1]})
+                out += [(src, dst, m, todo) for m in METHODS]
+    return out
+
+
+def run_p2p(cfg, log, only: str | None = None) -> None:
+    """The probe over every case, or (`only` = "SRC,DST,METHOD") one pair and method: bench.dist
+    runs each in its own process, so a crash loses that case only."""
     from .rungs.base import Unavailable
     from .. import native
 
@@ -25,15 +39,12 @@ def run_p2p(cfg, log) -> None:
         log.write(kind="unavailable", rung="p2p", reason=str(e))
         log.write(kind="done", rung="p2p")
         return
-    sizes = sorted(set(cfg.sizes))
-    for src in range(n):
-        for dst in range(n):
-            if src == dst:
-                continue
-            todo = sizes if (src, dst) == (0, 1) else sorted({sizes[0], sizes[-1]})
-            for size in todo:
-                for m in METHODS:
-                    log.write(kind="p2p", **_one(nd, src, dst, size, m, cfg))
+    for src, dst, m, todo in cases(n, sorted(set(cfg.sizes))):
+        if only and only != f"{src},{dst},{m}":
+            continue
+        for size in todo:
+            log.write(kind="begin", rung="p2p", op=m, dtype="bytes", placement=f"{src}->{dst}", size=size)
+            log.write(kind="p2p", **_one(nd, src, dst, size, m, cfg))
     log.write(kind="done", rung="p2p")
 
 
@@ -49,7 +60,7 @@ def _one(nd, src, dst, size, method, cfg) -> dict:
         if wrong:
             return {**d, "status": "failed", "reason": f"{wrong} of {size} bytes wrong before timing"}
         iters = cfg.iters_for(size)
-        samples = pc.time(M, iters, cfg.samples, cfg.warmup)
+        samples = pc.time(M, iters, cfg.samples * cfg.rounds, cfg.warmup)
         wrong = pc.verify()
         if wrong:
             return {**d, "status": "failed", "reason": f"{wrong} of {size} bytes wrong after timing"}

@@ -28,16 +28,50 @@ def busbw(r: Record) -> float:
 
 
 def _index(records):
+    """OK collective records by (engine, op, dtype, placement, size); an engine measured again only
+    as another launch's in-process reference is kept apart, under its group."""
     idx = {}
     for r in coll(records):
         if r.status == OK:
-            idx[(r.backend, r.metric, r.params["dtype"], r.params["placement"], r.params["size"])] = r
+            key = (r.backend, r.metric, r.params["dtype"], r.params["placement"], r.params["size"])
+            idx[key + ((r.params.get("group"),) if r.params.get("reference_only") else ())] = r
     return idx
 
 
+def _round_medians(r: Record):
+    return r.params.get("round_medians_s") or None
+
+
+def paired_gap(fw: Record, ref: Record) -> tuple[float, float, float, str]:
+    """(ratio, lo, hi, how): fw / ref from rounds interleaved in one launch (median of per-round
+    ratios, 95% interval); records without paired rounds give the ratio of medians, no interval."""
+    from ..stats import ratio_median_ci
+
+    a, b = _round_medians(fw), _round_medians(ref)
+    if a and b and len(a) == len(b) and fw.params.get("group") == ref.params.get("group"):
+        est, lo, hi = ratio_median_ci(a, b)
+        return est, lo, hi, "paired"
+    nan = float("nan")
+    return t_us(fw) / t_us(ref), nan, nan, "unpaired"
+
+
+def _reference(idx, op, dt, pl, size, grp):
+    """Direct NCCL for a framework row: from the framework's own launch (same placement, else out of
+    place) so the rounds pair; else from another launch (the gap is then unpaired)."""
+    for key in (("nccl", op, dt, pl, size, grp), ("nccl", op, dt, pl, size),
+                ("nccl", op, dt, "out", size, grp), ("nccl", op, dt, "out", size)):
+        c = idx.get(key)
+        if c is not None and c.params.get("group") == grp:
+            return c
+    return idx.get(("nccl", op, dt, pl, size)) or idx.get(("nccl", op, dt, "out", size))
+
+
 def gap_rows(records: list[Record]) -> list[dict]:
-    """Per op, dtype, size: direct NCCL time and busbw, each framework's time and its gap
-    (framework / direct NCCL, same placement when NCCL has it, else NCCL out of place)."""
+    """Per op, dtype, size: direct NCCL time and busbw, the plain loop's harness/plain ratio, each
+    framework's time and its gap (framework / direct NCCL measured in the same launch, in the same
+    placement where NCCL has it, else out of place), with its interval."""
+    from ..plaincheck import plain_ratio
+
     idx = _index(records)
     keys = sorted({(k[1], k[2], k[4]) for k in idx}, key=lambda k: (OPS.index(k[0]), k[1], k[2]))
     rows = []
@@ -49,14 +83,15 @@ def gap_rows(records: list[Record]) -> list[dict]:
         plain = idx.get(("nccl-plain", op, dt, "out", size))
         if plain:
             row["plain_us"] = t_us(plain)
+            row["plain_ratio"] = plain_ratio(plain)
         for fw in FRAMEWORKS:
             r = idx.get((fw, op, dt, "out", size)) or idx.get((fw, op, dt, "in", size))
             if not r:
                 continue
             row[f"{fw}_us"] = t_us(r)
-            ref = idx.get(("nccl", op, dt, r.params["placement"], size)) or nccl
+            ref = _reference(idx, op, dt, r.params["placement"], size, r.params.get("group"))
             if ref:
-                row[f"{fw}_gap"] = t_us(r) / t_us(ref)
+                row[f"{fw}_gap"] = paired_gap(r, ref)
         if len(row) > 3:
             rows.append(row)
     return rows
@@ -66,23 +101,38 @@ def _f(v, fmt="{:.1f}"):
     return "" if v is None else fmt.format(v)
 
 
+def _ci(v, short: bool = False) -> str:
+    """'1.02x [0.99-1.04]' (a ratio and its 95% interval); 'unpaired' where rounds were not paired."""
+    if not v:
+        return ""
+    est, lo, hi = v[:3]
+    if lo != lo or hi != hi:  # NaN: no paired rounds
+        return f"{est:.2f}x (unpaired)"
+    fmt = (lambda x: "inf" if x == float("inf") else f"{x:.2f}")
+    return f"{est:.2f} [{fmt(lo)}-{fmt(hi)}]" if short else f"{est:.2f}x [{fmt(lo)}-{fmt(hi)}]"
+
+
 def gap_table(records: list[Record]):
     from rich.table import Table
 
     rows = gap_rows(records)
     if not rows:
         return None
-    cols = [("op", lambda r: f"{r['op']} {r['dtype']}"), ("size", lambda r: human_bytes(r["size"])),
-            ("NCCL us", lambda r: _f(r.get("nccl_us"))), ("busbw", lambda r: _f(r.get("nccl_busbw"))),
-            ("plain us", lambda r: _f(r.get("plain_us")))]
-    for fw in FRAMEWORKS:
-        cols += [(f"{fw} us", lambda r, fw=fw: _f(r.get(f"{fw}_us"))),
-                 (f"{fw} gap", lambda r, fw=fw: _f(r.get(f"{fw}_gap"), "{:.2f}x"))]
+    cols = [("size", lambda r: human_bytes(r["size"])), ("NCCL us", lambda r: _f(r.get("nccl_us"))),
+            ("busbw", lambda r: _f(r.get("nccl_busbw"))), ("harness/plain", lambda r: _ci(r.get("plain_ratio"), True)),
+            ("torch us", lambda r: _f(r.get("torch_us")))]
+    cols += [(f"{fw} gap", lambda r, fw=fw: _ci(r.get(f"{fw}_gap"), True)) for fw in FRAMEWORKS]
     cols = [(h, g) for h, g in cols if any(g(r) for r in rows)]  # only columns with data
-    t = Table(title="Collective gap: framework time / direct NCCL time (host-timed)", title_justify="left")
+    t = Table(title="Collective gap: framework time / direct NCCL time in the same launch, median of paired "
+                    "rounds [95% interval]", title_justify="left")
     for h, _ in cols:
-        t.add_column(h, justify="left" if h == "op" else "right", no_wrap=True)
+        t.add_column(h, justify="right", no_wrap=True)
+    section = None
     for r in rows:
+        if (r["op"], r["dtype"]) != section:
+            section = (r["op"], r["dtype"])
+            t.add_section()
+            t.add_row(f"[bold]{r['op']} {r['dtype']}[/bold]", *[""] * (len(cols) - 1))
         t.add_row(*[g(r) for _, g in cols])
     return t
 
@@ -91,7 +141,7 @@ def rung_table(records: list[Record], rung: str):
     """nccl-tests' columns for one rung: size, count, type, place, time, algbw, busbw, over ranks."""
     from rich.table import Table
 
-    rs = [r for r in coll(records) if r.backend == rung and r.status == OK]
+    rs = [r for r in coll(records) if r.backend == rung and r.status == OK and not r.params.get("reference_only")]
     if not rs:
         return None
     t = Table(title=f"{rung}: time = median over samples of the rank average; algbw, busbw in GB/s",
@@ -140,7 +190,7 @@ def problem_table(records: list[Record]):
 
 def all_tables(records: list[Record]) -> list:
     out = [gap_table(records), p2p_table(records)]
-    out += [rung_table(records, r) for r in COLLECTIVE_RUNGS + ("nccl-plain",)]
+    out += [rung_table(records, r) for r in COLLECTIVE_RUNGS]
     out.append(problem_table(records))
     return [t for t in out if t is not None]
 
@@ -150,12 +200,16 @@ def markdown(records: list[Record]) -> str:
     if not rows:
         return ""
     lines = ["### Collectives: direct NCCL and the frameworks", "",
-             "| op | size | NCCL us | NCCL busbw GB/s | torch us | torch gap | CuPy gap | MLX us | MLX gap |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "Gap = framework time / direct NCCL time measured in the same launch: the median of the paired "
+             "rounds' ratios [95% interval]. harness/plain: bench.dist's direct-NCCL timing against a plain "
+             "C++ loop, rounds of fresh processes.", "",
+             "| op | size | NCCL us | NCCL busbw GB/s | harness/plain | torch us | torch gap | CuPy gap | MLX us | MLX gap |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['op']} {r['dtype']} | {human_bytes(r['size'])} | {_f(r.get('nccl_us'))} | "
-                     f"{_f(r.get('nccl_busbw'))} | {_f(r.get('torch_us'))} | {_f(r.get('torch_gap'), '{:.2f}x')} | "
-                     f"{_f(r.get('cupy_gap'), '{:.2f}x')} | {_f(r.get('mlx_us'))} | {_f(r.get('mlx_gap'), '{:.2f}x')} |")
+                     f"{_f(r.get('nccl_busbw'))} | {_ci(r.get('plain_ratio'))} | {_f(r.get('torch_us'))} | "
+                     f"{_ci(r.get('torch_gap'))} | {_ci(r.get('cupy_gap'))} | {_f(r.get('mlx_us'))} | "
+                     f"{_ci(r.get('mlx_gap'))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -169,7 +223,7 @@ def figures(records: list[Record], stem: Path) -> list[Path]:
 
     series = defaultdict(list)
     for r in coll(records):
-        if r.status == OK:
+        if r.status == OK and not r.params.get("reference_only"):
             series[(r.metric, f"{r.backend} {r.params['dtype']} {r.params['placement']}")].append((r.params["size"], busbw(r)))
     p2p = sorted((r.params["size"], r.params["size"] / r.summary().median / 1e9) for r in records
                  if r.backend == "p2p" and r.status == OK and r.metric == "memcpy_peer"

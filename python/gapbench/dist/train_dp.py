@@ -29,7 +29,7 @@ def busbw_from_results(path: str, size: int) -> tuple[float, str] | None:
     """All-reduce bus bandwidth (bytes/s) at `size`, interpolated in log size over a bench.dist
     result (direct NCCL preferred, then torch; fp32 preferred)."""
     recs = [r for r in load_run(path).records if r.probe == "dist" and r.metric == "all_reduce" and r.status == OK
-            and r.params.get("size")]
+            and r.params.get("size") and not r.params.get("reference_only")]
     for rung in ("nccl", "torch", "mlx"):
         for dt in ("fp32", "bf16", "fp16"):
             pts = sorted((r.params["size"], r.params["size"] / r.summary().median * r.params["bus_factor"])

@@ -8,6 +8,7 @@ merged result file: the multi-node path."""
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import re
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from .config import SAFE_ENV, DistConfig, elements, shaping_env
 
-UNSUPPORTED = re.compile(r"not supported|unsupported|not implemented", re.I)
+UNSUPPORTED = re.compile(r"not supported|unsupported|not implemented|has no (CUDA|CPU|GPU) implementation", re.I)
 TIMEOUT_WORDS = ("timed out", "timeout", "aborted", "Connection closed", "connection reset", "NCCL error")
 
 
@@ -47,67 +48,138 @@ def enforce_env(rank: int, cfg: DistConfig, out_dir: Path) -> dict:
     return {"multicast_allowed_by_user": allowed, "env": shaping_env()}
 
 
-def run_rung(name: str, ctx, log: RankLog) -> None:
+def agree(ok: bool, ctx) -> bool:
+    """True only if `ok` on every rank (through the gloo control group; local where there is none),
+    so that every rank drops a failing engine from a case together and none waits on a collective
+    its peers skipped."""
+    if ctx.control is None or ctx.world == 1:
+        return ok
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([1 if ok else 0], dtype=torch.int32)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN, group=ctx.control)
+    return bool(t.item())
+
+
+def run_group(names: list[str], ctx, log: RankLog) -> None:
+    """The engines `names`, set up side by side in this rank, measured case by case in interleaved
+    rounds: per case every engine is checked, then `cfg.rounds` rounds in which each engine runs
+    `cfg.samples` samples, in an order drawn from a seeded rng (the same on every rank), then every
+    engine's last output is checked again. Ratios between engines pair their rounds."""
+    import numpy as np
+
     from .rungs import make
     from .rungs.base import Unavailable
 
     cfg = ctx.cfg
-    log.write(kind="start", rung=name, world=ctx.world, host=ctx.host, pid=os.getpid(), device=cfg.device)
-    rung = make(name)
-    try:
-        rung.setup(ctx)
-    except Unavailable as e:
-        log.write(kind="unavailable", rung=name, reason=str(e))
-        log.write(kind="done", rung=name)
-        return
-    log.write(kind="info", rung=name, info=rung.info())
-    broken = None
+    group = "+".join(names)
+    live: dict = {}
+    for name in names:
+        log.write(kind="start", rung=name, world=ctx.world, host=ctx.host, pid=os.getpid(), device=cfg.device)
+        rung = make(name)
+        try:
+            rung.setup(ctx)
+        except Unavailable as e:
+            log.write(kind="unavailable", rung=name, reason=str(e))
+            log.write(kind="done", rung=name)
+            continue
+        log.write(kind="info", rung=name, info=rung.info())
+        live[name] = rung
+    rng = np.random.default_rng(cfg.seed)
+    broken: dict[str, str] = {}
     for op in cfg.ops:
         for dtype in cfg.dtypes:
-            for placement in rung.placements(op, cfg.placements):
-                why = rung.not_applicable(op, placement, ctx.world)
-                if why:
-                    log.write(kind="na", rung=name, op=op, dtype=dtype, placement=placement, reason=why)
-                    continue
+            placements = []
+            for rung in live.values():
+                placements += [p for p in rung.placements(op, cfg.placements) if p not in placements]
+            for placement in placements:
+                members = []
+                for name, rung in live.items():
+                    if placement not in rung.placements(op, cfg.placements):
+                        continue
+                    why = rung.not_applicable(op, placement, ctx.world)
+                    if why:
+                        log.write(kind="na", rung=name, op=op, dtype=dtype, placement=placement, reason=why)
+                    else:
+                        members.append(name)
                 for size in cfg.sizes:
-                    key = dict(rung=name, op=op, dtype=dtype, placement=placement, size=size)
                     count = elements(op, size, dtype, ctx.world)
-                    if count == 0:
-                        continue
-                    if broken:
-                        log.write(kind="result", **key, count=count, status="error",
-                                  reason=f"not run: the communicator failed earlier ({broken})")
-                        continue
-                    log.write(kind="begin", **key)
-                    res = _measure(rung, cfg, op, dtype, placement, size, count)
-                    if res["status"] == "error" and UNSUPPORTED.search(res["reason"]):
-                        # the engine lacks this op here: one row, not one error per size
-                        log.write(kind="na", rung=name, op=op, dtype=dtype, placement=placement,
-                                  reason=f"the engine says: {res['reason']}")
-                        break
-                    log.write(kind="result", **key, count=count, **res)
-                    last = log.lines[-1]
-                    if last["status"] == "error" and any(w.lower() in last["reason"].lower() for w in TIMEOUT_WORDS):
-                        broken = last["reason"][:200]
-    rung.close()
-    log.write(kind="done", rung=name)
+                    if count:
+                        members = _case(live, members, broken, group, rng, ctx, log, op, dtype, placement, size, count)
+    for name, rung in live.items():
+        rung.close()
+        log.write(kind="done", rung=name)
 
 
-def _measure(rung, cfg, op, dtype, placement, size, count) -> dict:
-    inplace = placement == "in"
-    iters = cfg.iters_for(size)
-    try:
-        ok, detail = rung.check(op, dtype, count, inplace, cfg.root)
-        if not ok:
-            return dict(status="failed", reason=f"wrong result before timing: {detail}", verified=False,
-                        verify_detail=detail)
-        samples = rung.time(op, dtype, count, inplace, cfg.root, iters, cfg.samples, cfg.warmup)
-        ok2, detail2 = rung.verify_last(op, dtype, count, inplace, cfg.root)
-        return dict(status="ok" if ok2 else "failed", reason="" if ok2 else f"wrong result after timing: {detail2}",
-                    samples_s=samples, iters=iters, warmup=cfg.warmup, verified=ok2,
-                    verify_detail=f"before timing: {detail}; after: {detail2}")
-    except Exception as e:  # noqa: BLE001 - one failing case never loses the others
-        return dict(status="error", reason=f"{type(e).__name__}: {str(e).strip()[:400]}")
+def _case(live, members, broken, group, rng, ctx, log, op, dtype, placement, size, count) -> list[str]:
+    """One case over the engines in `members`; returns the members left for the next size (an
+    engine that says it lacks the op leaves)."""
+    cfg, inplace, iters = ctx.cfg, placement == "in", ctx.cfg.iters_for(size)
+    keep, active, first = [], [], {}
+    for name in members:
+        key = dict(rung=name, op=op, dtype=dtype, placement=placement, size=size, group=group)
+        if name in broken:
+            log.write(kind="result", **key, count=count, status="error",
+                      reason=f"not run: the communicator failed earlier ({broken[name]})")
+            keep.append(name)
+            continue
+        log.write(kind="begin", **key)
+        try:
+            ok, detail = live[name].check(op, dtype, count, inplace, cfg.root)
+            err = None
+        except Exception as e:  # noqa: BLE001 - one failing case never loses the others
+            ok, detail, err = False, "", f"{type(e).__name__}: {str(e).strip()[:400]}"
+        unsupported = bool(err and UNSUPPORTED.search(err))
+        if not agree(not unsupported, ctx):  # the engine lacks this op here (on some rank): one row, not one per size
+            log.write(kind="na", rung=name, op=op, dtype=dtype, placement=placement,
+                      reason=f"the engine says: {err}" if unsupported else "the engine lacks this op on a peer rank")
+            continue
+        keep.append(name)
+        if not agree(ok, ctx):
+            if err:
+                _fail(log, broken, key, count, "error", err)
+            else:
+                log.write(kind="result", **key, count=count, status="failed", verified=False, verify_detail=detail,
+                          reason=f"wrong result before timing: {detail}" if not ok else "wrong result on a peer rank")
+            continue
+        active.append(name)
+        first[name] = detail
+    samples: dict[str, list[float]] = {n: [] for n in active}
+    errors: dict[str, str] = {}
+    for rnd in range(cfg.rounds):
+        for j in rng.permutation(len(active)):
+            name = active[j]
+            if name in errors:
+                continue
+            try:
+                samples[name] += live[name].time(op, dtype, count, inplace, cfg.root, iters, cfg.samples,
+                                                 cfg.warmup if rnd == 0 else 1)
+                err = None
+            except Exception as e:  # noqa: BLE001
+                err = f"{type(e).__name__}: {str(e).strip()[:400]}"
+            if not agree(err is None, ctx):
+                errors[name] = err or "timing failed on a peer rank"
+    for name in active:
+        key = dict(rung=name, op=op, dtype=dtype, placement=placement, size=size, group=group)
+        if name in errors:
+            _fail(log, broken, key, count, "error", errors[name])
+            continue
+        try:
+            ok2, detail2 = live[name].verify_last(op, dtype, count, inplace, cfg.root)
+        except Exception as e:  # noqa: BLE001
+            ok2, detail2 = False, f"{type(e).__name__}: {e}"
+        log.write(kind="result", **key, count=count, status="ok" if ok2 else "failed",
+                  reason="" if ok2 else f"wrong result after timing: {detail2}", samples_s=samples[name],
+                  rounds=cfg.rounds, iters=iters, warmup=cfg.warmup, verified=ok2,
+                  verify_detail=f"before timing: {first[name]}; after: {detail2}")
+    return keep
+
+
+def _fail(log, broken, key, count, status, reason) -> None:
+    log.write(kind="result", **key, count=count, status=status, reason=reason)
+    if any(w.lower() in reason.lower() for w in TIMEOUT_WORDS):
+        broken[key["rung"]] = reason[:200]
 
 
 def init_control(ctx_timeout_s: float):
@@ -148,9 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", required=True)
     ap.add_argument("--rungs", required=True)
     ap.add_argument("--out-dir", required=True)
+    ap.add_argument("--p2p-only", help="the p2p probe for one pair and method only: SRC,DST,METHOD")
     ap.add_argument("--merge-to", help="rank 0 writes the merged result file here")
     ap.add_argument("--run-meta", help="JSON file: the run dict (command, config) for --merge-to")
     a = ap.parse_args(argv)
+    faulthandler.enable()  # a crash in native code leaves this rank's Python stack in its log
     cfg = DistConfig.from_dict(json.loads(Path(a.config).read_text()))
     rank, world, local = rank_from_env()
     out_dir = Path(a.out_dir)
@@ -161,17 +235,18 @@ def main(argv: list[str] | None = None) -> int:
     if "p2p" in rungs:
         from .p2p import run_p2p
 
-        run_p2p(cfg, log)
+        run_p2p(cfg, log, only=a.p2p_only)
         rungs.remove("p2p")
     control = None
     if any(r in ("nccl", "torch", "cupy") for r in rungs) or (a.merge_to and rungs != ["mlx"]):
         control = init_control(cfg.op_timeout_s)
     ctx = RankContext(rank=rank, world=world, local_rank=local, cfg=cfg, control=control)
-    for r in rungs:
-        try:
-            run_rung(r, ctx, log)
-        except Exception as e:  # noqa: BLE001 - the next rung still runs
-            log.write(kind="error", rung=r, reason=f"{type(e).__name__}: {e}", trace=traceback.format_exc()[-2000:])
+    try:
+        if rungs:
+            run_group(rungs, ctx, log)
+    except Exception as e:  # noqa: BLE001 - what was measured is already written
+        log.write(kind="error", rung=",".join(rungs), reason=f"{type(e).__name__}: {e}",
+                  trace=traceback.format_exc()[-2000:])
     if a.merge_to:
         per_rank = gather_to_rank0(log.lines, rank, world, control)
         if rank == 0:

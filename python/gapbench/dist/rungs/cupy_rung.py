@@ -86,11 +86,14 @@ class CupyRung(Rung):
     def check(self, op, dtype, count, inplace, root):
         cp, rank, world = self.cp, self.ctx.rank, self.ctx.world
         a, b = self._buffers(dtype, count)
-        a.view(cp.uint8).fill(0xFF)
-        b.view(cp.uint8).fill(0xFF)
-        n_in = count // world if op == "all_gather" else count
-        if op != "broadcast" or rank == root:
-            a[:n_in] = self._cast(pattern.input_values(op, rank, root, cp.arange(n_in, dtype=cp.int64)), dtype)
+        # Fill on the stream NCCL runs on: a non-blocking stream does not wait for CuPy's default
+        # stream, and large fills there raced the collective (seen on 2 H200s: whole buffers wrong).
+        with self.stream:
+            a.view(cp.uint8).fill(0xFF)
+            b.view(cp.uint8).fill(0xFF)
+            n_in = count // world if op == "all_gather" else count
+            if op != "broadcast" or rank == root:
+                a[:n_in] = self._cast(pattern.input_values(op, rank, root, cp.arange(n_in, dtype=cp.int64)), dtype)
         self._enqueue(op, dtype, count, root)
         self.stream.synchronize()
         return self._compare(op, dtype, count, root)
@@ -98,6 +101,7 @@ class CupyRung(Rung):
     def _compare(self, op, dtype, count, root):
         cp, world = self.cp, self.ctx.world
         b = self._buffers(dtype, count)[1]
+        self.stream.synchronize()  # the compare runs on CuPy's default stream, after the collective
         n_out = count // world if op == "reduce_scatter" else count
         exp = self._cast(pattern.expected_values(op, self.ctx.rank, world, root, count // world,
                                                  cp.arange(n_out, dtype=cp.int64)), dtype)

@@ -63,7 +63,7 @@ class MlxRung(Rung):
         return self.bufs[key]
 
     def _op(self, op, x):
-        mx, g, world, rank = self.mx, self.g, self.ctx.world, self.ctx.rank
+        mx, g = self.mx, self.g
         if op == "all_reduce":
             return [mx.distributed.all_sum(x, group=g)]
         if op == "all_gather":
