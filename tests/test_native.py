@@ -4,6 +4,7 @@ the last-run check."""
 import ast
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -34,6 +35,19 @@ def test_build_info_carries_provenance():
     assert len(info["source_hash"]) == 64 and int(info["source_hash"], 16) >= 0
     assert isinstance(info["dirty"], bool)
     assert info["source_commit"] == "unknown" or len(info["source_commit"]) == 40
+
+
+@pytest.mark.parametrize("first", ["gapbench", "torch"])
+@pytest.mark.parametrize("gpu", [False, pytest.param(True, marks=[pytest.mark.cuda, needs_gpu])])
+def test_importable_beside_torch_in_either_order(first, gpu):
+    """Seen on a 2 x H200 machine (torch 2.11): importing torch after gapbench._native segfaulted
+    while the two shared pybind11 internals. Each order in a fresh process, touching both."""
+    pytest.importorskip("torch")
+    mods = ["import gapbench._native as g", "import torch"]
+    use = "g.cpu.noop(); x = torch.ones(4" + (", device='cuda'" if gpu else "") + ").sum().item(); assert x == 4"
+    code = "; ".join((mods if first == "gapbench" else mods[::-1]) + [use, "print('ok')"])
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", (p.returncode, p.stderr[-2000:])
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc on this machine: the CUDA part is not built")

@@ -30,9 +30,8 @@ def run_p2p(cfg, log, only: str | None = None) -> None:
         nd = native.load().dist
         if not nd.built:
             raise Unavailable(nd.reason)
-        import torch
-
-        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        st = native.load().cuda.status(0)  # no torch in this process: nothing but the probe
+        n = int(st.get("device_count") or 0) if st.get("available") else 0
         if n < 2:
             raise Unavailable(f"the p2p probe needs two GPUs in one node; this one has {n}")
     except (Unavailable, RuntimeError, ImportError, AttributeError) as e:
