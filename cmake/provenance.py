@@ -21,20 +21,29 @@ import sys
 from pathlib import Path
 
 SOURCE_DIRS = ("csrc", "cuda", "metal", "python")
-EXCLUDED_DIRS = {"__pycache__", ".pytest_cache", "build", "dist"}
+#: top-level files that shape the build
+SOURCE_FILES = ("CMakeLists.txt", "pyproject.toml")
+EXCLUDED_DIRS = {"__pycache__", ".pytest_cache"}
+#: build output folders, excluded only directly under a source folder (python/build, not gapbench/dist:
+#: until 2026-11-23 a bare "dist" rule left python/gapbench/dist, bench.dist's code, out of the hash)
+EXCLUDED_TOP = {"build", "dist"}
 EXCLUDED_SUFFIXES = (".pyc", ".pyo", ".so", ".pyd", ".dylib", ".o", ".egg-info")
 GENERATED = {"python/gapbench/_provenance.py"}  # what this script writes into an installed package
 
 
 def _wanted(rel: str) -> bool:
     parts = rel.split("/")
+    if rel in SOURCE_FILES:
+        return True
+    if len(parts) > 2 and parts[1] in EXCLUDED_TOP:
+        return False
     return (parts[0] in SOURCE_DIRS and rel not in GENERATED and not EXCLUDED_DIRS.intersection(parts[:-1])
             and not any(p.endswith(".egg-info") for p in parts) and not rel.endswith(EXCLUDED_SUFFIXES))
 
 
 def source_files(root: Path) -> list[str]:
     """The hashed files under `root`, as sorted '/'-separated relative paths."""
-    out = []
+    out = [f for f in SOURCE_FILES if (root / f).is_file()]
     for top in SOURCE_DIRS:
         for dirpath, dirnames, filenames in os.walk(root / top):
             dirnames[:] = sorted(d for d in dirnames if d not in EXCLUDED_DIRS and not d.endswith(".egg-info"))
@@ -77,7 +86,7 @@ def git_commit(root: Path) -> str | None:
 def commit_hash(root: Path, commit: str) -> str | None:
     """source_hash of the files as they are in `commit` (symlinks left out, as on disk)."""
     try:
-        ls = _git(root, "ls-tree", "-r", "-z", commit, "--", *SOURCE_DIRS)
+        ls = _git(root, "ls-tree", "-r", "-z", commit, "--", *SOURCE_DIRS, *SOURCE_FILES)
         if ls.returncode != 0:
             return None
         entries = []

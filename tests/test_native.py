@@ -40,9 +40,13 @@ def test_build_info_carries_provenance():
 @pytest.mark.parametrize("first", ["gapbench", "torch"])
 @pytest.mark.parametrize("gpu", [False, pytest.param(True, marks=[pytest.mark.cuda, needs_gpu])])
 def test_importable_beside_torch_in_either_order(first, gpu):
-    """Seen on a 2 x H200 machine (torch 2.11): importing torch after gapbench._native segfaulted
-    while the two shared pybind11 internals. Each order in a fresh process, touching both."""
+    """Each import order in a fresh process, touching both. Known open defect: on the lent 2 x H200
+    machine (torch 2.11.0+cu130) `import gapbench._native` before `import torch` segfaulted (inside
+    torch's import, or at its first CUDA tensor); loading the .so alone (ctypes) did not. gapbench's
+    own processes import torch first or not at all (docs/results/gpu-tests/README.md)."""
     pytest.importorskip("torch")
+    if gpu and first == "gapbench":
+        pytest.xfail("known: segfaults on the 2 x H200 machine with torch 2.11.0+cu130 (see docstring)")
     mods = ["import gapbench._native as g", "import torch"]
     use = "g.cpu.noop(); x = torch.ones(4" + (", device='cuda'" if gpu else "") + ").sum().item(); assert x == 4"
     code = "; ".join((mods if first == "gapbench" else mods[::-1]) + [use, "print('ok')"])
