@@ -45,12 +45,12 @@ def test_importable_beside_torch_in_either_order(first, gpu):
     torch's import, or at its first CUDA tensor); loading the .so alone (ctypes) did not. gapbench's
     own processes import torch first or not at all (docs/results/gpu-tests/README.md)."""
     pytest.importorskip("torch")
-    if gpu and first == "gapbench":
-        pytest.xfail("known: segfaults on the 2 x H200 machine with torch 2.11.0+cu130 (see docstring)")
     mods = ["import gapbench._native as g", "import torch"]
     use = "g.cpu.noop(); x = torch.ones(4" + (", device='cuda'" if gpu else "") + ").sum().item(); assert x == 4"
     code = "; ".join((mods if first == "gapbench" else mods[::-1]) + [use, "print('ok')"])
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    p = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True, timeout=120)
+    if p.returncode == -11 and gpu and first == "gapbench":  # the known defect, still there: say so, not pass
+        pytest.xfail("known: segfaults with torch 2.11.0+cu130 on the 2 x H200 machine; stack: " + p.stderr[-400:])
     assert p.returncode == 0 and p.stdout.strip() == "ok", (p.returncode, p.stderr[-2000:])
 
 
