@@ -455,3 +455,31 @@ def test_launch_groups():
     assert launch_groups(["mlx"], "cuda") == [["mlx"]]
     assert launch_groups(["p2p", "torch", "mlx"], "cpu") == [["torch", "mlx"]]
     assert launch_groups(["p2p"], "cpu") == []
+
+
+# ---------------------------------------------------------------- bench.report's communication section
+def test_report_has_the_gap_table_and_the_scaling_table_beside_its_prediction(tmp_path):
+    from gapbench.dist.bench import BENCHMARK
+    from gapbench.result import RunWriter, load_run
+
+    w = RunWriter(tmp_path / "dist.json", env={}, run={"probe": "dist", "nproc": 2}, overhead=None)
+    w.extend(_gap_records())
+    w.finish()
+    step = dict(tokens_per_s_per_device=1000.0, tokens_per_s_total=2000.0, exposed_comm_s=0.004,
+                peak_bytes_per_rank=[2**30, 3 * 2**30], efficiency=0.96, predicted_efficiency=0.92, world=2)
+    t = RunWriter(tmp_path / "dp.json", env={}, run={"probe": "train-dp", "config": {"nproc": 2}}, overhead=None)
+    t.extend([Record(probe="train-dp", backend="torch-cuda", metric="step", variant="ddp/tiny/n2", status=OK,
+                     clock="host_wall", samples_s=[0.1, 0.1, 0.1], params=step),
+              Record(probe="train-dp", backend="mlx-cuda", metric="step", variant="mlx/tiny/n2", status=ERROR,
+                     reason="rank 1 was killed by signal 9")])
+    t.finish()
+    gap, scale = BENCHMARK.report_tables([load_run(tmp_path / "dist.json"), load_run(tmp_path / "dp.json")])
+    assert "collectives" in gap.title and "prediction" in scale.title
+    (row,) = gap.rows  # one op, one size
+    cols = dict(zip(gap.columns, row))
+    assert cols["torch / NCCL"] == "1.20x [1.10-1.30]"  # paired with its own launch's NCCL
+    assert cols["MLX / NCCL"] == "1.25x [1.10-1.50]"  # paired with the MLX launch's NCCL, not the main one
+    assert cols["CuPy / NCCL"] == "2.00x (unpaired)" and cols["machine"].endswith("x2")
+    ok_row, err_row = (dict(zip(scale.columns, r)) for r in scale.rows)
+    assert (ok_row["weak scaling"], ok_row["predicted"], ok_row["peak GiB/rank"]) == ("96%", "92%", "3.0")
+    assert err_row["step ms [p10-p90]"].startswith("error: rank 1 was killed")

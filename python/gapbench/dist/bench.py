@@ -229,6 +229,9 @@ class DistBenchmark(Benchmark):
     def markdown(self, records: list[Record]) -> str:
         return tables.markdown(records)
 
+    def report_tables(self, runs: list) -> list:
+        return tables.report_tables(runs)
+
     def figures(self, records: list[Record], stem: Path, run: dict | None = None) -> list[Path]:
         return tables.figures(records, stem)
 

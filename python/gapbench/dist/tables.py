@@ -256,3 +256,54 @@ def figures(records: list[Record], stem: Path) -> list[Path]:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return [path]
+
+
+# ---------------------------------------------------------------- bench.report's communication section
+def report_tables(runs: list) -> list:
+    """The report's communication section: per bench.dist file the collective-gap table (with the
+    harness/plain check and the p2p floor beside it), and per data-parallel training file the
+    scaling table beside its prediction."""
+    from .. import reportkit as rk
+
+    gap, scale = [], []
+    for run in runs:
+        mach, n = rk.machine_of(run), run.run.get("nproc") or (run.run.get("config") or {}).get("nproc") or ""
+        where = f"{mach} x{n}" if n else mach
+        if run.run.get("probe") == "dist":
+            floor = {r.params["size"]: r.params["size"] / r.summary().median / 1e9 for r in run.records
+                     if r.backend == "p2p" and r.status == OK and r.metric == "memcpy_peer"
+                     and (r.params.get("src"), r.params.get("dst")) == (0, 1)}
+            for row in gap_rows(run.records):
+                p2p = floor.get(row["size"])
+                gap.append([where, f"{row['op']} {row['dtype']}", human_bytes(row["size"]), _f(row.get("nccl_us")),
+                            _f(row.get("nccl_busbw")), _f(p2p) if p2p else "-", _ci(row.get("plain_ratio")) or "-",
+                            _ci(row.get("torch_gap")) or "-", _ci(row.get("cupy_gap")) or "-",
+                            _ci(row.get("mlx_gap")) or "-", rk.date(run)])
+        if run.run.get("probe") == "train-dp":
+            for r in run.records:
+                if r.probe != "train-dp":
+                    continue
+                p = r.params
+                if r.status != OK:
+                    scale.append([where, r.variant, f"{r.status}: {r.reason[:60]}", "-", "-", "-", "-", "-", rk.date(run)])
+                    continue
+                scale.append([where, r.variant, rk.spread(r, 1e3), f"{p['tokens_per_s_total']:.0f}",
+                              f"{p['efficiency']:.0%}" if "efficiency" in p else "-",
+                              f"{p['predicted_efficiency']:.0%}" if "predicted_efficiency" in p else "-",
+                              f"{p['exposed_comm_s'] * 1e3:.1f}", f"{max(p['peak_bytes_per_rank']) / 2**30:.1f}",
+                              rk.date(run)])
+    out = []
+    if gap:
+        out.append(rk.Table("Communication: collectives rung by rung (bench.dist)",
+                            ["machine", "op", "size", "NCCL us", "NCCL busbw GB/s", "p2p memcpy GB/s", "harness/plain",
+                             "torch / NCCL", "CuPy / NCCL", "MLX / NCCL", "date"], gap,
+                            note="Ratios: the median of per-round ratios of engines interleaved in one launch [95% "
+                                 "interval]; harness/plain: rounds of fresh processes. busbw as nccl-tests defines it."))
+    if scale:
+        out.append(rk.Table("Communication: data-parallel scaling beside its prediction (bench.train --nproc)",
+                            ["machine", "run", "step ms [p10-p90]", "tokens/s", "weak scaling", "predicted",
+                             "exposed comm ms", "peak GiB/rank", "date"], scale,
+                            note="Prediction: t1 / (t1 + gradient bytes x bus factor / all-reduce busbw at the bucket "
+                                 "size), i.e. no overlap of communication with compute."))
+    return out
+
