@@ -185,10 +185,11 @@ class DistBenchmark(Benchmark):
         from .p2p import cases
 
         recs: list[Record] = []
-        todo = cases(gpu_count(), sorted(set(cfg.sizes)))
+        ngpu = gpu_count()
+        todo = cases(ngpu, sorted(set(cfg.sizes)))
         if not todo:
             return [Record(probe="dist", backend="p2p", metric="rung", status="unavailable",
-                           reason=f"the p2p probe needs two GPUs in one node; this one has {gpu_count()}")]
+                           reason=f"the p2p probe needs two GPUs in one node; this one has {ngpu}")]
         console.print(f"[dim]p2p: {len(todo)} copy cases over every GPU pair...[/dim]")
         for i, (src, dst, method, _) in enumerate(todo):
             d = root / f"{i:03d}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -19,7 +20,7 @@ import numpy as np
 
 from ..plaincheck import interleave
 from ..result import ERROR, FAILED, OK, UNAVAILABLE, Record
-from .config import DistConfig, bus_factor, process_env
+from .config import DTYPE_BYTES, DistConfig, bus_factor, process_env
 
 SEED = 20261123
 
@@ -169,12 +170,10 @@ def _harness_rank(argv: list[str]) -> int:
         c1 = r.check(op, dtype, count, False, 0)
         s = r.time(op, dtype, count, False, 0, it, int(samples), int(warmup))
         c2 = r.verify_output(op, dtype, count, False, 0)
-        rows.append({"bytes": count * (2 if dt != "fp32" else 4), "count": count, "iters": it,
+        rows.append({"bytes": count * DTYPE_BYTES[dt], "count": count, "iters": it,
                      "wrong_before": c1["wrong"], "wrong_after": c2["wrong"], "samples_s": list(s)})
     print(json.dumps({"nccl_version": nd.nccl_version(), "rank": a.rank, "world": a.world, "rows": rows}))
     sys.stdout.flush()
-    import os
-
     os._exit(0)
 
 

@@ -38,16 +38,12 @@ def _index(records):
     return idx
 
 
-def _round_medians(r: Record):
-    return r.params.get("round_medians_s") or None
-
-
 def paired_gap(fw: Record, ref: Record) -> tuple[float, float, float, str]:
     """(ratio, lo, hi, how): fw / ref from rounds interleaved in one launch (median of per-round
     ratios, 95% interval); records without paired rounds give the ratio of medians, no interval."""
     from ..stats import ratio_median_ci
 
-    a, b = _round_medians(fw), _round_medians(ref)
+    a, b = fw.params.get("round_medians_s"), ref.params.get("round_medians_s")
     if a and b and len(a) == len(b) and fw.params.get("group") == ref.params.get("group"):
         est, lo, hi = ratio_median_ci(a, b)
         return est, lo, hi, "paired"
@@ -58,12 +54,10 @@ def paired_gap(fw: Record, ref: Record) -> tuple[float, float, float, str]:
 def _reference(idx, op, dt, pl, size, grp):
     """Direct NCCL for a framework row: from the framework's own launch (same placement, else out of
     place) so the rounds pair; else from another launch (the gap is then unpaired)."""
-    for key in (("nccl", op, dt, pl, size, grp), ("nccl", op, dt, pl, size),
-                ("nccl", op, dt, "out", size, grp), ("nccl", op, dt, "out", size)):
-        c = idx.get(key)
-        if c is not None and c.params.get("group") == grp:
-            return c
-    return idx.get(("nccl", op, dt, pl, size)) or idx.get(("nccl", op, dt, "out", size))
+    found = [c for c in (idx.get(("nccl", op, dt, pl, size, grp)), idx.get(("nccl", op, dt, pl, size)),
+                         idx.get(("nccl", op, dt, "out", size, grp)), idx.get(("nccl", op, dt, "out", size)))
+             if c is not None]
+    return next((c for c in found if c.params.get("group") == grp), found[0] if found else None)
 
 
 def gap_rows(records: list[Record]) -> list[dict]:
