@@ -98,6 +98,20 @@ def test_rounds_interleave_every_engine_once_per_round_in_seeded_orders(tmp_path
     assert sorted(d["rung"] for d in lines if d["kind"] == "done") == [A, B]
 
 
+def test_default_samples_per_round_follow_the_message_size(tmp_path, monkeypatch):
+    """samples=0 (the default): 5 samples per engine per round up to 64 MiB, 2 beyond, passed to
+    each engine's time() and kept whole in its record."""
+    timeline: list[dict] = []
+    monkeypatch.setattr(rungs_pkg, "make", lambda name: FakeRung(name, timeline))
+    cfg = DistConfig(ops=["all_reduce"], sizes=[64 << 20, 256 << 20], device="cpu")
+    assert cfg.samples == 0 and cfg.rounds == 9
+    log = RankLog(tmp_path / "rank0.jsonl", 0)
+    run_group([A], RankContext(rank=0, world=1, local_rank=0, cfg=cfg, control=None), log)
+    want = {(64 << 20) // 2: 5, (256 << 20) // 2: 2}  # bf16 elements -> samples per call
+    assert {t["count"]: t["samples"] for t in timeline} == want
+    assert sorted(len(d["samples_s"]) for d in _results(log.lines)) == [9 * 2, 9 * 5]
+
+
 def test_same_seed_same_order_different_seed_other_order(tmp_path, monkeypatch):
     def order(seed, sub):
         timeline: list[dict] = []

@@ -37,20 +37,29 @@ def test_build_info_carries_provenance():
     assert info["source_commit"] == "unknown" or len(info["source_commit"]) == 40
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("readelf") is None,
+                    reason="reads the ELF dynamic symbol table with readelf (Linux, binutils)")
+def test_module_exports_only_its_init_function():
+    """cmake/native.exports keeps every other symbol local. Without it, a toolchain that links
+    libstdc++ statically (the lent GPU machines' does) exported its GNU_UNIQUE locale ids, the
+    system libstdc++ bound to them, and `import torch` after gapbench._native crashed (SIGSEGV)."""
+    out = subprocess.run(["readelf", "-W", "--dyn-syms", _native.__file__], capture_output=True, text=True,
+                         check=True).stdout
+    defined = [f.split() for f in out.splitlines() if f.strip()[:1].isdigit()]
+    exported = sorted(f[7] for f in defined if len(f) >= 8 and f[6] != "UND" and f[4] != "LOCAL")
+    assert exported == ["PyInit__native"], exported[:20]
+
+
 @pytest.mark.parametrize("first", ["gapbench", "torch"])
 @pytest.mark.parametrize("gpu", [False, pytest.param(True, marks=[pytest.mark.cuda, needs_gpu])])
 def test_importable_beside_torch_in_either_order(first, gpu):
-    """Each import order in a fresh process, touching both. Known open defect: on the lent 2 x H200
-    machine (torch 2.11.0+cu130) `import gapbench._native` before `import torch` segfaulted (inside
-    torch's import, or at its first CUDA tensor); loading the .so alone (ctypes) did not. gapbench's
-    own processes import torch first or not at all (docs/results/gpu-tests/README.md)."""
+    """Each import order in a fresh process, touching both (the crash described in
+    test_module_exports_only_its_init_function happened at `import torch`)."""
     pytest.importorskip("torch")
     mods = ["import gapbench._native as g", "import torch"]
     use = "g.cpu.noop(); x = torch.ones(4" + (", device='cuda'" if gpu else "") + ").sum().item(); assert x == 4"
     code = "; ".join((mods if first == "gapbench" else mods[::-1]) + [use, "print('ok')"])
     p = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True, timeout=120)
-    if p.returncode == -11 and gpu and first == "gapbench":  # the known defect, still there: say so, not pass
-        pytest.xfail("known: segfaults with torch 2.11.0+cu130 on the 2 x H200 machine; stack: " + p.stderr[-400:])
     assert p.returncode == 0 and p.stdout.strip() == "ok", (p.returncode, p.stderr[-2000:])
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..benchmark import Benchmark, UsageError
 from ..result import ERROR, Record, load_run
 from . import tables
-from .config import (DTYPES, OPS, PLACEMENTS, RUNGS, ConfigError, DistConfig, csv_list, human_bytes,
+from .config import (DTYPES, OPS, PLACEMENTS, ROUNDS, RUNGS, ConfigError, DistConfig, csv_list, human_bytes,
                      parse_bytes, process_env, shaping_env, sweep)
 
 
@@ -46,9 +46,11 @@ class DistBenchmark(Benchmark):
         g.add_argument("--placements", default="auto",
                        help="auto (each API's own form; NCCL also in place where torch is) or out,in")
         g.add_argument("--rungs", help=f"comma list of {','.join(RUNGS)} (default all that apply)")
-        g.add_argument("--samples", type=int, default=2, help="samples per engine per round (default 2)")
-        g.add_argument("--rounds", type=int, default=6,
-                       help="interleaved rounds per case; paired ratios need >= 6 for a 95%% interval (default 6)")
+        g.add_argument("--samples", type=int, default=0,
+                       help="samples per engine per round (default 0: 5 up to 64 MiB, 2 beyond)")
+        g.add_argument("--rounds", type=int, default=ROUNDS,
+                       help=f"interleaved rounds per case; paired ratios need >= 6 for a 95%% interval, >= 9 for "
+                            f"one that no single round sets (default {ROUNDS})")
         g.add_argument("--warmup", type=int, default=5)
         g.add_argument("--iters", type=int, default=0, help="ops per sample (default 50/20/5 by size)")
         g = ap.add_argument_group("ranks")
@@ -71,8 +73,8 @@ class DistBenchmark(Benchmark):
 
     # ------------------------------------------------------------------ run
     def config(self, args) -> tuple[DistConfig, list[str], int]:
-        if args.samples < 1 or args.rounds < 1 or args.warmup < 0 or args.iters < 0:
-            raise ConfigError("--samples and --rounds must be >= 1, --warmup and --iters >= 0")
+        if args.samples < 0 or args.rounds < 1 or args.warmup < 0 or args.iters < 0:
+            raise ConfigError("--rounds must be >= 1; --samples (0: by size), --warmup and --iters >= 0")
         ngpu = gpu_count()
         device = args.device if args.device != "auto" else ("cuda" if ngpu else "cpu")
         if device == "cuda" and not ngpu:

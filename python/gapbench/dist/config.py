@@ -92,6 +92,17 @@ def iterations(size: int) -> int:
     return 50 if size <= (1 << 20) else 20 if size <= (64 << 20) else 5
 
 
+def samples_per_round(size: int) -> int:
+    """Samples per engine per round: 5 up to 64 MiB, where a sample is under 10 ms and one host
+    preemption would otherwise move a round's median (the median of 2 is their mean); 2 beyond."""
+    return 5 if size <= (64 << 20) else 2
+
+
+#: Interleaved rounds per case. A median's distribution-free 95% interval is [min, max] of the
+#: rounds' ratios up to 8 rounds; from 9 it is [2nd, 8th], so one disturbed round cannot set a bound.
+ROUNDS = 9
+
+
 def csv_list(text: str | None, allowed: tuple, what: str, default: tuple) -> list[str]:
     if not text:
         return list(default)
@@ -110,8 +121,8 @@ class DistConfig:
     dtypes: list[str] = field(default_factory=lambda: ["bf16"])
     placements: list[str] = field(default_factory=lambda: ["out"])
     sizes: list[int] = field(default_factory=lambda: sweep(1 << 10, 1 << 30, 4))
-    samples: int = 2  # per engine per round
-    rounds: int = 6  # interleaved rounds per case (6: the fewest that bound a median's 95% interval)
+    samples: int = 0  # per engine per round; 0: samples_per_round(size)
+    rounds: int = ROUNDS  # interleaved rounds per case
     seed: int = 20261123  # the rounds' order (the same on every rank)
     warmup: int = 5
     iters: int = 0  # 0: iterations(size)
@@ -132,6 +143,9 @@ class DistConfig:
 
     def iters_for(self, size: int) -> int:
         return self.iters or iterations(size)
+
+    def samples_for(self, size: int) -> int:
+        return self.samples or samples_per_round(size)
 
 
 def process_env(base: dict | None = None, *, allow_multicast: bool = False) -> dict:

@@ -59,7 +59,7 @@ def _one(nd, src, dst, size, method, cfg) -> dict:
         if wrong:
             return {**d, "status": "failed", "reason": f"{wrong} of {size} bytes wrong before timing"}
         iters = cfg.iters_for(size)
-        samples = pc.time(M, iters, cfg.samples * cfg.rounds, cfg.warmup)
+        samples = pc.time(M, iters, cfg.samples_for(size) * cfg.rounds, cfg.warmup)
         wrong = pc.verify()
         if wrong:
             return {**d, "status": "failed", "reason": f"{wrong} of {size} bytes wrong after timing"}

@@ -23,6 +23,9 @@ from ..result import ERROR, FAILED, OK, UNAVAILABLE, Record
 from .config import DTYPE_BYTES, DistConfig, bus_factor, process_env
 
 SEED = 20261123
+#: Samples per size in each process: a round's median then stands through a few host preemptions
+#: (a small message's sample is under a millisecond). Cheap: a process is mostly its NCCL start.
+PLAIN_SAMPLES = 15
 
 
 def plain_bin() -> Path:
@@ -31,7 +34,7 @@ def plain_bin() -> Path:
 
 def _sweep_args(cfg: DistConfig, dtype: str) -> list[str]:
     f = cfg.sizes[1] / cfg.sizes[0] if len(cfg.sizes) > 1 else 2.0
-    return [str(cfg.sizes[0]), str(cfg.sizes[-1]), repr(f), str(cfg.iters), str(cfg.samples), str(cfg.warmup), dtype]
+    return [str(cfg.sizes[0]), str(cfg.sizes[-1]), repr(f), str(cfg.iters), str(PLAIN_SAMPLES), str(cfg.warmup), dtype]
 
 
 def _launch(cmds: list[list[str]], timeout_s: float) -> list[dict] | str:
@@ -114,7 +117,7 @@ def plain_records(cfg: DistConfig, nproc: int, rounds: int = 6, timeout_s: float
                           op=f"all_reduce {dt} out of place, one process per GPU, {nproc} GPUs",
                           params={"size": size, "count": row["count"], "world": nproc, "dtype": dt, "placement": "out",
                                   "bus_factor": bus_factor("all_reduce", nproc), "nccl_version_code": version,
-                                  "rounds": rounds, "round_order": order, "seed": SEED,
+                                  "rounds": rounds, "samples_per_round": PLAIN_SAMPLES, "round_order": order, "seed": SEED,
                                   "processes": "fresh harness and plain rank sets every round",
                                   "round_medians_s": [[float(np.median(hr[size]["samples"])),
                                                        float(np.median(pr[size]["samples"]))] for hr, pr in zip(h, p)],

@@ -65,7 +65,7 @@ def agree(ok: bool, ctx) -> bool:
 def run_group(names: list[str], ctx, log: RankLog) -> None:
     """The engines `names`, set up side by side in this rank, measured case by case in interleaved
     rounds: per case every engine is checked, then `cfg.rounds` rounds in which each engine runs
-    `cfg.samples` samples, in an order drawn from a seeded rng (the same on every rank), then every
+    `cfg.samples_for(size)` samples, in an order drawn from a seeded rng (the same on every rank), then every
     engine's last output is checked again. Ratios between engines pair their rounds."""
     import numpy as np
 
@@ -115,7 +115,7 @@ def run_group(names: list[str], ctx, log: RankLog) -> None:
 def _case(live, members, broken, group, rng, ctx, log, op, dtype, placement, size, count) -> list[str]:
     """One case over the engines in `members`; returns the members left for the next size (an
     engine that says it lacks the op leaves)."""
-    cfg, inplace, iters = ctx.cfg, placement == "in", ctx.cfg.iters_for(size)
+    cfg, inplace, iters, nsamp = ctx.cfg, placement == "in", ctx.cfg.iters_for(size), ctx.cfg.samples_for(size)
     keep, active, first = [], [], {}
     for name in members:
         key = dict(rung=name, op=op, dtype=dtype, placement=placement, size=size, group=group)
@@ -153,7 +153,7 @@ def _case(live, members, broken, group, rng, ctx, log, op, dtype, placement, siz
             if name in errors:
                 continue
             try:
-                samples[name] += live[name].time(op, dtype, count, inplace, cfg.root, iters, cfg.samples,
+                samples[name] += live[name].time(op, dtype, count, inplace, cfg.root, iters, nsamp,
                                                  cfg.warmup if rnd == 0 else 1)
                 err = None
             except Exception as e:  # noqa: BLE001
