@@ -99,7 +99,7 @@ def test_rounds_interleave_every_engine_once_per_round_in_seeded_orders(tmp_path
 
 
 def test_default_samples_per_round_follow_the_message_size(tmp_path, monkeypatch):
-    """samples=0 (the default): 5 samples per engine per round up to 64 MiB, 2 beyond, passed to
+    """samples=0 (the default): 3 samples per engine per round up to 64 MiB, 2 beyond, passed to
     each engine's time() and kept whole in its record."""
     timeline: list[dict] = []
     monkeypatch.setattr(rungs_pkg, "make", lambda name: FakeRung(name, timeline))
@@ -107,9 +107,9 @@ def test_default_samples_per_round_follow_the_message_size(tmp_path, monkeypatch
     assert cfg.samples == 0 and cfg.rounds == 9
     log = RankLog(tmp_path / "rank0.jsonl", 0)
     run_group([A], RankContext(rank=0, world=1, local_rank=0, cfg=cfg, control=None), log)
-    want = {(64 << 20) // 2: 5, (256 << 20) // 2: 2}  # bf16 elements -> samples per call
+    want = {(64 << 20) // 2: 3, (256 << 20) // 2: 2}  # bf16 elements -> samples per call
     assert {t["count"]: t["samples"] for t in timeline} == want
-    assert sorted(len(d["samples_s"]) for d in _results(log.lines)) == [9 * 2, 9 * 5]
+    assert sorted(len(d["samples_s"]) for d in _results(log.lines)) == [9 * 2, 9 * 3]
 
 
 def test_same_seed_same_order_different_seed_other_order(tmp_path, monkeypatch):
@@ -343,8 +343,9 @@ def plain_env(tmp_path, monkeypatch):
     calls = {"plain": 0, "harness": 0}
 
     def install(fake):
-        def launch(cmds, timeout_s):
+        def launch(cmds, timeout_s, cpus=None):
             assert len(cmds) == 2 and all("libnccl.so.2" in c for c in cmds)
+            assert cpus == calls.get("cpus")  # both arms bound as the collective ranks are
             if cmds[0][0] == str(binary):
                 kind = "plain"
             else:
@@ -372,8 +373,9 @@ def test_plain_records_pair_harness_and_plain_rounds(plain_env):
     install, calls = plain_env
     plain = install(_fake_ok)
     cfg = DistConfig(ops=["all_reduce"], sizes=[1024, 4096], dtypes=["bf16"], device="cuda")
-    recs = plain.plain_records(cfg, 2, rounds=6)
-    assert calls == {"plain": 6, "harness": 6}
+    calls["cpus"] = [[0, 1], [2, 3]]
+    recs = plain.plain_records(cfg, 2, rounds=6, cpus=[[0, 1], [2, 3]])
+    assert calls == {"plain": 6, "harness": 6, "cpus": [[0, 1], [2, 3]]}
     assert [r.params["size"] for r in recs] == [1024, 4096]
     for rec, k in zip(recs, (1, 4)):
         assert rec.status == OK and rec.backend == "nccl-plain" and rec.verified is True
@@ -382,7 +384,7 @@ def test_plain_records_pair_harness_and_plain_rounds(plain_env):
         assert [x for pair in rm for x in pair] == pytest.approx(
             [x for h in (220, 240, 220, 200, 220, 260) for x in (h * 1e-6 * k, 200e-6 * k)])  # (harness, plain)
         assert rec.samples_s == pytest.approx([200e-6 * k] * 12)
-        assert len(rec.params["round_order"]) == 6
+        assert len(rec.params["round_order"]) == 6 and rec.params["cpu_binding"] == [[0, 1], [2, 3]]
         assert all(sorted(o) == ["harness", "plain"] for o in rec.params["round_order"])
         est, lo, hi = plain_ratio(rec)
         assert (est, lo, hi) == pytest.approx((1.1, 1.0, 1.3))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -47,7 +48,7 @@ class DistBenchmark(Benchmark):
                        help="auto (each API's own form; NCCL also in place where torch is) or out,in")
         g.add_argument("--rungs", help=f"comma list of {','.join(RUNGS)} (default all that apply)")
         g.add_argument("--samples", type=int, default=0,
-                       help="samples per engine per round (default 0: 5 up to 64 MiB, 2 beyond)")
+                       help="samples per engine per round (default 0: 3 up to 64 MiB, 2 beyond)")
         g.add_argument("--rounds", type=int, default=ROUNDS,
                        help=f"interleaved rounds per case; paired ratios need >= 6 for a 95%% interval, >= 9 for "
                             f"one that no single round sets (default {ROUNDS})")
@@ -68,6 +69,9 @@ class DistBenchmark(Benchmark):
                        help="do not force NVLink multicast off (recorded; never on the lent machines)")
         g.add_argument("--no-nccl-debug", action="store_true", help="do not log/parse NCCL's choices")
         g.add_argument("--no-plain", action="store_true", help="skip the plain C++ NCCL loop check")
+        g.add_argument("--bind", choices=("cores", "none"), default="cores",
+                       help="GPUs: bind each rank to physical cores of its own near its GPU, as mpirun --bind-to "
+                            "core does for nccl-tests (default); none: leave placement to the OS")
         g.add_argument("--rank-dir", help="keep the ranks' logs here (default: a temporary folder)")
         ap.add_argument("--out", help="result JSON (default results/dist-<time>.json)")
 
@@ -144,6 +148,16 @@ class DistBenchmark(Benchmark):
                                         for k, n in smi_nvlink_pairs(topo["nvidia_smi_topo"]).items()}
             sheet = datasheet_GBps(topo["nvml"])
             writer.run["topology"] = {**topo, "datasheet_GBps_per_dir": sheet}
+        cpus = None
+        if cfg.device == "cuda" and args.bind == "cores":
+            from .affinity import gpu_local_cpus, rank_cpus
+
+            local = gpu_local_cpus(writer.run["topology"]["nvidia_smi_topo"])  # nvidia-smi's (physical) indices
+            vis = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
+            if all(v.strip().isdigit() for v in vis):
+                local = {r: local.get(int(v), set()) for r, v in enumerate(vis)}
+            cpus, how = rank_cpus(nproc, local)
+            writer.run["cpu_binding"] = {"ranks": cpus, "how": how}
         if cfg.device == "cuda" and cfg.nccl_debug and "nccl" in rungs:
             writer.run["nccl_choices"] = self._algo_probe(args, cfg, nproc, rank_root / "algo-probe", console)
         if "p2p" in rungs and cfg.device == "cuda":
@@ -159,7 +173,7 @@ class DistBenchmark(Benchmark):
             outs = launch_local(nproc, "gapbench.dist.worker",
                                 ["--config", str(cfg_path), "--rungs", ",".join(group), "--out-dir", str(d)], d,
                                 timeout_s=args.timeout, hang_s=args.hang_timeout, per_rank_env=per_rank_env,
-                                allow_multicast=args.allow_multicast, log_glob="rank{rank}.jsonl")
+                                allow_multicast=args.allow_multicast, log_glob="rank{rank}.jsonl", cpus=cpus)
             failures = {o.rank: f"{o.describe()}; output: ...{o.stderr_tail[-300:]}" for o in outs if not o.ok}
             info = read_logs(sorted(d.glob("nccl-rank0.*.log"))) if cfg.device == "cuda" else {}
             if info:
@@ -177,7 +191,7 @@ class DistBenchmark(Benchmark):
 
             console.print(f"[dim]nccl-plain: the harness against a plain C++ loop, {cfg.rounds} rounds of fresh "
                           "processes...[/dim]")
-            writer.extend(_with_sheet(plain_records(cfg, nproc, rounds=cfg.rounds), sheet))
+            writer.extend(_with_sheet(plain_records(cfg, nproc, rounds=cfg.rounds, cpus=cpus), sheet))
 
     def _p2p(self, args, cfg, root: Path, console) -> list[Record]:
         """The copy probe, one process per (pair, method): a crash loses that case only, and its

@@ -93,9 +93,9 @@ def iterations(size: int) -> int:
 
 
 def samples_per_round(size: int) -> int:
-    """Samples per engine per round: 5 up to 64 MiB, where a sample is under 10 ms and one host
+    """Samples per engine per round: 3 up to 64 MiB, where a sample is under 10 ms and one host
     preemption would otherwise move a round's median (the median of 2 is their mean); 2 beyond."""
-    return 5 if size <= (64 << 20) else 2
+    return 3 if size <= (64 << 20) else 2
 
 
 #: Interleaved rounds per case. A median's distribution-free 95% interval is [min, max] of the

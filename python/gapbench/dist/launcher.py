@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .affinity import preexec
 from .config import process_env
 
 GRACE_S = 3.0  # after one rank fails, how long its peers get to finish or fail on their own
@@ -112,10 +113,10 @@ def stop_group(p: subprocess.Popen, grace_s: float = 2.0) -> None:
 
 def launch_local(nproc: int, module: str, args: list[str], rank_dir: Path, *, timeout_s: float,
                  hang_s: float, per_rank_env=None, allow_multicast: bool = False,
-                 log_glob: str = "rank{rank}*.jsonl") -> list[RankOutcome]:
+                 log_glob: str = "rank{rank}*.jsonl", cpus: list[list[int]] | None = None) -> list[RankOutcome]:
     """Run `python -m module args` as ranks 0..nproc-1 on 127.0.0.1 and watch them (see module doc).
     Each rank's stdout+stderr goes to rank_dir/rank<r>.err; its progress is the size of the files
-    matching log_glob."""
+    matching log_glob. `cpus[r]`: the CPUs rank r is bound to (affinity.rank_cpus); None: unbound."""
     rank_dir.mkdir(parents=True, exist_ok=True)
     port = free_ports(1)[0]
     procs: list[subprocess.Popen] = []
@@ -132,7 +133,8 @@ def launch_local(nproc: int, module: str, args: list[str], rank_dir: Path, *, ti
             with open(err, "wb") as ef:
                 procs.append(subprocess.Popen([sys.executable, "-m", module, *args], env=env, stdout=ef,
                                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                              start_new_session=True, preexec_fn=_die_with_parent))
+                                              start_new_session=True,
+                                              preexec_fn=preexec(cpus[r] if cpus else None, _die_with_parent)))
         how = _watch(procs, rank_dir, log_glob, timeout_s=timeout_s, hang_s=hang_s)
     except BaseException:
         for p in procs:

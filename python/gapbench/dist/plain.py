@@ -25,7 +25,7 @@ from .config import DTYPE_BYTES, DistConfig, bus_factor, process_env
 SEED = 20261123
 #: Samples per size in each process: a round's median then stands through a few host preemptions
 #: (a small message's sample is under a millisecond). Cheap: a process is mostly its NCCL start.
-PLAIN_SAMPLES = 15
+PLAIN_SAMPLES = 10
 
 
 def plain_bin() -> Path:
@@ -37,12 +37,15 @@ def _sweep_args(cfg: DistConfig, dtype: str) -> list[str]:
     return [str(cfg.sizes[0]), str(cfg.sizes[-1]), repr(f), str(cfg.iters), str(PLAIN_SAMPLES), str(cfg.warmup), dtype]
 
 
-def _launch(cmds: list[list[str]], timeout_s: float) -> list[dict] | str:
-    """Run one process per rank; every rank's JSON, or why not (a failing rank stops the others)."""
+def _launch(cmds: list[list[str]], timeout_s: float, cpus: list[list[int]] | None = None) -> list[dict] | str:
+    """Run one process per rank (rank r bound to cpus[r] where given, as the collective ranks are);
+    every rank's JSON, or why not (a failing rank stops the others)."""
+    from .affinity import preexec
     from .launcher import _die_with_parent, stop_group
 
     procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=process_env(),
-                              start_new_session=True, preexec_fn=_die_with_parent) for c in cmds]
+                              start_new_session=True, preexec_fn=preexec(cpus[r] if cpus else None, _die_with_parent))
+             for r, c in enumerate(cmds)]
     outs, why = [], None
     for r, p in enumerate(procs):
         try:
@@ -86,7 +89,8 @@ def _rank_mean(docs: list[dict]) -> dict[int, dict]:
     return out
 
 
-def plain_records(cfg: DistConfig, nproc: int, rounds: int = 6, timeout_s: float = 120.0) -> list[Record]:
+def plain_records(cfg: DistConfig, nproc: int, rounds: int = 6, timeout_s: float = 120.0,
+                  cpus: list[list[int]] | None = None) -> list[Record]:
     """One record per size: the plain loop's samples, and per round the (harness, plain) medians."""
     from .rungs.nccl import nccl_candidates
 
@@ -100,7 +104,7 @@ def plain_records(cfg: DistConfig, nproc: int, rounds: int = 6, timeout_s: float
     for dt in cfg.dtypes:
         with tempfile.TemporaryDirectory(prefix="gapbench-plain-") as tmp:
             d = Path(tmp)
-            arms = {k: (lambda k=k: _launch(_round_cmds(k, cfg, nproc, dt, libs[0], d), timeout_s))
+            arms = {k: (lambda k=k: _launch(_round_cmds(k, cfg, nproc, dt, libs[0], d), timeout_s, cpus))
                     for k in ("harness", "plain")}
             got, order = interleave(arms, rounds, SEED)
         errs = [g for k in got for g in got[k] if isinstance(g, str)]
@@ -118,7 +122,7 @@ def plain_records(cfg: DistConfig, nproc: int, rounds: int = 6, timeout_s: float
                           params={"size": size, "count": row["count"], "world": nproc, "dtype": dt, "placement": "out",
                                   "bus_factor": bus_factor("all_reduce", nproc), "nccl_version_code": version,
                                   "rounds": rounds, "samples_per_round": PLAIN_SAMPLES, "round_order": order, "seed": SEED,
-                                  "processes": "fresh harness and plain rank sets every round",
+                                  "processes": "fresh harness and plain rank sets every round", "cpu_binding": cpus,
                                   "round_medians_s": [[float(np.median(hr[size]["samples"])),
                                                        float(np.median(pr[size]["samples"]))] for hr, pr in zip(h, p)],
                                   "harness_interleaved_s": [s for hr in h for s in hr[size]["samples"]]})
