@@ -11,8 +11,6 @@ import os
 import re
 from pathlib import Path
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
 
 def parse_cpu_list(text: str) -> set[int]:
     """'0-31' / '0-47,96-143' / '0,2,4' -> the CPU numbers; empty for 'N/A' and the like."""
@@ -25,22 +23,16 @@ def parse_cpu_list(text: str) -> set[int]:
     return out
 
 
-def gpu_local_cpus(topo_text: str | None) -> dict[int, set[int]]:
-    """{GPU index: CPUs local to it} from the CPU Affinity column of `nvidia-smi topo -m`."""
-    if not topo_text:
-        return {}
-    rows = [[c.strip() for c in _ANSI.sub("", ln).split("\t")] for ln in topo_text.splitlines()]
-    head = next((r for r in rows if "CPU Affinity" in r), None)
-    if head is None:
-        return {}
-    col = head.index("CPU Affinity")
-    out = {}
-    for r in rows:
-        if r and re.fullmatch(r"GPU\d+", r[0]) and len(r) > col:
-            cpus = parse_cpu_list(r[col])
-            if cpus:
-                out[int(r[0][3:])] = cpus
-    return out
+def rank_local_cpus(topo_text: str | None, visible: str | None = None) -> dict[int, set[int]]:
+    """{rank: CPUs local to its GPU}: rank r uses the r-th visible GPU, which CUDA_VISIBLE_DEVICES
+    (`visible`, when it lists indices) maps to nvidia-smi's numbering."""
+    from .ncclinfo import gpu_local_cpus
+
+    local = gpu_local_cpus(topo_text)
+    ids = (visible or "").split(",")
+    if visible and all(v.strip().isdigit() for v in ids):
+        return {r: local.get(int(v), set()) for r, v in enumerate(ids)}
+    return local
 
 
 def _core_of(cpu: int) -> tuple:

@@ -150,12 +150,9 @@ class DistBenchmark(Benchmark):
             writer.run["topology"] = {**topo, "datasheet_GBps_per_dir": sheet}
         cpus = None
         if cfg.device == "cuda" and args.bind == "cores":
-            from .affinity import gpu_local_cpus, rank_cpus
+            from .affinity import rank_cpus, rank_local_cpus
 
-            local = gpu_local_cpus(writer.run["topology"]["nvidia_smi_topo"])  # nvidia-smi's (physical) indices
-            vis = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
-            if all(v.strip().isdigit() for v in vis):
-                local = {r: local.get(int(v), set()) for r, v in enumerate(vis)}
+            local = rank_local_cpus(writer.run["topology"]["nvidia_smi_topo"], os.environ.get("CUDA_VISIBLE_DEVICES"))
             cpus, how = rank_cpus(nproc, local)
             writer.run["cpu_binding"] = {"ranks": cpus, "how": how}
         if cfg.device == "cuda" and cfg.nccl_debug and "nccl" in rungs:

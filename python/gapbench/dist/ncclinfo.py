@@ -8,6 +8,8 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
+from .affinity import parse_cpu_list
+
 ALGOS = {0: "TREE", 1: "RING", 2: "COLLNET_DIRECT", 3: "COLLNET_CHAIN", 4: "NVLS", 5: "NVLS_TREE", 6: "PAT"}
 PROTOS = {0: "LL", 1: "LL128", 2: "SIMPLE"}
 NCCL_OPS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
@@ -63,25 +65,43 @@ def algo_for(info: dict, op: str, size: int, world: int) -> str | None:
     return None
 
 
+def topo_rows(text: str | None) -> list[list[str]]:
+    """`nvidia-smi topo -m`'s table as rows of stripped cells (ANSI underlining removed)."""
+    return [[c.strip() for c in _ANSI.sub("", ln).split("\t")] for ln in (text or "").splitlines()]
+
+
 def smi_nvlink_pairs(text: str | None) -> dict[str, int]:
     """NVLinks per ordered GPU pair from `nvidia-smi topo -m` ("NV18" = a bonded set of 18 links).
     NVML cannot say this where the links go through NVSwitches (their far end is a switch)."""
-    if not text:
-        return {}
-    rows = [_ANSI.sub("", ln).split("\t") for ln in text.splitlines()]
-    head = next((r for r in rows if r and r[0] == "" and any(c.strip().startswith("GPU") for c in r)), None)
+    rows = topo_rows(text)
+    head = next((r for r in rows if r and r[0] == "" and any(c.startswith("GPU") for c in r)), None)
     if head is None:
         return {}
-    cols = [c.strip() for c in head]
     out = {}
     for r in rows:
-        if not r or not re.fullmatch(r"GPU\d+", r[0].strip()):
+        if not r or not re.fullmatch(r"GPU\d+", r[0]):
             continue
-        i = int(r[0].strip()[3:])
-        for c, cell in zip(cols[1:], r[1:]):
-            m = re.fullmatch(r"NV(\d+)", cell.strip())
+        i = int(r[0][3:])
+        for c, cell in zip(head[1:], r[1:]):
+            m = re.fullmatch(r"NV(\d+)", cell)
             if m and re.fullmatch(r"GPU\d+", c):
                 out[f"{i}-{int(c[3:])}"] = int(m.group(1))
+    return out
+
+
+def gpu_local_cpus(text: str | None) -> dict[int, set[int]]:
+    """{GPU index (nvidia-smi's): CPUs local to it} from the CPU Affinity column of `nvidia-smi topo -m`."""
+    rows = topo_rows(text)
+    head = next((r for r in rows if "CPU Affinity" in r), None)
+    if head is None:
+        return {}
+    col = head.index("CPU Affinity")
+    out = {}
+    for r in rows:
+        if r and re.fullmatch(r"GPU\d+", r[0]) and len(r) > col:
+            cpus = parse_cpu_list(r[col])
+            if cpus:
+                out[int(r[0][3:])] = cpus
     return out
 
 
