@@ -282,8 +282,10 @@ def test_warm_samples_pooled_over_processes(monkeypatch):
 
 def test_killed_run_keeps_completed_rows(tmp_path):
     out = tmp_path / "killed.json"
+    # 30 cold samples: torch-cpu's and mlx-cpu's fresh processes keep the run going for tens of seconds
+    # after native-cpu's rows land (with 6, a fresh CI venv once finished in the second before the kill)
     proc = subprocess.Popen([sys.executable, "-m", "bench.launch", "--backends", "native-cpu,torch-cpu,mlx-cpu",
-                             "--cold-samples", "6", "--samples", "20", "--inner", "5", "--no-progress",
+                             "--cold-samples", "30", "--samples", "20", "--inner", "5", "--no-progress",
                              "--out", str(out)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 120
