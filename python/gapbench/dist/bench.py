@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from ..benchmark import Benchmark, UsageError
@@ -131,12 +132,16 @@ class DistBenchmark(Benchmark):
                 console.print("figures: " + ", ".join(map(str, paths)))
         except ImportError:
             console.print("figures skipped: matplotlib is not installed")
+        stages = writer.run.get("stages_s") or {}
+        if stages:
+            console.print("time: " + ", ".join(f"{k} {v['wall'] if isinstance(v, dict) else v:.1f} s"
+                                               for k, v in stages.items()))
         console.print(f"results: {writer.path}")
         return 0
 
     def _run_local(self, args, cfg, rungs, nproc, writer, rank_root: Path, console) -> None:
         from .launcher import launch_local
-        from .merge import merge_lines
+        from .merge import merge_lines, stage_times
         from .ncclinfo import (NVLINK_GBPS, datasheet_GBps, nvidia_smi_topo, nvlink_topology, read_logs,
                                smi_nvlink_pairs)
 
@@ -155,10 +160,14 @@ class DistBenchmark(Benchmark):
             local = rank_local_cpus(writer.run["topology"]["nvidia_smi_topo"], os.environ.get("CUDA_VISIBLE_DEVICES"))
             cpus, how = rank_cpus(nproc, local)
             writer.run["cpu_binding"] = {"ranks": cpus, "how": how}
+        stages = writer.run["stages_s"] = {}  # where the run's time went (docs/dist.md)
+        t = time.time()
         if cfg.device == "cuda" and cfg.nccl_debug and "nccl" in rungs:
             writer.run["nccl_choices"] = self._algo_probe(args, cfg, nproc, rank_root / "algo-probe", console)
+            stages["nccl algorithm probe"], t = round(time.time() - t, 2), time.time()
         if "p2p" in rungs and cfg.device == "cuda":
             writer.extend(_with_sheet(self._p2p(args, cfg, rank_root / "p2p", console), sheet))
+            stages["p2p"], t = round(time.time() - t, 2), time.time()
         seen: set[str] = set()
         for group in launch_groups(rungs, cfg.device):
             d = rank_root / "+".join(group)
@@ -171,6 +180,8 @@ class DistBenchmark(Benchmark):
                                 ["--config", str(cfg_path), "--rungs", ",".join(group), "--out-dir", str(d)], d,
                                 timeout_s=args.timeout, hang_s=args.hang_timeout, per_rank_env=per_rank_env,
                                 allow_multicast=args.allow_multicast, log_glob="rank{rank}.jsonl", cpus=cpus)
+            stages["+".join(group)] = stage_times(outs[0].lines, t, time.time())
+            t = time.time()
             failures = {o.rank: f"{o.describe()}; output: ...{o.stderr_tail[-300:]}" for o in outs if not o.ok}
             info = read_logs(sorted(d.glob("nccl-rank0.*.log"))) if cfg.device == "cuda" else {}
             if info:
@@ -189,36 +200,48 @@ class DistBenchmark(Benchmark):
             console.print(f"[dim]nccl-plain: the harness against a plain C++ loop, {cfg.rounds} rounds of fresh "
                           "processes...[/dim]")
             writer.extend(_with_sheet(plain_records(cfg, nproc, rounds=cfg.rounds, cpus=cpus), sheet))
+            stages["nccl-plain check"] = round(time.time() - t, 2)
 
     def _p2p(self, args, cfg, root: Path, console) -> list[Record]:
-        """The copy probe, one process per (pair, method): a crash loses that case only, and its
-        row carries the Python stack the worker's faulthandler printed."""
-        from .launcher import launch_local
-        from .merge import p2p_records
+        """The copy probe: every case in one process; if that process dies, the case it was in
+        becomes an error row carrying the Python stack the worker's faulthandler printed, and each
+        case it had not reached runs in a process of its own, so a crash loses that case only."""
         from .p2p import cases
 
-        recs: list[Record] = []
         ngpu = gpu_count()
         todo = cases(ngpu, sorted(set(cfg.sizes)))
         if not todo:
             return [Record(probe="dist", backend="p2p", metric="rung", status="unavailable",
                            reason=f"the p2p probe needs two GPUs in one node; this one has {ngpu}")]
         console.print(f"[dim]p2p: {len(todo)} copy cases over every GPU pair...[/dim]")
+        recs, reached, ok = self._p2p_launch(args, cfg, root / "all", None)
         for i, (src, dst, method, _) in enumerate(todo):
-            d = root / f"{i:03d}"
-            d.mkdir(parents=True, exist_ok=True)
-            (d / "config.json").write_text(json.dumps(cfg.to_dict()))
-            outs = launch_local(1, "gapbench.dist.worker", ["--config", str(d / "config.json"), "--rungs", "p2p",
-                                "--p2p-only", f"{src},{dst},{method}", "--out-dir", str(d)], d,
-                                timeout_s=args.timeout, hang_s=args.hang_timeout,
-                                allow_multicast=args.allow_multicast, log_glob="rank{rank}.jsonl")
-            recs += p2p_records(outs[0].lines)
-            if not outs[0].ok:
-                at = next((x for x in reversed(outs[0].lines) if x.get("kind") == "begin"), None)
-                where = f" at {human_bytes(at['size'])}" if at else ""
-                recs.append(Record(probe="dist", backend="p2p", metric=method, variant=f"{src}->{dst}", status=ERROR,
-                                   reason=f"{outs[0].describe()}{where}; output: ...{outs[0].stderr_tail[-800:]}"))
+            if not ok and (src, dst, method) not in reached:
+                recs += self._p2p_launch(args, cfg, root / f"{i:03d}", f"{src},{dst},{method}")[0]
         return recs
+
+    def _p2p_launch(self, args, cfg, d: Path, only: str | None) -> tuple[list[Record], set, bool]:
+        """One probe process (all cases, or `only` = "SRC,DST,METHOD"): its records, the
+        (src, dst, method) cases it reached, and whether it exited cleanly."""
+        from .launcher import launch_local
+        from .merge import p2p_records
+
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "config.json").write_text(json.dumps(cfg.to_dict()))
+        extra = ["--p2p-only", only] if only else []
+        out = launch_local(1, "gapbench.dist.worker", ["--config", str(d / "config.json"), "--rungs", "p2p", *extra,
+                           "--out-dir", str(d)], d, timeout_s=args.timeout, hang_s=args.hang_timeout,
+                           allow_multicast=args.allow_multicast, log_glob="rank{rank}.jsonl")[0]
+        recs = p2p_records(out.lines)
+        reached = {(x["src"], x["dst"], x["op"] if x.get("kind") == "begin" else x["method"])
+                   for x in out.lines if x.get("kind") in ("p2p", "begin") and "src" in x}
+        if not out.ok:
+            at = next((x for x in reversed(out.lines) if x.get("kind") == "begin"), None)
+            where = f" at {human_bytes(at['size'])}" if at else ""
+            src, dst, method = (at["src"], at["dst"], at["op"]) if at else (only or "?,?,rung").split(",")
+            recs.append(Record(probe="dist", backend="p2p", metric=method, variant=f"{src}->{dst}", status=ERROR,
+                               reason=f"{out.describe()}{where}; output: ...{out.stderr_tail[-800:]}"))
+        return recs, reached, out.ok
 
     def _algo_probe(self, args, cfg, nproc, d: Path, console) -> dict:
         """NCCL's algorithm/protocol per op and size, from one untimed pass of direct NCCL with

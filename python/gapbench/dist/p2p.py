@@ -20,8 +20,8 @@ def cases(n: int, sizes: list[int]) -> list[tuple[int, int, str, list[int]]]:
 
 
 def run_p2p(cfg, log, only: str | None = None) -> None:
-    """The probe over every case, or (`only` = "SRC,DST,METHOD") one pair and method: bench.dist
-    runs each in its own process, so a crash loses that case only."""
+    """The probe over every case, or (`only` = "SRC,DST,METHOD") one pair and method: after a
+    crash bench.dist runs each case not yet reached in its own process."""
     from .rungs.base import Unavailable
     from .. import native
 
@@ -42,7 +42,8 @@ def run_p2p(cfg, log, only: str | None = None) -> None:
         if only and only != f"{src},{dst},{m}":
             continue
         for size in todo:
-            log.write(kind="begin", rung="p2p", op=m, dtype="bytes", placement=f"{src}->{dst}", size=size)
+            log.write(kind="begin", rung="p2p", op=m, dtype="bytes", placement=f"{src}->{dst}", size=size,
+                      src=src, dst=dst)
             log.write(kind="p2p", **_one(nd, src, dst, size, m, cfg))
     log.write(kind="done", rung="p2p")
 

@@ -14,6 +14,7 @@ import os
 import re
 import socket
 import sys
+import time
 import traceback
 from datetime import timedelta
 from pathlib import Path
@@ -32,6 +33,7 @@ class RankLog:
 
     def write(self, **d) -> None:
         d["rank"] = self.rank
+        d["t"] = round(time.time(), 4)  # wall clock: bench.dist's stage breakdown
         self.lines.append(d)
         self.f.write(json.dumps(d) + "\n")
         self.f.flush()
