@@ -127,6 +127,8 @@ host:1:2 [0] NCCL INFO AllGather: 524288 Bytes -> Algo RING proto SIMPLE channel
 def test_bad_input_is_one_line_exit_2():
     p = run("-m", "bench.dist", "--device", "cpu", "--ops", "all_reduce,frobnicate")
     assert p.returncode == 2 and "unknown op frobnicate" in p.stderr
+    p = run("-m", "bench.dist", "--device", "cpu", "--plain-rounds", "-1")
+    assert p.returncode == 2 and "--plain-rounds" in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
 
 def test_benchmark_interface(tmp_path):

@@ -499,3 +499,26 @@ def test_report_has_the_gap_table_and_the_scaling_table_beside_its_prediction(tm
     ok_row, err_row = (dict(zip(scale.columns, r)) for r in scale.rows)
     assert (ok_row["weak scaling"], ok_row["predicted"], ok_row["peak GiB/rank"]) == ("96%", "92%", "3.0")
     assert err_row["step ms [p10-p90]"].startswith("error: rank 1 was killed")
+
+
+def test_launch_spread_counts_each_fresh_communicator_once():
+    """Largest size only; the main launch, the MLX launch's reference and every plain-check harness
+    round are one communicator each; plain-loop rounds, other placements and engines are not."""
+    from gapbench.dist.tables import launch_spread, spread_text
+
+    size = 1_000_000_000  # bytes; bus factor 1: a 5000 us sample is 200 GB/s
+    recs = [_rec("nccl", MAIN, [5000] * 6, size=size),                     # 200 GB/s
+            _rec("nccl", MLXG, [4000] * 6, reference_only=True, size=size),  # 250 GB/s
+            _rec("nccl", MAIN, [1] * 6, size=size // 4),                     # not the largest size
+            _rec("torch", MAIN, [2500] * 6, size=size)]                       # a framework, not NCCL
+    plain = _rec("nccl-plain", "", None, samples_us=[1] * 6, size=size)
+    plain.inner = 10  # harness round medians are 10 calls: 50000 us -> 200 GB/s, 25000 -> 400, 40000 -> 250
+    plain.params["round_medians_s"] = [[0.05, 0.001], [0.025, 0.001], [0.04, 0.001]]
+    recs.append(plain)
+    got = launch_spread(recs)
+    assert len(got) == 1
+    s = got[0]
+    assert (s["dtype"], s["size"], s["launches"]) == ("bf16", size, 5)
+    assert s["lo"] == pytest.approx(200.0) and s["hi"] == pytest.approx(400.0)
+    assert s["median"] == pytest.approx(250.0)  # of 200, 250, 200, 400, 250
+    assert "over 5 fresh communicators" in spread_text(s) and "median 250.0 GB/s, range 200.0-400.0" in spread_text(s)

@@ -70,6 +70,9 @@ class DistBenchmark(Benchmark):
                        help="do not force NVLink multicast off (recorded; never on the lent machines)")
         g.add_argument("--no-nccl-debug", action="store_true", help="do not log/parse NCCL's choices")
         g.add_argument("--no-plain", action="store_true", help="skip the plain C++ NCCL loop check")
+        g.add_argument("--plain-rounds", type=int, default=0,
+                       help="rounds of fresh processes in the plain check (default: --rounds); small messages' "
+                            "time varies from process to process, and a tighter interval needs more rounds")
         g.add_argument("--bind", choices=("cores", "none"), default="cores",
                        help="GPUs: bind each rank to physical cores of its own near its GPU, as mpirun --bind-to "
                             "core does for nccl-tests (default); none: leave placement to the OS")
@@ -78,8 +81,9 @@ class DistBenchmark(Benchmark):
 
     # ------------------------------------------------------------------ run
     def config(self, args) -> tuple[DistConfig, list[str], int]:
-        if args.samples < 0 or args.rounds < 1 or args.warmup < 0 or args.iters < 0:
-            raise ConfigError("--rounds must be >= 1; --samples (0: by size), --warmup and --iters >= 0")
+        if args.samples < 0 or args.rounds < 1 or args.warmup < 0 or args.iters < 0 or args.plain_rounds < 0:
+            raise ConfigError("--rounds must be >= 1; --samples (0: by size), --warmup, --iters and --plain-rounds "
+                              "(0: --rounds) >= 0")
         ngpu = gpu_count()
         device = args.device if args.device != "auto" else ("cuda" if ngpu else "cpu")
         if device == "cuda" and not ngpu:
@@ -197,9 +201,11 @@ class DistBenchmark(Benchmark):
         if cfg.device == "cuda" and "nccl" in rungs and not args.no_plain:
             from .plain import plain_records
 
-            console.print(f"[dim]nccl-plain: the harness against a plain C++ loop, {cfg.rounds} rounds of fresh "
+            rounds = args.plain_rounds or cfg.rounds
+            writer.run["plain_rounds"] = rounds
+            console.print(f"[dim]nccl-plain: the harness against a plain C++ loop, {rounds} rounds of fresh "
                           "processes...[/dim]")
-            writer.extend(_with_sheet(plain_records(cfg, nproc, rounds=cfg.rounds, cpus=cpus), sheet))
+            writer.extend(_with_sheet(plain_records(cfg, nproc, rounds=rounds, cpus=cpus), sheet))
             stages["nccl-plain check"] = round(time.time() - t, 2)
 
     def _p2p(self, args, cfg, root: Path, console) -> list[Record]:
