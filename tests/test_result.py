@@ -180,6 +180,26 @@ def test_compact_keeps_every_sample_exactly_and_is_much_smaller(tmp_path):
     assert again.read_bytes() == dst.read_bytes()
 
 
+def test_compact_rewrites_a_runs_own_json_gz_in_place(tmp_path):
+    """bench.* --out X.json.gz writes gzip with derived summaries: compacting it keeps its name."""
+    import gzip
+
+    from gapbench.compact import compact_file
+
+    src = tmp_path / "run.json.gz"
+    _written_run(src, n_records=20)
+    before = load_run(src)
+    assert "derived" in json.loads(gzip.decompress(src.read_bytes()))["records"][0]
+    size = src.stat().st_size
+    dst = compact_file(src)
+    assert dst == src
+    assert "derived" not in json.loads(gzip.decompress(dst.read_bytes()))["records"][0]
+    assert dst.stat().st_size < size
+    after = load_run(dst)
+    assert [r.to_dict() for r in after.records] == [r.to_dict() for r in before.records]
+    assert compact_file(dst, tmp_path / "out" / "x.json.gz").name == "x.json.gz"
+
+
 def test_damaged_or_foreign_compact_files_are_refused_with_their_name(tmp_path):
     import gzip
 

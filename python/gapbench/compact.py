@@ -31,7 +31,11 @@ class Description:
 
 
 def compact_path(src: Path, out_dir: Path | None = None) -> Path:
-    name = src.name[: -len(".json")] if src.name.endswith(".json") else src.name
+    name = src.name
+    for ext in (".json.gz", ".json"):
+        if name.endswith(ext):
+            name = name[: -len(ext)]
+            break
     return (out_dir or src.parent) / f"{name}.json.gz"
 
 
@@ -42,17 +46,21 @@ def compact_file(src: str | Path, dst: str | Path | None = None, *, keep_derived
     dst = Path(dst) if dst is not None else compact_path(src)
     if not is_compact_path(dst):
         raise SchemaError(f"{dst}: a compact result file's name must end in .json.gz")
-    if dst.resolve() == src.resolve():
-        raise SchemaError(f"{src}: is already compact")
+    in_place = dst.resolve() == src.resolve()  # a .json.gz as written by a run: rewritten compact
+    original = src.read_bytes() if in_place else None
     doc = read_document(src)
+    before = load_run(src)
     if not keep_derived:
         doc["records"] = [{k: v for k, v in r.items() if k != "derived"} if isinstance(r, dict) else r
                           for r in doc.get("records", [])]
     write_document(dst, doc)
-    before, after = load_run(src), load_run(dst)
+    after = load_run(dst)
     if [r.to_dict() for r in before.records] != [r.to_dict() for r in after.records] \
             or before.run != after.run or before.env != after.env:
-        dst.unlink()
+        if in_place:
+            dst.write_bytes(original)
+        else:
+            dst.unlink()
         raise SchemaError(f"{src}: the compact copy did not load to the same records; nothing written")
     return dst
 
