@@ -239,8 +239,7 @@ class DistBenchmark(Benchmark):
                            "--out-dir", str(d)], d, timeout_s=args.timeout, hang_s=args.hang_timeout,
                            allow_multicast=args.allow_multicast, log_glob="rank{rank}.jsonl")[0]
         recs = p2p_records(out.lines)
-        reached = {(x["src"], x["dst"], x["op"] if x.get("kind") == "begin" else x["method"])
-                   for x in out.lines if x.get("kind") in ("p2p", "begin") and "src" in x}
+        reached = {(x["src"], x["dst"], x["op"]) for x in out.lines if x.get("kind") == "begin"}
         if not out.ok:
             at = next((x for x in reversed(out.lines) if x.get("kind") == "begin"), None)
             where = f" at {human_bytes(at['size'])}" if at else ""

@@ -150,18 +150,18 @@ def stage_times(lines: list[dict], t_start: float, t_end: float) -> dict:
     """Where one launch's wall time went, from one rank's timestamped lines: "start" (process
     start, imports, communicators: up to the first measurement), seconds per op (each interval
     between consecutive lines goes to the op of the later line), "end" (teardown, merging)."""
-    timed = sorted((d for d in lines if isinstance(d.get("t"), (int, float))), key=lambda d: d["t"])
-    ops = [{**d, "op": d.get("op") or d.get("method")} for d in timed
-           if (d.get("op") or d.get("method")) and d.get("kind") in ("begin", "result", "na", "p2p")]
+    def what(d):
+        return d.get("op") or d.get("method")
+
+    marks = sorted((d["t"], what(d)) for d in lines
+                   if isinstance(d.get("t"), (int, float)) and what(d) and d.get("kind") in ("begin", "result", "na", "p2p"))
     out = {"wall": round(t_end - t_start, 2)}
-    if not ops:
+    if not marks:
         return out
-    out["start"] = round(ops[0]["t"] - t_start, 2)
+    out["start"] = round(marks[0][0] - t_start, 2)
     per_op: dict[str, float] = {}
-    prev = ops[0]["t"]
-    for d in ops[1:]:
-        per_op[d["op"]] = per_op.get(d["op"], 0.0) + d["t"] - prev
-        prev = d["t"]
+    for (t0, _), (t1, op) in zip(marks, marks[1:]):
+        per_op[op] = per_op.get(op, 0.0) + t1 - t0
     out["ops"] = {k: round(v, 2) for k, v in per_op.items()}
-    out["end"] = round(t_end - prev, 2)
+    out["end"] = round(t_end - marks[-1][0], 2)
     return out

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from .affinity import parse_cpu_list
+from .config import process_env
 
 ALGOS = {0: "TREE", 1: "RING", 2: "COLLNET_DIRECT", 3: "COLLNET_CHAIN", 4: "NVLS", 5: "NVLS_TREE", 6: "PAT"}
 PROTOS = {0: "LL", 1: "LL128", 2: "SIMPLE"}
@@ -110,7 +111,7 @@ def nvidia_smi_topo() -> str | None:
     if not exe:
         return None
     try:
-        p = subprocess.run([exe, "topo", "-m"], capture_output=True, text=True, timeout=20)
+        p = subprocess.run([exe, "topo", "-m"], capture_output=True, text=True, timeout=20, env=process_env())
         return p.stdout if p.returncode == 0 else None
     except (OSError, subprocess.SubprocessError):
         return None

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from statistics import median
 from pathlib import Path
 
 from ..result import OK, Record
@@ -19,12 +20,17 @@ def t_us(r: Record) -> float:
     return r.summary().median * 1e6
 
 
+def gbps(size: float, seconds: float, factor: float = 1.0) -> float:
+    """nccl-tests' bandwidths in GB/s: algbw (factor 1) or busbw (the op's bus factor)."""
+    return size / seconds * factor / 1e9
+
+
 def algbw(r: Record) -> float:
-    return r.params["size"] / (r.summary().median) / 1e9
+    return gbps(r.params["size"], r.summary().median)
 
 
 def busbw(r: Record) -> float:
-    return algbw(r) * r.params.get("bus_factor", 1.0)
+    return gbps(r.params["size"], r.summary().median, r.params.get("bus_factor", 1.0))
 
 
 def _index(records):
@@ -198,13 +204,11 @@ def launch_spread(records: list[Record]) -> list[dict]:
             if r.backend == "nccl":
                 vals.append(busbw(r))
             else:
-                vals += [size / (h / r.inner) * r.params.get("bus_factor", 1.0) / 1e9
+                vals += [gbps(size, h / r.inner, r.params.get("bus_factor", 1.0))
                          for h, _ in r.params.get("round_medians_s", [])]
         if vals:
-            vals.sort()
-            n = len(vals)
-            med = vals[n // 2] if n % 2 else (vals[n // 2 - 1] + vals[n // 2]) / 2
-            out.append({"dtype": dt, "size": size, "launches": n, "median": med, "lo": vals[0], "hi": vals[-1]})
+            out.append({"dtype": dt, "size": size, "launches": len(vals), "median": median(vals),
+                        "lo": min(vals), "hi": max(vals)})
     return out
 
 

@@ -118,9 +118,13 @@ def _case(live, members, broken, group, rng, ctx, log, op, dtype, placement, siz
     """One case over the engines in `members`; returns the members left for the next size (an
     engine that says it lacks the op leaves)."""
     cfg, inplace, iters, nsamp = ctx.cfg, placement == "in", ctx.cfg.iters_for(size), ctx.cfg.samples_for(size)
+
+    def case_key(name):
+        return dict(rung=name, op=op, dtype=dtype, placement=placement, size=size, group=group)
+
     keep, active, first = [], [], {}
     for name in members:
-        key = dict(rung=name, op=op, dtype=dtype, placement=placement, size=size, group=group)
+        key = case_key(name)
         if name in broken:
             log.write(kind="result", **key, count=count, status="error",
                       reason=f"not run: the communicator failed earlier ({broken[name]})")
@@ -163,7 +167,7 @@ def _case(live, members, broken, group, rng, ctx, log, op, dtype, placement, siz
             if not agree(err is None, ctx):
                 errors[name] = err or "timing failed on a peer rank"
     for name in active:
-        key = dict(rung=name, op=op, dtype=dtype, placement=placement, size=size, group=group)
+        key = case_key(name)
         if name in errors:
             _fail(log, broken, key, count, "error", errors[name])
             continue
