@@ -2,7 +2,7 @@
 CuPy, MLX distributed), sizes swept as nccl-tests does, every result checked before timing."""
 import sys
 
-from gapbench.dist.bench import main
+from gapbench.benchmarks.collectives.command import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,5 +1,5 @@
 """Provenance of a gapbench build: which sources were built, computed the same way by CMake at
-configure time (it runs this file) and by the tests and gapbench.env (they import it).
+configure time (it runs this file) and by the tests and gapbench.core.env (they import it).
 
 - source_hash: sha256 over the sorted relative paths and contents of every file under csrc/,
   cuda/, metal/ and python/, build outputs left out (EXCLUDED_DIRS, EXCLUDED_SUFFIXES,

@@ -25,7 +25,7 @@ def pytest_report_header(config):
     """The sources under test, as the build recorded them: a saved log (e.g. of `pytest -m cuda`
     on a GPU) names the commit and content hash it passed on."""
     try:
-        from gapbench.env import provenance
+        from gapbench.core.env import provenance
 
         p = provenance()
     except Exception as e:  # the header must never stop the run

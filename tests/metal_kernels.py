@@ -4,7 +4,8 @@ import ctypes
 import numpy as np
 
 from conftest import ROOT
-from gapbench import dtypes, metal_cpu
+from gapbench.core import dtypes
+from gapbench.core import metal_cpu
 
 DT_CODE = {"fp32": 0, "fp16": 1, "bf16": 2}
 DISPATCH = """

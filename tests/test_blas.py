@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from conftest import run_module
-from gapbench import dtypes, registry
-from gapbench.probes import blas
-from gapbench.result import FAILED, NOT_APPLICABLE, OK, UNAVAILABLE, Record, load_run
+from gapbench.core import dtypes
+from gapbench.backends import registry
+from gapbench.benchmarks.blas import run as blas
+from gapbench.core.result import FAILED, NOT_APPLICABLE, OK, UNAVAILABLE, Record, load_run
 
 
 def test_bf16_rounding_is_round_to_nearest_even():
@@ -183,7 +184,7 @@ def test_failed_verification_is_not_timed(monkeypatch):
     rng = np.random.default_rng(0)
     rounded = [dtypes.round_to(a, "fp32") for a in wrong.inputs(shape, rng)]
     ref = dtypes.expected(wrong.reference, [a.astype(np.float64) for a in rounded], wrong.reduction(shape))
-    from gapbench.frameworks import make_adapter
+    from gapbench.backends.frameworks import make_adapter
 
     ad = make_adapter("torch-cpu")
     ad.setup_context()
@@ -193,7 +194,7 @@ def test_failed_verification_is_not_timed(monkeypatch):
 
 
 def _fake_arm(variant, seconds, vendor=False, last_ok=True, cls="cuda"):
-    from gapbench.probes.blas_measure import CaseArm
+    from gapbench.benchmarks.blas.measure import CaseArm
 
     return CaseArm("native-cuda", variant, cls, "device_events", {"hot": lambda n: [seconds] * n},
                    lambda mode: (last_ok, "last run checked" if last_ok else "3 of 64 outputs wrong"), "checked",
@@ -203,7 +204,7 @@ def _fake_arm(variant, seconds, vendor=False, last_ok=True, cls="cuda"):
 def test_case_arms_are_timed_paired_against_the_vendor_and_checked_after():
     """measure_case: one paired run per device class; each row carries its speed ratio against the
     vendor arm with an interval and a verdict; a row whose last timed output is wrong is failed."""
-    from gapbench.probes.blas_measure import measure_case, ratio_text
+    from gapbench.benchmarks.blas.measure import measure_case, ratio_text
 
     arms = [_fake_arm("gapbench", 1.0e-3), _fake_arm("cublas", 1.1e-3, vendor=True),
             _fake_arm("torch", 2.2e-3), _fake_arm("broken", 1.0e-3, last_ok=False)]
@@ -222,7 +223,7 @@ def test_case_arms_are_timed_paired_against_the_vendor_and_checked_after():
 
 
 def test_case_arms_of_different_device_classes_are_not_paired():
-    from gapbench.probes.blas_measure import measure_case
+    from gapbench.benchmarks.blas.measure import measure_case
 
     arms = [_fake_arm("cublas", 1.0e-3, vendor=True), _fake_arm("torch", 5e-3, cls="cpu")]
     recs = measure_case(lambda b, v, **kw: Record(probe="blas", backend=b, variant=v, **kw), arms,
@@ -291,7 +292,7 @@ def test_plain_rows_do_not_break_roofline_tables_or_figures(tmp_path):
     [(op, dt, sh, ratio, lo, hi)] = blas.plain_ratios(recs)  # medians 3 ms / 2 ms, no rounds: no interval
     assert (op, dt, sh) == ("gemm", "fp32", "1x2x2x2") and ratio == pytest.approx(1.5) and lo != lo and hi != hi
     assert blas.build_tables(recs) and "plain-cuda" not in blas.markdown_summary(recs)
-    from gapbench.plots import blas_figures
+    from gapbench.benchmarks.blas.figures import blas_figures
 
     assert blas_figures(recs, tmp_path / "x", blas.roofline(recs))[0].is_file()
 
@@ -326,7 +327,7 @@ def test_plain_ratio_is_the_median_of_per_round_ratios_with_an_interval():
 
 
 def test_default_run_leaves_cpu_backends_out_only_beside_a_gpu(monkeypatch):
-    from gapbench.probes import blas_cli
+    from gapbench.benchmarks.blas import command as blas_cli
 
     avail = {"native-cpu", "torch-cpu", "mlx-cpu"}
     real = registry.info

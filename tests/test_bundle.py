@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_module
-from gapbench import __version__, benchmarks
-from gapbench import bundle as bd
-from gapbench.bundle_cli import BENCHMARK as RUN, measuring, takes_backends
-from gapbench.probes import report as rp
-from gapbench.result import SchemaError, load_run
+from gapbench import __version__
+from gapbench import benchmarks
+from gapbench.core import bundle as bd
+from gapbench.benchmarks.run.command import BENCHMARK as RUN, measuring, takes_backends
+from gapbench.benchmarks.report import command as rp
+from gapbench.core.result import SchemaError, load_run
 
 CPU = "native-cpu,torch-cpu"
 FAST_BLAS = "blas=--ops gemv --dtypes fp32"  # one op, one dtype: a few seconds on a CPU
@@ -177,7 +178,7 @@ def test_unsafe_or_foreign_archives_are_refused(tmp_path):
 
 def _is_worker(psutil, proc) -> bool:
     try:
-        return "gapbench.worker" in " ".join(proc.cmdline())
+        return "gapbench.core.worker" in " ".join(proc.cmdline())
     except psutil.Error:  # it ended between the listing and the look (a cold launch process does)
         return False
 
@@ -221,8 +222,8 @@ def test_compact_is_a_gapbench_command(good, capsys):
 
 
 def test_a_folder_reads_compact_files_and_a_compact_copy_once(tmp_path):
-    from gapbench.compact import compact_file
-    from gapbench.result import Record, RunWriter
+    from gapbench.core.compact import compact_file
+    from gapbench.core.result import Record, RunWriter
 
     for name in ("a", "b"):
         w = RunWriter(tmp_path / f"{name}.json", env={"cpu": f"CPU {name}"}, run={"probe": "launch"})

@@ -1,4 +1,4 @@
-"""The result check (gapbench.dtypes.check) against injected faults: for every dtype and for
+"""The result check (gapbench.core.dtypes.check) against injected faults: for every dtype and for
 gemv, vjp_dx, vjp_dw, gemm and copy shaped problems, correct answers (the exact result rounded to
 the dtype, and fp32 accumulations in three orders, one truncating as tensor cores do) pass, and
 each of these faults is caught: a dropped row of the reduction, 2 zeroed outputs, a stale
@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from gapbench import dtypes
+from gapbench.core import dtypes
 
 #: The bound this check replaces: ||out - ref|| / ||ref|| against float64 (dtypes.py before).
 OLD_TOLERANCE = {"fp32": 1e-4, "tf32": 5e-3, "fp16": 5e-3, "bf16": 3e-2}

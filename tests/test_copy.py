@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
-from gapbench import dtypes, metal_cpu
+from gapbench.core import dtypes
+from gapbench.core import metal_cpu
 from metal_kernels import DT_CODE, build, inputs, poisoned_output, ptr
 
 DRIVER = r"""

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gapbench.dist import pattern
-from gapbench.dist.config import ConfigError, bus_factor, elements, parse_bytes, sweep
-from gapbench.dist.ncclinfo import algo_for, parse_nccl_log
-from gapbench.result import ERROR, OK, load_run
+from gapbench.benchmarks.collectives import pattern
+from gapbench.benchmarks.collectives.config import ConfigError, bus_factor, elements, parse_bytes, sweep
+from gapbench.benchmarks.collectives.ncclinfo import algo_for, parse_nccl_log
+from gapbench.core.result import ERROR, OK, load_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -132,8 +132,8 @@ def test_bad_input_is_one_line_exit_2():
 
 
 def test_benchmark_interface(tmp_path):
-    from gapbench.dist.bench import BENCHMARK
-    from gapbench.result import Record
+    from gapbench.benchmarks.collectives.command import BENCHMARK
+    from gapbench.core.result import Record
 
     assert BENCHMARK.name == "dist" and BENCHMARK.title
     recs = [Record(probe="dist", backend=b, metric="all_reduce", variant="bf16/out/1024", samples_s=[t * 5] * 3, inner=5,
@@ -202,7 +202,7 @@ def test_mlx_launch_ring_two_ranks(tmp_path):
 
 @needs_gloo
 def test_torchrun_two_nodes_on_localhost(tmp_path):
-    from gapbench.dist.launcher import free_ports
+    from gapbench.benchmarks.collectives.launcher import free_ports
 
     port = free_ports(1)[0]
     out = tmp_path / "r.json"
@@ -248,7 +248,7 @@ def test_killed_rank_becomes_error_row_and_nothing_is_left(tmp_path):
 def test_data_parallel_training_cpu(tmp_path):
     out = tmp_path / "dp.json"
     strategies = "ddp,fsdp2,mlx" if _mlx_ok() else "ddp,fsdp2"
-    p = run("-m", "gapbench.dist.train_dp", "--nproc", "2", "--device", "cpu", "--models", "tiny", "--strategies",
+    p = run("-m", "gapbench.benchmarks.train.dp", "--nproc", "2", "--device", "cpu", "--models", "tiny", "--strategies",
             strategies, "--batch", "2", "--seq", "32", "--steps", "3", "--warmup", "1", "--bucket-mb", "1",
             "--out", str(out), timeout=400)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

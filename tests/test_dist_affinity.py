@@ -1,4 +1,4 @@
-"""Rank binding (gapbench.dist.affinity): which CPUs each rank gets, from a topology given here,
+"""Rank binding (gapbench.benchmarks.collectives.affinity): which CPUs each rank gets, from a topology given here,
 and that the binding reaches the child process."""
 import os
 import subprocess
@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from gapbench.dist.affinity import parse_cpu_list, physical_cores, preexec, rank_cpus, rank_local_cpus
-from gapbench.dist.ncclinfo import gpu_local_cpus
+from gapbench.benchmarks.collectives.affinity import parse_cpu_list, physical_cores, preexec, rank_cpus, rank_local_cpus
+from gapbench.benchmarks.collectives.ncclinfo import gpu_local_cpus
 
 #: `nvidia-smi topo -m` as the 2 x H200 machine printed it (2026-11-23), ANSI underline included
 TOPO_2xH200 = ("\x1b[4m\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"

@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-import gapbench.dist.rungs as rungs_pkg
-from gapbench.dist.config import DistConfig
-from gapbench.dist.rungs.base import RankContext, Rung
-from gapbench.dist.worker import RankLog, run_group
-from gapbench.result import ERROR, FAILED, OK, Record
+import gapbench.benchmarks.collectives.rungs as rungs_pkg
+from gapbench.benchmarks.collectives.config import DistConfig
+from gapbench.benchmarks.collectives.rungs.base import RankContext, Rung
+from gapbench.benchmarks.collectives.worker import RankLog, run_group
+from gapbench.core.result import ERROR, FAILED, OK, Record
 
 A, B = "nccl", "torch"
 
@@ -208,7 +208,7 @@ def _rank_lines(rank, samples, rounds, status=OK):
 
 
 def test_merge_round_medians_of_rank_averaged_samples():
-    from gapbench.dist.merge import merge_lines
+    from gapbench.benchmarks.collectives.merge import merge_lines
 
     # 3 rounds x 2 samples; rank average: [2, 4, 3, 5, 6, 8] ms -> round medians 3, 4, 7 ms
     r0 = [1e-3, 3e-3, 2e-3, 4e-3, 5e-3, 9e-3]
@@ -227,7 +227,7 @@ def test_merge_round_medians_of_rank_averaged_samples():
 
 @pytest.mark.parametrize("rounds", [1, 4])
 def test_merge_no_round_medians_without_whole_rounds(rounds):
-    from gapbench.dist.merge import merge_lines
+    from gapbench.benchmarks.collectives.merge import merge_lines
 
     s = [1e-3, 2e-3, 3e-3, 4e-3, 5e-3, 6e-3]  # 6 samples: not 4 whole rounds; 1 round pairs nothing
     rec = merge_lines({0: _rank_lines(0, s, rounds), 1: _rank_lines(1, s, rounds)}, 2)[0]
@@ -235,7 +235,7 @@ def test_merge_no_round_medians_without_whole_rounds(rounds):
 
 
 def test_merge_failed_rank_fails_the_record():
-    from gapbench.dist.merge import merge_lines
+    from gapbench.benchmarks.collectives.merge import merge_lines
 
     s = [1e-3] * 6
     bad = _rank_lines(1, s, 3, status=FAILED)
@@ -272,7 +272,7 @@ def _gap_records():
 
 
 def test_gap_rows_pair_each_framework_with_its_own_launch_reference():
-    from gapbench.dist.tables import gap_rows
+    from gapbench.benchmarks.collectives.tables import gap_rows
 
     rows = gap_rows(_gap_records())
     assert len(rows) == 1
@@ -292,7 +292,7 @@ def test_gap_rows_pair_each_framework_with_its_own_launch_reference():
 
 
 def test_gap_with_fewer_than_six_rounds_has_an_open_interval():
-    from gapbench.dist.tables import gap_rows
+    from gapbench.benchmarks.collectives.tables import gap_rows
 
     recs = [_rec("nccl", MAIN, [10, 20, 10, 20, 10]), _rec("torch", MAIN, [12, 22, 11, 26, 13])]
     est, lo, hi, how = gap_rows(recs)[0]["torch_gap"]
@@ -301,7 +301,7 @@ def test_gap_with_fewer_than_six_rounds_has_an_open_interval():
 
 
 def test_markdown_shows_intervals_and_unpaired():
-    from gapbench.dist.tables import markdown
+    from gapbench.benchmarks.collectives.tables import markdown
 
     md = markdown(_gap_records())
     assert "1.20x [1.10-1.30]" in md
@@ -310,7 +310,7 @@ def test_markdown_shows_intervals_and_unpaired():
 
 
 def test_rung_table_leaves_out_reference_only_records():
-    from gapbench.dist.tables import rung_table
+    from gapbench.benchmarks.collectives.tables import rung_table
 
     recs = _gap_records() + [_rec("nccl", MAIN, [40, 40, 40, 40, 40, 40], size=4 << 20)]
     assert rung_table(recs, "nccl").row_count == 2  # two main sizes; the MLX launch's reference is not a row
@@ -333,8 +333,8 @@ def _doc(rank, us, wrong_after=0):
 
 @pytest.fixture
 def plain_env(tmp_path, monkeypatch):
-    import gapbench.dist.plain as plain
-    import gapbench.dist.rungs.nccl as nccl_mod
+    import gapbench.benchmarks.collectives.plain as plain
+    import gapbench.benchmarks.collectives.rungs.nccl as nccl_mod
 
     binary = tmp_path / "gapbench_nccl_plain"
     binary.write_text("")
@@ -349,7 +349,7 @@ def plain_env(tmp_path, monkeypatch):
             if cmds[0][0] == str(binary):
                 kind = "plain"
             else:
-                assert cmds[0][:3] == [sys.executable, "-m", "gapbench.dist.plain"]
+                assert cmds[0][:3] == [sys.executable, "-m", "gapbench.benchmarks.collectives.plain"]
                 kind = "harness"
             k = calls[kind]
             calls[kind] += 1
@@ -368,7 +368,7 @@ def _fake_ok(kind, k, wrong_round=None):
 
 
 def test_plain_records_pair_harness_and_plain_rounds(plain_env):
-    from gapbench.plaincheck import plain_ratio
+    from gapbench.core.plaincheck import plain_ratio
 
     install, calls = plain_env
     plain = install(_fake_ok)
@@ -416,8 +416,8 @@ def test_plain_records_launch_error_is_one_error_row(plain_env):
 
 
 def test_plain_records_without_binary_or_library_is_unavailable(plain_env, tmp_path, monkeypatch):
-    import gapbench.dist.plain as plain
-    import gapbench.dist.rungs.nccl as nccl_mod
+    import gapbench.benchmarks.collectives.plain as plain
+    import gapbench.benchmarks.collectives.rungs.nccl as nccl_mod
 
     install, calls = plain_env
     install(_fake_ok)
@@ -443,7 +443,7 @@ SMI_PCIE = ("\t\x1b[4mGPU0\tGPU1\tGPU2\tCPU Affinity\tNUMA Affinity\x1b[0m\n"
 
 
 def test_smi_nvlink_pairs():
-    from gapbench.dist.ncclinfo import NVLINK_GBPS, smi_nvlink_pairs
+    from gapbench.benchmarks.collectives.ncclinfo import NVLINK_GBPS, smi_nvlink_pairs
 
     assert smi_nvlink_pairs(SMI_NVLINK) == {"0-1": 18, "1-0": 18}
     assert smi_nvlink_pairs(SMI_PCIE) == {}
@@ -453,7 +453,7 @@ def test_smi_nvlink_pairs():
 
 
 def test_p2p_cases_full_sweep_for_first_pair_only():
-    from gapbench.dist.p2p import cases
+    from gapbench.benchmarks.collectives.p2p import cases
 
     got = cases(2, [1024, 4096, 16384])
     methods = ("memcpy_peer", "kernel_pull", "kernel_push")
@@ -464,7 +464,7 @@ def test_p2p_cases_full_sweep_for_first_pair_only():
 
 
 def test_launch_groups():
-    from gapbench.dist.bench import launch_groups
+    from gapbench.benchmarks.collectives.command import launch_groups
 
     assert launch_groups(["p2p", "nccl", "torch", "cupy", "mlx"], "cuda") == [["nccl", "torch", "cupy"], ["nccl", "mlx"]]
     assert launch_groups(["p2p", "torch", "cupy", "mlx"], "cuda") == [["torch", "cupy"], ["mlx"]]
@@ -475,8 +475,8 @@ def test_launch_groups():
 
 # ---------------------------------------------------------------- bench.report's communication section
 def test_report_has_the_gap_table_and_the_scaling_table_beside_its_prediction(tmp_path):
-    from gapbench.dist.bench import BENCHMARK
-    from gapbench.result import RunWriter, load_run
+    from gapbench.benchmarks.collectives.command import BENCHMARK
+    from gapbench.core.result import RunWriter, load_run
 
     w = RunWriter(tmp_path / "dist.json", env={}, run={"probe": "dist", "nproc": 2}, overhead=None)
     w.extend(_gap_records())
@@ -504,7 +504,7 @@ def test_report_has_the_gap_table_and_the_scaling_table_beside_its_prediction(tm
 def test_launch_spread_counts_each_fresh_communicator_once():
     """Largest size only; the main launch, the MLX launch's reference and every plain-check harness
     round are one communicator each; plain-loop rounds, other placements and engines are not."""
-    from gapbench.dist.tables import launch_spread, spread_text
+    from gapbench.benchmarks.collectives.tables import launch_spread, spread_text
 
     size = 1_000_000_000  # bytes; bus factor 1: a 5000 us sample is 200 GB/s
     recs = [_rec("nccl", MAIN, [5000] * 6, size=size),                     # 200 GB/s

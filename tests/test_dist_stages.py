@@ -8,13 +8,13 @@ import argparse
 
 from rich.console import Console
 
-import gapbench.dist.bench as bench_mod
-import gapbench.dist.launcher as launcher_mod
-from gapbench.dist.config import DistConfig
-from gapbench.dist.launcher import RankOutcome
-from gapbench.dist.merge import stage_times
-from gapbench.dist.p2p import cases
-from gapbench.result import ERROR, OK
+import gapbench.benchmarks.collectives.command as bench_mod
+import gapbench.benchmarks.collectives.launcher as launcher_mod
+from gapbench.benchmarks.collectives.config import DistConfig
+from gapbench.benchmarks.collectives.launcher import RankOutcome
+from gapbench.benchmarks.collectives.merge import stage_times
+from gapbench.benchmarks.collectives.p2p import cases
+from gapbench.core.result import ERROR, OK
 
 
 def test_stage_times_splits_start_ops_and_end():

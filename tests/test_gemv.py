@@ -3,8 +3,8 @@ op's declared work. The CUDA variants are checked on a GPU by tests/test_blas.py
 import numpy as np
 import pytest
 
-from gapbench import dtypes
-from gapbench.probes import gemv
+from gapbench.core import dtypes
+from gapbench.ops import gemv
 from metal_kernels import DT_CODE, build, inputs, poisoned_output, ptr
 
 DRIVER = r"""

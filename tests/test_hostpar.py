@@ -1,10 +1,11 @@
-"""Host work in chunks on threads (gapbench.hostpar) gives what the whole-array computation gives:
+"""Host work in chunks on threads (gapbench.core.hostpar) gives what the whole-array computation gives:
 the same draws for a seed on any number of cores, and checks that find a single bad output in any
 chunk and name its index."""
 import numpy as np
 import pytest
 
-from gapbench import dtypes, hostpar
+from gapbench.core import dtypes
+from gapbench.core import hostpar
 
 
 @pytest.mark.parametrize("n_workers", [1, 3])

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gapbench import lab
-from gapbench.result import ERROR, FAILED, NOT_APPLICABLE, OK
+from gapbench.benchmarks.blas import lab
+from gapbench.core.result import ERROR, FAILED, NOT_APPLICABLE, OK
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"copy": "4096", "gemv": "64x128", "vjp_dx": "96x136", "vjp_dw": "64x128", "gemm": "2x64x64x64"}
@@ -245,7 +245,7 @@ def test_blas_variants_all_adds_the_lab_rows(tmp_path, monkeypatch):
     blas result file (a stand-in binary that writes the documented JSON)."""
     from conftest import run_module
 
-    from gapbench.result import load_run
+    from gapbench.core.result import load_run
 
     doc = _doc(op="gemv", cold="read")
     for r in doc["records"]:

@@ -10,11 +10,14 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, run_module
-from gapbench import plaincheck, registry
-from gapbench.probes import launch, launch_pairing, launch_tables
-from gapbench.probes.launch_config import WARM_METRICS
-from gapbench.result import ERROR, NOT_APPLICABLE, OK, UNAVAILABLE, load_run
-from gapbench.worker import PacedCommand
+from gapbench.core import plaincheck
+from gapbench.backends import registry
+from gapbench.benchmarks.launch import command as launch
+from gapbench.benchmarks.launch import pairing as launch_pairing
+from gapbench.benchmarks.launch import tables as launch_tables
+from gapbench.benchmarks.launch.config import WARM_METRICS
+from gapbench.core.result import ERROR, NOT_APPLICABLE, OK, UNAVAILABLE, load_run
+from gapbench.core.worker import PacedCommand
 
 SMALL = ["--samples", "8", "--inner", "5", "--warmup", "2", "--cold-samples", "2", "--warm-processes", "1",
          "--no-progress"]
@@ -132,7 +135,7 @@ def test_xfloor_is_paired_with_the_binding_floor_in_process(cpu_run, backend):
 
 def test_xfloor_cell_is_empty_without_a_pairing():
     # medians from different processes are never divided: no paired rounds, no ratio
-    from gapbench.result import Record
+    from gapbench.core.result import Record
 
     def row(b, v, params=None):
         return Record(probe="launch", backend=b, variant=v, metric="roundtrip", samples_s=[1e-6, 2e-6],
@@ -168,7 +171,7 @@ def test_paired_rounds_pool_across_processes():
     fw = [x for x in a["per_round"]["framework"] + b["per_round"]["framework"] if x is not None]
     assert float(np.median(fw)) / float(np.median(a["per_round"]["floor"] + b["per_round"]["floor"])) != 6.5
     # the same through launch.pool, which the parent runs over its warm processes
-    from gapbench.result import Record
+    from gapbench.core.result import Record
 
     def rec(doc):
         return [Record(probe="launch", backend="cupy", variant="add", metric="roundtrip", samples_s=[1e-5],
@@ -246,7 +249,7 @@ def test_real_worker_exception_comes_back_as_its_reason():
 
 
 def _rec(vals, status=OK, metric="roundtrip"):
-    from gapbench.result import Record
+    from gapbench.core.result import Record
 
     return Record(probe="launch", backend="plain-cuda", variant="null", metric=metric, status=status,
                   clock="host_wall" if status == OK else None, samples_s=vals if status == OK else [],
@@ -321,7 +324,7 @@ extern "C" void run_add(const float* a, const float* b, float* out, unsigned n, 
 
 @pytest.fixture(scope="module")
 def metal_launch_lib(tmp_path_factory):
-    from gapbench import metal_cpu
+    from gapbench.core import metal_cpu
 
     return metal_cpu.build(ROOT / "metal" / "launch.metal", METAL_DRIVER, tmp_path_factory.mktemp("mcpu"))
 
@@ -533,7 +536,7 @@ def test_a_lost_harness_round_is_an_error_row_and_the_rest_stays(tmp_path, monke
 
 
 def test_plain_comparison_takes_the_interval_from_per_round_medians():
-    from gapbench.result import Record
+    from gapbench.core.result import Record
 
     # pooled samples whose medians alone would say 2.0; the per-round medians say 1.1 [0.9-1.3]
     h_over_p = HARNESS_OVER_PLAIN
@@ -644,7 +647,7 @@ def test_pairing_takes_whole_runs_and_reports_per_op():
     """The arms return seconds per whole run (what measure.paired sizes its rounds by); a run of
     the framework is 100 ops of 2 us, one of the floor 1 op of 5 us: per op the framework takes
     0.4x the floor's time, and the record holds per-op values."""
-    from gapbench.probes.launch_config import Config
+    from gapbench.benchmarks.launch.config import Config
 
     cfg = Config(pair_budget_s=0.5)
     doc = launch_pairing.pair_with_floor(lambda n: [200e-6] * n, lambda n: [5e-6] * n, "native-x/add1", cfg, 0,

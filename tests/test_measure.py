@@ -8,8 +8,9 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from gapbench import measure, stats
-from gapbench.measure import Arm, MeasureError, Stop, Verdict, adaptive, paired
+from gapbench.core import measure
+from gapbench.core import stats
+from gapbench.core.measure import Arm, MeasureError, Stop, Verdict, adaptive, paired
 
 
 class FakeClock:

@@ -94,7 +94,7 @@ def test_metal_probe_on_apple_gpu():
     import numpy as np
 
     from gapbench import _native
-    from gapbench.probes import launch
+    from gapbench.benchmarks.launch import command as launch
 
     src = (ROOT / "metal" / "launch.metal").read_text()
     p = _native.metal.LaunchProbe(1, 1, src)

@@ -11,12 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gapbench import _native, dtypes, native, registry
-from gapbench.blasspec import native_dims
-from gapbench.probes import copy as copy_probe
-from gapbench.probes import gemm as gemm_probe
-from gapbench.probes import gemv as gemv_probe
-from gapbench.probes import vjp as vjp_probe
+from gapbench import _native
+from gapbench.core import dtypes
+from gapbench.core import native
+from gapbench.backends import registry
+from gapbench.ops.spec import native_dims
+from gapbench.ops import copy as copy_probe
+from gapbench.ops import gemm as gemm_probe
+from gapbench.ops import gemv as gemv_probe
+from gapbench.ops import vjp as vjp_probe
 
 CUDA = registry.info("native-cuda").available
 needs_gpu = pytest.mark.skipif(not CUDA, reason="needs an NVIDIA GPU and driver: " + registry.info("native-cuda").reason)
@@ -94,7 +97,7 @@ def test_cuda_calls_without_driver_raise_with_the_runtime_error():
 
 @pytest.mark.skipif(not _native.cuda.built, reason="CUDA part not built")
 def test_plain_loop_binary_installed_and_fails_cleanly_without_gpu():
-    from gapbench.probes.launch import plain_binary
+    from gapbench.benchmarks.launch.command import plain_binary
 
     exe = plain_binary()
     assert exe is not None
@@ -105,11 +108,11 @@ def test_plain_loop_binary_installed_and_fails_cleanly_without_gpu():
 
 @pytest.mark.skipif(not _native.cuda.built, reason="CUDA part not built")
 def test_paced_blas_loop_answers_each_round_or_fails_with_its_reason():
-    """The plain cuBLAS loop in paced rounds (gapbench.worker.PacedCommand): one JSON line per
+    """The plain cuBLAS loop in paced rounds (gapbench.core.worker.PacedCommand): one JSON line per
     round, each only once asked; without a GPU the loop's own error comes back as the reason."""
-    from gapbench.probes.blas import cublas_candidates
-    from gapbench.probes.blas_plain import plain_binary
-    from gapbench.worker import PacedCommand
+    from gapbench.benchmarks.blas.run import cublas_candidates
+    from gapbench.benchmarks.blas.plain import plain_binary
+    from gapbench.core.worker import PacedCommand
 
     exe = plain_binary()
     assert exe is not None
@@ -253,7 +256,7 @@ def _case(op, dt, shape, rng):
 
 @pytest.fixture(scope="module")
 def cublas():
-    from gapbench.probes.blas import cublas_candidates
+    from gapbench.benchmarks.blas.run import cublas_candidates
 
     return _native.cuda.cublas_load(cublas_candidates()) if CUDA else ""
 
@@ -367,7 +370,7 @@ def test_launch_probe_device_kernel_is_gated():
 def test_spin_fallback_drops_samples_queued_past_the_spin(monkeypatch):
     """Without the native gate a fixed spin holds the stream; a sample whose host queuing outlasted
     the shortest the spin can last is dropped and taken again, and never returned as valid."""
-    from gapbench import hold
+    from gapbench.backends import hold
 
     now = [0.0]
     monkeypatch.setattr(hold.time, "perf_counter", lambda: now[0])
@@ -395,8 +398,8 @@ def test_spin_fallback_drops_samples_queued_past_the_spin(monkeypatch):
 def test_bench_rows_fail_when_the_last_timed_run_is_wrong(monkeypatch):
     """probes/blas.py's native path: a row whose last timed run left a wrong output is failed, not
     timed-and-ok; the dispatcher's row names its strategy; a NotApplicable impl is an n/a row."""
-    from gapbench.probes import blas
-    from gapbench.result import FAILED, NOT_APPLICABLE, OK
+    from gapbench.benchmarks.blas import run as blas
+    from gapbench.core.result import FAILED, NOT_APPLICABLE, OK
 
     shape = {"m": 64, "k": 48}
     rounded = [dtypes.round_to(a, "fp16") for a in gemv_probe.SPEC.inputs(shape, np.random.default_rng(1))]

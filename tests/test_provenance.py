@@ -91,7 +91,7 @@ def test_installed_build_records_its_provenance():
 
 
 def test_every_run_file_carries_the_provenance(tmp_path):
-    from gapbench import cli
+    from gapbench.core import cli
 
     w = cli.open_run("launch", str(tmp_path / "r.json"), "gapbench launch", [], {}, [])
     w.finish()

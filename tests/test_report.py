@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from gapbench import published as pub
-from gapbench.probes import report as rp
-from gapbench.result import ERROR, OK, UNAVAILABLE, Record, RunWriter, read_document
+from gapbench.core import published as pub
+from gapbench.benchmarks.report import command as rp
+from gapbench.core.result import ERROR, OK, UNAVAILABLE, Record, RunWriter, read_document
 
 
 def _env(gpu: str | None):
@@ -164,7 +164,7 @@ def test_report_of_the_committed_gpu_results(tmp_path):
     import statistics
     from pathlib import Path
 
-    from gapbench import reportkit as rk
+    from gapbench.core import reportkit as rk
 
     root = Path(__file__).resolve().parents[1] / "docs" / "results"
     files = [root / "launch-h200-2026-11-23-default.json.gz", root / "blas-h200-2026-11-23-default.json.gz"]

@@ -4,9 +4,8 @@ import json
 import numpy as np
 import pytest
 
-from gapbench import stats
-from gapbench.result import (ERROR, OK, SCHEMA_VERSION, Record, RunWriter, SchemaError, atomic_write_text,
-                             load_run, records_to_csv)
+from gapbench.core import stats
+from gapbench.core.result import ERROR, OK, SCHEMA_VERSION, Record, RunWriter, SchemaError, atomic_write_text, load_run, records_to_csv
 
 
 def test_summarize_matches_numpy():
@@ -73,7 +72,7 @@ def test_run_file_roundtrip_and_atomic_rewrites(tmp_path):
 
 def test_rewrites_are_spaced_by_their_cost_and_nothing_pending_is_lost(tmp_path, monkeypatch):
     """Each rewrite took 1 s on the fake clock; at 5% overhead the next one waits 20 s."""
-    import gapbench.result as result
+    import gapbench.core.result as result
 
     now = [0.0]
     real = result.write_document
@@ -163,7 +162,7 @@ def test_run_writer_writes_gzip_when_the_name_says_so_and_load_run_reads_it(tmp_
 
 
 def test_compact_keeps_every_sample_exactly_and_is_much_smaller(tmp_path):
-    from gapbench.compact import compact_file
+    from gapbench.core.compact import compact_file
 
     src = tmp_path / "run.json"
     _written_run(src, n_records=20)
@@ -184,7 +183,7 @@ def test_compact_rewrites_a_runs_own_json_gz_in_place(tmp_path):
     """bench.* --out X.json.gz writes gzip with derived summaries: compacting it keeps its name."""
     import gzip
 
-    from gapbench.compact import compact_file
+    from gapbench.core.compact import compact_file
 
     src = tmp_path / "run.json.gz"
     _written_run(src, n_records=20)
@@ -203,7 +202,7 @@ def test_compact_rewrites_a_runs_own_json_gz_in_place(tmp_path):
 def test_damaged_or_foreign_compact_files_are_refused_with_their_name(tmp_path):
     import gzip
 
-    from gapbench.compact import compact_file
+    from gapbench.core.compact import compact_file
 
     cut = tmp_path / "cut.json.gz"
     _written_run(tmp_path / "ok.json.gz")
@@ -222,7 +221,7 @@ def test_damaged_or_foreign_compact_files_are_refused_with_their_name(tmp_path):
 
 
 def test_compact_cli_exit_codes_and_describe(tmp_path, capsys):
-    from gapbench.compact import main
+    from gapbench.core.compact import main
 
     src = tmp_path / "run.json"
     _written_run(src)

@@ -11,8 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from gapbench.probes import suite as su  # noqa: E402
-from gapbench.result import ERROR, FAILED, OK, UNAVAILABLE  # noqa: E402
+from gapbench.benchmarks.suite import run as su  # noqa: E402
+from gapbench.core.result import ERROR, FAILED, OK, UNAVAILABLE  # noqa: E402
 
 Q = dict(steps=3, warmup=1)
 

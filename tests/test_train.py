@@ -11,11 +11,11 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from gapbench import memplan  # noqa: E402
+from gapbench.benchmarks.train import memplan  # noqa: E402
 from gapbench.models.gpt2_spec import SIZES  # noqa: E402
-from gapbench.monitor import Energy, Sampler  # noqa: E402
-from gapbench.probes import train as tr  # noqa: E402
-from gapbench.result import ERROR, FAILED, OK, UNAVAILABLE  # noqa: E402
+from gapbench.backends.monitor import Energy, Sampler  # noqa: E402
+from gapbench.benchmarks.train import run as tr  # noqa: E402
+from gapbench.core.result import ERROR, FAILED, OK, UNAVAILABLE  # noqa: E402
 
 TINY = dict(batch_size=2, seq_len=32, steps=4, warmup=1, warmup_s=0.0, rounds=2)
 
@@ -29,7 +29,8 @@ def test_minimal_gpt2_torch_and_mlx_agree_on_the_same_weights():
     mx = pytest.importorskip("mlx.core")
     import mlx.nn as nn
 
-    from gapbench.models import gpt2_mlx, gpt2_torch
+    from gapbench.models import gpt2_mlx
+    from gapbench.models import gpt2_torch
 
     s = SIZES["tiny"]
     torch.manual_seed(1)
@@ -303,7 +304,7 @@ def test_local_text_and_audio_datasets(tmp_path):
 
 
 def test_batches_from_real_tokens_are_windows_of_the_corpus(monkeypatch):
-    from gapbench.probes import train_data
+    from gapbench.benchmarks.train import data as train_data
 
     case = tr.Case("tiny-gpt2", "torch-cpu", batch_size=3, seq_len=5)
     rng = np.random.default_rng(0)
@@ -353,7 +354,7 @@ def test_cli_bad_input_is_a_clear_error(argv, words, capsys):
 
 
 def test_roofline_from_a_blas_result_file(tmp_path):
-    from gapbench.result import RunWriter
+    from gapbench.core.result import RunWriter
 
     p = tmp_path / "blas.json"
     w = RunWriter(p, env={}, run={"probe": "blas"})
@@ -366,7 +367,7 @@ def test_roofline_from_a_blas_result_file(tmp_path):
 
 
 def test_memory_plot_breaks_lines_where_the_sampler_paused():
-    from gapbench.plots import broken_at_gaps
+    from gapbench.benchmarks.train.figures import broken_at_gaps
 
     tl = {"interval_s": 0.1, "columns": {"t": [0.0, 0.1, 0.2, 5.0, 5.1], "rss_bytes": [1, 2, 3, 4, 5]}}
     cols = broken_at_gaps(tl)

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from gapbench import benchmarks
-from gapbench.result import ERROR, OK, Record, RunWriter, load_run
+from gapbench.core.result import ERROR, OK, Record, RunWriter, load_run
 
 from conftest import ROOT, run_module
 
@@ -93,15 +93,15 @@ def test_shapes_of_the_wrong_form_are_errors(tmp_path, capsys, args, msg):
 
 
 def test_shapes_without_ops_select_the_ops_they_fit():
-    from gapbench.probes.blas_cli import ops_for_shapes
-    from gapbench.probes.blas import parse_shapes
+    from gapbench.benchmarks.blas.command import ops_for_shapes
+    from gapbench.benchmarks.blas.run import parse_shapes
 
     assert ops_for_shapes(["copy", "gemv", "vjp", "gemm"], parse_shapes("64x64"), explicit=False) == ["gemv", "vjp_dx", "vjp_dw"]
     assert ops_for_shapes(["copy", "gemv", "vjp", "gemm"], parse_shapes("8,1x8x8x8"), explicit=False) == ["copy", "gemm"]
 
 
 def test_seed_csv_of_a_gguf_is_named_by_device_and_model(tmp_path):
-    from gapbench.probes.suite_tables import seed_csvs
+    from gapbench.benchmarks.suite.tables import seed_csvs
 
     case = {"experiment": "llamacpp-generate", "model": "tiny-llama.gguf", "batch_size": 1, "seq_len": 0, "mode": "inference"}
     r = Record(probe="suite", backend="llama.cpp-cpu", metric="generate", status=ERROR, reason="x",
@@ -122,8 +122,9 @@ def test_a_copy_too_large_for_the_machine_is_an_error_row_not_a_traceback(tmp_pa
 
 
 def test_memory_check_asks_before_allocating(monkeypatch):
-    from gapbench import memfit
-    from gapbench.probes import blas, copy
+    from gapbench.backends import memfit
+    from gapbench.benchmarks.blas import run as blas
+    from gapbench.ops import copy
 
     monkeypatch.setattr(memfit, "host_available", lambda: (10 ** 9, "test"))
     assert blas.memory_check(copy.SPEC, {"n": 1 << 20}, "fp32", ["torch-cpu"]) == {}
@@ -140,7 +141,8 @@ def test_launch_refuses_sizes_the_machine_cannot_hold(tmp_path, capsys, args, ms
 
 # ------------------------------------------------------------------ item 7: tables at 80 and 100 columns
 def _blas_records():
-    from gapbench.probes import copy, gemm
+    from gapbench.ops import copy
+    from gapbench.ops import gemm
 
     out = []
     for backend, med, n in (("torch-cpu", 104.2e-6, 1 << 20), ("mlx-cpu", 1.208e-2, 1 << 20), ("torch-cpu", 6.631e-6, 65536)):
@@ -202,7 +204,7 @@ FIXTURES = {"blas": _blas_records, "launch": _launch_records, "train": _train_re
 def test_tables_fit_the_width_and_never_break_a_number(name, width):
     from rich.console import Console
 
-    from gapbench.termtable import FitTable
+    from gapbench.core.termtable import FitTable
 
     tables = [t for t in benchmarks.get(name).tables(FIXTURES[name]()) if t]
     assert tables
@@ -246,7 +248,7 @@ def test_narrow_tables_become_blocks_of_column_value_lines():
 
 
 def test_piped_output_is_100_columns_unless_columns_says(monkeypatch):
-    from gapbench import cli
+    from gapbench.core import cli
 
     monkeypatch.delenv("COLUMNS", raising=False)
     assert cli.console_for().width == 100  # pytest captures stdout: not a terminal
@@ -258,7 +260,7 @@ def test_piped_output_is_100_columns_unless_columns_says(monkeypatch):
 def test_progress_is_one_flushed_line_per_step_when_not_a_terminal():
     from rich.console import Console
 
-    from gapbench.cli import progress_bar
+    from gapbench.core.cli import progress_bar
 
     buf = io.StringIO()
     c = Console(file=buf, width=100)
@@ -292,7 +294,7 @@ def test_a_piped_report_says_what_it_is_doing(tmp_path, capsys):
 
 # ------------------------------------------------------------------ item 10: implausible rows
 def _copy_row(med_s, n=1 << 20):
-    from gapbench.probes import copy
+    from gapbench.ops import copy
 
     shape = {"n": n}
     return Record(probe="blas", backend="torch-cpu", metric="time", variant="torch", clock="host_wall",
@@ -303,7 +305,7 @@ def _copy_row(med_s, n=1 << 20):
 def test_a_rate_under_one_percent_of_the_roofline_is_suspect_in_table_and_record():
     from rich.console import Console
 
-    from gapbench.probes.blas_tables import build_tables, mark_suspects, roofline
+    from gapbench.benchmarks.blas.tables import build_tables, mark_suspects, roofline
 
     best, slow, short = _copy_row(100e-6), _copy_row(20e-3), _copy_row(50e-6, n=1 << 10)
     fine = _copy_row(150e-6)
@@ -324,8 +326,8 @@ def test_cpu_frameworks_run_on_the_free_cores(monkeypatch):
     torch = pytest.importorskip("torch")
     import psutil
 
-    from gapbench import frameworks
-    from gapbench.probes import blas
+    from gapbench.backends import frameworks
+    from gapbench.benchmarks.blas import run as blas
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})

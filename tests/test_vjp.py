@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from gapbench import dtypes
-from gapbench.probes import vjp
+from gapbench.core import dtypes
+from gapbench.ops import vjp
 from metal_kernels import DT_CODE, build, inputs, poisoned_output, ptr
 
 DRIVER = r"""

@@ -1,4 +1,4 @@
-"""The worker protocol (gapbench.worker) and the command-line mechanism (gapbench.benchmark.run_cli):
+"""The worker protocol (gapbench.core.worker) and the command-line mechanism (gapbench.core.benchmark.run_cli):
 results and errors from a fresh process, and what a user's Ctrl-C, SIGTERM or SIGKILL leaves
 behind (nothing: no worker, no temporary files) with the exit code and the line they see."""
 from __future__ import annotations
@@ -14,14 +14,14 @@ import pytest
 
 from conftest import ROOT, run_module
 from gapbench import benchmarks
-from gapbench.benchmark import EXIT_SIGINT, EXIT_SIGTERM
-from gapbench.worker import PacedCommand, WorkerError, run_in_worker
+from gapbench.core.benchmark import EXIT_SIGINT, EXIT_SIGTERM
+from gapbench.core.worker import PacedCommand, WorkerError, run_in_worker
 
 psutil = pytest.importorskip("psutil")
 
 TARGETS = '''
 import os, time
-from gapbench.worker import progress
+from gapbench.core.worker import progress
 def echo(p):
     progress("half way")
     return {"got": p, "pid": os.getpid()}
@@ -74,7 +74,7 @@ def _workers_of(pid: int) -> list:
     out = []
     for c in kids:
         try:
-            if "gapbench.worker" in " ".join(c.cmdline()):
+            if "gapbench.core.worker" in " ".join(c.cmdline()):
                 out.append(c)
         except psutil.Error:  # ended between the listing and the look (a cold launch process does)
             pass
@@ -137,7 +137,7 @@ def test_sigkill_of_the_parent_takes_the_worker_with_it(tmp_path):
 
 
 def test_nothing_measured_is_exit_1_with_one_line(tmp_path):
-    from gapbench import registry
+    from gapbench.backends import registry
 
     if registry.info("native-metal").available:
         pytest.skip("needs a machine without Metal")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gapbench.result import NOT_APPLICABLE, OK, UNAVAILABLE, load_run
+from gapbench.core.result import NOT_APPLICABLE, OK, UNAVAILABLE, load_run
 
 ROWS = ("gapbench", "torch", "cupy", "cublas-tf32")
 
@@ -42,7 +42,7 @@ def header(path: str, run) -> list[str]:
 
 
 def launch_table(path: str, run) -> str:
-    from gapbench.probes.launch_tables import plain_comparison
+    from gapbench.benchmarks.launch.tables import plain_comparison
 
     lines = ["| framework | metric | vs | framework / floor (time) | rounds |", "|---|---|---|---|---|"]
     for r in run.records:

@@ -10,7 +10,7 @@ EXTRA = {"backends": "what this machine has, and why not", "csv": "export a resu
 
 
 def usage() -> str:
-    from . import benchmarks
+    from gapbench import benchmarks
 
     lines = ["usage: gapbench <command> [options]   (gapbench <command> --help for its options)", "", "commands:"]
     for name in benchmarks.available():
@@ -26,12 +26,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
     if cmd == "backends":
-        from .cli import console_for, list_backends
+        from gapbench.core.cli import console_for, list_backends
 
         list_backends(console_for())
         return 0
     if cmd == "csv":
-        from .result import SchemaError, load_run, records_to_csv
+        from gapbench.core.result import SchemaError, load_run, records_to_csv
 
         if len(rest) != 1:
             print("usage: gapbench csv RESULT.json", file=sys.stderr)
@@ -43,10 +43,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return 0
     if cmd == "compact":
-        from .compact import main as compact_main
+        from gapbench.core.compact import main as compact_main
 
         return compact_main(rest, prog="gapbench compact")
-    from . import benchmarks
+    from gapbench import benchmarks
 
     try:
         bench = benchmarks.get(cmd)

@@ -8,7 +8,7 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
-from .gpt2_spec import GPT2Spec
+from gapbench.models.gpt2_spec import GPT2Spec
 
 
 class Block(nn.Module):

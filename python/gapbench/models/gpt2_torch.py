@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .gpt2_spec import GPT2Spec
+from gapbench.models.gpt2_spec import GPT2Spec
 
 
 class Block(nn.Module):

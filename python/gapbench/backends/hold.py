@@ -1,0 +1,89 @@
+"""Holding a CUDA stream while the host queues a timed region, for framework rows (torch, cupy).
+
+Events around a few microseconds of GPU work time the host's submission gap too unless the device
+is busy while the host queues the start event, the work and the stop event. `StreamHold` uses the
+native release gate (gapbench._native.cuda.Gate, cuda/gate.h): a kernel that waits until the host
+says it has queued everything, with a 1 s timeout that marks the sample invalid. Invalid samples
+are dropped and taken again (`invalid_samples` counts them), never returned as valid.
+
+Without the native CUDA part, a documented fallback: a fixed spin kernel of SPIN_CYCLES clocks,
+and the host's queuing time is compared with the shortest the spin can last (SPIN_CYCLES at
+MAX_CLOCK_HZ, above any current GPU's boost clock): a sample whose queuing outlasted it may have
+timed host time, so it is invalid too."""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+SPIN_CYCLES = 2_000_000  # ~1 ms at a 2 GHz SM clock
+MAX_CLOCK_HZ = 3.0e9
+MAX_RETRIES = 5
+
+
+class GateTimeout(RuntimeError):
+    """Every try of one sample outlasted the hold: the host cannot queue this work in time."""
+
+
+class StreamHold:
+    def __init__(self, device: int, spin: Callable[[int], None]):
+        """`spin(cycles)` enqueues the fallback spin kernel on the current stream."""
+        self.gate = None
+        self.method = f"fixed spin of {SPIN_CYCLES} clocks, host queuing checked against it"
+        self.invalid_samples = 0
+        self._spin = spin
+        try:
+            from gapbench import _native
+
+            if _native.cuda.built and _native.cuda.status(device).get("available"):
+                self.gate = _native.cuda.Gate(device, 1.0)
+                self.method = "release gate (held until the host has queued the timed region)"
+        except (ImportError, RuntimeError) as e:
+            self.method += f" (no native gate: {e})"
+
+    def sample(self, stream: int, enqueue: Callable[[], None], finish: Callable[[], float]) -> float:
+        """Device seconds of one sample: hold `stream` (a cudaStream_t as int), `enqueue()` the
+        start event, the work and the stop event, release, then `finish()` (sync and read the
+        events). Retried while invalid; raises GateTimeout after MAX_RETRIES tries."""
+        for _ in range(MAX_RETRIES):
+            if self.gate is not None:
+                self.gate.hold(stream)
+                try:
+                    enqueue()
+                finally:
+                    self.gate.release()
+                seconds = finish()
+                valid = not self.gate.timed_out()
+            else:
+                t0 = time.perf_counter()
+                self._spin(SPIN_CYCLES)
+                enqueue()
+                queued = time.perf_counter() - t0
+                seconds = finish()
+                valid = queued < SPIN_CYCLES / MAX_CLOCK_HZ
+            if valid:
+                return seconds
+            self.invalid_samples += 1
+        raise GateTimeout(f"the host could not queue one timed region within the hold ({self.method}) "
+                          f"in {MAX_RETRIES} tries")
+
+    def time_events(self, handle: int, stream, start, stop, fn: Callable[[], None], inner: int,
+                    elapsed_ms: Callable[[object, object], float], held: bool = True) -> float:
+        """Device seconds of `inner` calls of fn between a framework's two events (torch and CuPy
+        events share record(stream) and synchronize(); `elapsed_ms(start, stop)` reads them) on
+        `stream` (`handle`: its cudaStream_t as int): behind the hold (`sample`), or, with
+        held=False, as the host issues them."""
+
+        def enqueue():
+            start.record(stream)
+            for _ in range(inner):
+                fn()
+            stop.record(stream)
+
+        def finish():
+            stop.synchronize()
+            return elapsed_ms(start, stop) * 1e-3
+
+        if not held:
+            enqueue()
+            return finish()
+        return self.sample(handle, enqueue, finish)

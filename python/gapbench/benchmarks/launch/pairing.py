@@ -1,0 +1,228 @@
+"""Launch benchmark, pairing: every ratio in its tables comes from interleaved rounds of both arms,
+in a seeded random order, as the median of per-round ratios with a
+distribution-free 95% interval (gapbench.core.stats.ratio_median_ci).
+
+- framework vs floor (`xfloor`): in each warm framework process, after the framework's own
+  metrics, the native floor of its device class (cuda/metal: the native add of the same size;
+  cpu: the empty binding call) is set up in the same process and the two are timed in
+  gapbench.core.measure.paired rounds, per metric (launch + wait; back to back where the framework has
+  a device queue). The record keeps the per-round values, so the parent pools the rounds of
+  several processes (each round stays paired inside its process) and recomputes the interval.
+- harness vs plain C++ loop: `rounds` rounds, each a fresh harness process (native-cuda, the same
+  null kernel through LaunchProbe) and a fresh run of the paced plain loop (cuda/plain/launch.cu,
+  gapbench.core.worker.PacedCommand), in a random order. Fresh processes each round, because a
+  process's own state moves its numbers: on an H100 the device-side kernel rate of one process
+  differed from another's by up to 12%, which rounds inside one process pair never see. Six
+  rounds are the fewest whose per-round ratios give a 95% interval for their median (their min
+  and max cover it with probability 1 - 2/2^6 = 97%; see probes/blas_plain.py).
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from gapbench.core.measure import Arm, MeasureError, paired
+from gapbench.core.result import ERROR, UNAVAILABLE, Record
+from gapbench.core.plaincheck import interleave
+from gapbench.core.stats import ratio_median_ci
+from gapbench.benchmarks.launch.config import PROBE, Config, check_add, random_inputs
+
+perf_ns = time.perf_counter_ns
+#: rounds every framework-vs-floor pairing runs at least, whatever its budget
+PAIR_MIN_ROUNDS = 10
+#: (metric, key in the plain loop's JSON, per `inner` launches)
+PLAIN_METRICS = (("submit", "submit", True), ("roundtrip", "roundtrip", False), ("stream_b2b", "stream_b2b", True),
+                 ("device_kernel", "device_kernel", True), ("graph_node", "graph_replay", True))
+PLAIN_OP = "empty kernel, 1 thread (plain C++ loop, no harness)"
+
+
+def new_seed(cfg: Config, salt: int = 0) -> int:
+    """The run's seed (cfg.seed) shifted by `salt`, or a fresh random one; recorded with the result."""
+    return (cfg.seed + salt) if cfg.seed is not None else int.from_bytes(os.urandom(4), "little")
+
+
+# ============================================================== framework vs floor
+def summarize_paired(doc: dict) -> dict:
+    """`doc` with x_floor (median over rounds of framework/floor time), lo, hi (its 95% interval;
+    None where unbounded) and rounds, recomputed from doc["per_round"]; rounds where either arm
+    had no valid value are left out."""
+    pr = doc.get("per_round") or {}
+    fw, fl = pr.get("framework") or [], pr.get("floor") or []
+    both = [(a, b) for a, b in zip(fw, fl) if a is not None and b is not None and math.isfinite(a)
+            and math.isfinite(b) and b > 0]
+    out = {k: v for k, v in doc.items() if k not in ("x_floor", "lo", "hi", "rounds")}
+    if not both:
+        out.setdefault("reason", "no round in which both arms had a valid value")
+        return out
+    med, lo, hi = ratio_median_ci([a for a, _ in both], [b for _, b in both])
+    out.update(x_floor=med, lo=lo if math.isfinite(lo) else None, hi=hi if math.isfinite(hi) else None,
+               rounds=len(both))
+    return out
+
+
+def pool_paired(docs: list[dict]) -> dict:
+    """The pairings of several processes as one: their rounds together (each round stays paired
+    inside its process), the median and interval recomputed over all of them. Processes whose
+    pairing failed are counted and their reasons kept; if none paired, the first reason stands."""
+    done = [d for d in docs if d.get("per_round")]
+    if not done:
+        return dict(docs[0]) if docs else {"reason": "not paired"}
+    fw: list = []
+    fl: list = []
+    for d in done:
+        n = min(len(d["per_round"]["framework"]), len(d["per_round"]["floor"]))
+        fw += d["per_round"]["framework"][:n]
+        fl += d["per_round"]["floor"][:n]
+    out = {k: v for k, v in done[0].items() if k not in ("per_round", "processes", "stop", "seed", "k", "wall_s")}
+    out.update(per_round={"framework": fw, "floor": fl}, processes=sum(d.get("processes", 1) for d in done),
+               stop=[d.get("stop") for d in done], seed=[d.get("seed") for d in done], k=[d.get("k") for d in done])
+    failed = [d.get("reason", "not paired") for d in docs if not d.get("per_round")]
+    if failed:
+        out["unpaired_processes"] = failed
+    return summarize_paired(out)
+
+
+def pair_with_floor(fw_sample: Callable[[int], list[float]], floor_sample: Callable[[int], list[float]], vs: str,
+                    cfg: Config, seed: int, ops_per_run: dict[str, int] | None = None) -> dict:
+    """Interleaved rounds of the framework and its floor in this process (gapbench.core.measure.paired:
+    about cfg.pair_budget_s, at least PAIR_MIN_ROUNDS rounds). Both sample functions return the
+    seconds of whole runs, of ops_per_run["framework"] and ops_per_run["floor"] ops (default 1):
+    measure.paired sizes its rounds by them (a per-op value of a 100-op run would make it run 100
+    times longer than its budget). The record's params["paired"] holds per-op values."""
+    try:
+        res = paired([Arm("framework", fw_sample), Arm("floor", floor_sample)], rel_hw=cfg.rel_hw,
+                     min_rounds=PAIR_MIN_ROUNDS, budget_s=cfg.pair_budget_s, seed=seed,
+                     warmup=min(cfg.warmup, 5))
+    except MeasureError as e:
+        return {"vs": vs, "reason": f"pairing failed: {e}"}
+    ops = {"framework": 1, "floor": 1, **(ops_per_run or {})}
+    per_round = {n: [None if math.isnan(x) else float(x) / ops[n] for x in v] for n, v in res.per_round.items()}
+    return summarize_paired({"vs": vs, "per_round": per_round, "k": res.k, "seed": seed, "stop": res.reason.value,
+                             "wall_s": res.wall_s, "processes": 1})
+
+
+class Floor:
+    """The native floor of a device class, set up inside a framework's process: `vs` names it
+    ("native-cuda/add1"), `sample[metric]` is (sample(n) in seconds per run, ops per run) for the
+    metrics it has, `reason` says why there is none (then `sample` is empty)."""
+
+    def __init__(self, floor: str, cfg: Config):
+        self.vs, self.sample, self.reason = floor, {}, ""
+        self._probe: Any = None
+        try:
+            self._setup(floor, cfg)
+        except Exception as e:  # the floor is optional in a framework's process: say why, go on
+            self.sample, self.reason = {}, f"floor {floor} could not run in this process: {type(e).__name__}: {e}"
+
+    def _setup(self, floor: str, cfg: Config) -> None:
+        from gapbench.core.native import load
+
+        nat = load()
+        i = cfg.inner
+        if floor == "native-cpu":
+            f = nat.cpu.noop
+            self.vs = "native-cpu/noop"
+
+            def per_run(n):
+                out = []
+                for _ in range(n):
+                    t0 = perf_ns()
+                    for _ in range(i):
+                        f()
+                    out.append((perf_ns() - t0) * 1e-9)
+                return out
+
+            self.sample = {"roundtrip": (per_run, i)}
+            return
+        kind = floor.partition("-")[2]  # cuda, metal
+        part = getattr(nat, kind)
+        st = dict(part.status(0) if kind == "cuda" else part.status())
+        if not st.get("available"):
+            raise RuntimeError(st.get("reason", f"{kind} unavailable"))
+        if kind == "cuda":
+            p = part.LaunchProbe(nat.LaunchKernel.add1, cfg.n, 0)
+        else:
+            from importlib import resources
+
+            source = resources.files("gapbench").joinpath("metal/launch.metal").read_text()
+            p = part.LaunchProbe(nat.LaunchKernel.add1, cfg.n, source)
+        a, b = random_inputs(cfg)
+        ok, detail = check_add(np.asarray(p.run_add(a.tolist(), b.tolist()), dtype=np.float32), a, b)
+        if not ok:
+            raise RuntimeError(f"the floor's add failed its check: {detail}")
+        self._probe, self.vs = p, f"{floor}/add1"
+        self.sample = {"roundtrip": (lambda n: list(p.roundtrip(n, 0)), 1),
+                       "stream_b2b": (lambda n: list(p.stream_b2b(n, i, 0)), i),
+                       "device_kernel": (lambda n: list(p.device_kernel(n, i, 0)), i)}
+
+
+# ============================================================== harness vs plain C++ loop
+def plain_samples_per_round(cfg: Config) -> int:
+    """Samples per metric in each plain and harness round: the plain loop's former share
+    (min(samples, 200)) split over the rounds, at least 5."""
+    return max(5, min(cfg.samples, 200) // max(cfg.plain_rounds, 1))
+
+
+#: the reason on the plain-cuda row when the loop was not built
+PLAIN_MISSING = "plain loop not built (no CUDA toolkit at install)"
+
+
+def plain_row(status: str, reason: str) -> Record:
+    """The one plain-cuda row that stands for the whole check when it did not run."""
+    return Record(probe=PROBE, backend="plain-cuda", variant="null", metric="roundtrip", status=status, reason=reason)
+
+
+def plain_check(exe: str | Path | None, cfg: Config, harness_round: Callable[[], dict], seed: int) -> list[Record]:
+    """The harness against the plain C++ loop, paired over fresh process pairs: each of
+    cfg.plain_rounds rounds runs the paced loop `exe` for one round in a new process and
+    `harness_round()` (the caller starts a new harness process; it returns {metric: per-sample
+    seconds} for PLAIN_METRICS, same samples, inner and warm-up), in a random order. Each process
+    brings its own placement and device state (kernel rate per process varies by about 7% on an
+    H100), so the rounds are independent units and the interval covers that variation too. The
+    plain-cuda records carry the pooled plain samples, the interleaved harness samples and each
+    round's two medians. A missing loop is an unavailable row, a failure an error row."""
+    if exe is None:
+        return [plain_row(UNAVAILABLE, PLAIN_MISSING)]
+    from gapbench.core.worker import PacedCommand
+
+    rounds, per = cfg.plain_rounds, plain_samples_per_round(cfg)
+    cmd = [str(exe), str(per), str(cfg.inner), str(cfg.warmup), "1", "1"]
+
+    def plain_round() -> dict:
+        with PacedCommand(cmd, timeout=cfg.timeout) as loop:
+            return loop.round()
+
+    try:
+        got, order = interleave({"plain": plain_round, "harness": harness_round}, rounds, seed)
+        return plain_records(got["plain"], got["harness"], cfg, per, order, seed, Path(exe).name)
+    except (RuntimeError, KeyError, TypeError, ValueError) as e:
+        return [plain_row(ERROR, f"plain check failed: {type(e).__name__}: {e}")]
+
+
+def plain_records(plain: list[dict], harness: list[dict], cfg: Config, per: int, order: list[list[str]], seed: int,
+                  binary: str) -> list[Record]:
+    recs = []
+    for metric, key, batched in PLAIN_METRICS:
+        p_rounds = [[float(x) for x in doc[key]] for doc in plain]
+        h_rounds = [[float(x) for x in doc[metric]] for doc in harness]
+        if not any(p_rounds):
+            raise ValueError(f"the plain loop returned no {key} samples")
+        medians = [[float(np.median(h)) if h else math.nan, float(np.median(p)) if p else math.nan]
+                   for h, p in zip(h_rounds, p_rounds)]
+        clock = "host_wall" if metric in ("submit", "roundtrip") else "device_events"
+        recs.append(Record(
+            probe=PROBE, backend="plain-cuda", variant="null", metric=metric, op=PLAIN_OP, clock=clock,
+            samples_s=[x for r in p_rounds for x in r], inner=cfg.inner if batched else 1, warmup=cfg.warmup,
+            work={"flops": 0.0, "bytes": 0.0},
+            params={"binary": binary, "rounds": len(plain), "samples_per_round": per, "seed": seed,
+                    "order": ["".join(n[0] for n in o) for o in order],  # e.g. "ph": plain first
+                    "processes": "a fresh plain loop and a fresh harness process each round",
+                    "invalid_samples": sum(int(d.get("invalid_samples", 0)) for d in plain),
+                    "round_medians_s": [[None if math.isnan(v) else v for v in m] for m in medians],
+                    "harness_interleaved_s": [x for r in h_rounds for x in r]}))
+    return recs

@@ -1,0 +1,1 @@
+"""bench.report: result files of any machines in one page."""

@@ -1,0 +1,1 @@
+"""gapbench run: every benchmark briefly, into one shareable bundle."""

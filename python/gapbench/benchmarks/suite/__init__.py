@@ -1,0 +1,1 @@
+"""bench.suite: the community seed suites, measured the gapbench way."""

@@ -1,0 +1,205 @@
+"""Data-parallel training: `python -m bench.train --nproc N` (routed here) or
+`python -m gapbench.benchmarks.train.dp --nproc N`. DDP and FSDP2 for the torch minimal GPT-2, MLX data
+parallel for the MLX one, each at a matched per-device batch on N ranks and on 1 (the same code),
+with weak-scaling efficiency, step time median [p10-p90], tokens/s per device and in total, peak
+memory per rank, exposed communication (step with gradient sync minus step without), and the
+analytic prediction: gradient bytes x the all-reduce bus factor / the all-reduce bus bandwidth at
+the gradient bucket size (from --comm-results, a bench.dist result file, or measured in-run)."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from gapbench.core.result import ERROR, FAILED, OK, Record, load_run
+from gapbench.benchmarks.collectives.config import ConfigError, csv_list
+from gapbench.benchmarks.collectives.launcher import launch_local
+
+PROBE = "train-dp"
+STRATEGIES = ("ddp", "fsdp2", "mlx")
+
+
+def busbw_from_results(path: str, size: int) -> tuple[float, str] | None:
+    """All-reduce bus bandwidth (bytes/s) at `size`, interpolated in log size over a bench.dist
+    result (direct NCCL preferred, then torch; fp32 preferred)."""
+    recs = [r for r in load_run(path).records if r.probe == "dist" and r.metric == "all_reduce" and r.status == OK
+            and r.params.get("size") and not r.params.get("reference_only")]
+    for rung in ("nccl", "torch", "mlx"):
+        for dt in ("fp32", "bf16", "fp16"):
+            pts = sorted((r.params["size"], r.params["size"] / r.summary().median * r.params["bus_factor"])
+                         for r in recs if r.backend == rung and r.params.get("dtype") == dt)
+            if len(pts) >= 1:
+                xs = np.log([p[0] for p in pts])
+                v = float(np.interp(math.log(size), xs, [p[1] for p in pts]))
+                return v, f"{path}: {rung} {dt} all_reduce busbw at {size} bytes (interpolated)"
+    return None
+
+
+def predict(t1: float, grad_bytes: float, world: int, busbw: float | None, strategy: str) -> dict:
+    """Communication time if none of it overlapped compute, and the efficiency that implies."""
+    if world < 2 or not busbw:
+        return {}
+    if strategy == "fsdp2":  # all-gather in forward and in backward, reduce-scatter of gradients
+        t_comm = 3 * grad_bytes * (world - 1) / world / busbw
+        formula = "3 x param bytes x (n-1)/n / all-reduce busbw"
+    else:
+        t_comm = grad_bytes * 2 * (world - 1) / world / busbw
+        formula = "grad bytes x 2(n-1)/n / all-reduce busbw"
+    return {"predicted_comm_s": t_comm, "predicted_efficiency": t1 / (t1 + t_comm), "prediction_formula": formula}
+
+
+def _records(job: dict, outs, world: int, base_median: float | None, comm: tuple | None) -> list[Record]:
+    backend = ("mlx-" if job["strategy"] == "mlx" else "torch-") + ("cuda" if job["device"] == "cuda" else "cpu")
+    common = dict(probe=PROBE, backend=backend, metric="step", variant=f"{job['strategy']}/{job['model']}/n{world}",
+                  op=f"{job['strategy']} training step of {job['model']}, batch {job['batch']}x{job['seq']} per device, "
+                     f"{world} rank(s)")
+    bad = [o for o in outs if not o.ok]
+    trains = {o.rank: next((d for d in o.lines if d.get("kind") == "train"), None) for o in outs}
+    checks = [d for o in outs for d in o.lines if d.get("kind") == "check"]
+    if bad or any(v is None for v in trains.values()):
+        why = "; ".join(f"{o.describe()}: ...{o.stderr_tail[-400:]}" for o in bad) or "a rank wrote no timings"
+        return [Record(**common, status=ERROR, reason=why[:1500])]
+    ok = all(c["ok"] for c in checks) and len(checks) == 2 * world
+    steps = np.max([trains[r]["steps_s"] for r in range(world)], axis=0)  # a step ends when the slowest rank does
+    nosync = np.max([trains[r]["nosync_s"] for r in range(world)], axis=0)
+    t0 = trains[0]
+    tokens = job["batch"] * t0["seq"]
+    med = float(np.median(steps))
+    params = {"world": world, "strategy": job["strategy"], "model": job["model"], "batch_per_device": job["batch"],
+              "seq": t0["seq"], "precision": job["precision"], "n_params": t0["n_params"], "grad_bytes": t0["grad_bytes"],
+              "tokens_per_s_per_device": tokens / med, "tokens_per_s_total": tokens * world / med,
+              "exposed_comm_s": max(0.0, med - float(np.median(nosync))), "nosync_median_s": float(np.median(nosync)),
+              "peak_bytes_per_rank": [trains[r]["peak_bytes"] for r in range(world)], "library": t0["library"],
+              "backend": t0["backend"], "bucket_mb": job["bucket_mb"]}
+    if base_median:
+        params["baseline_median_s"] = base_median
+        params["efficiency"] = base_median / med
+    busbw, src = (comm if comm else (t0.get("allreduce_busbw"), "measured in-run: fp32 all_reduce at the bucket size"))
+    if busbw and world > 1:
+        params.update(busbw_Bps=busbw, busbw_source=src,
+                      **predict(base_median or med, t0["grad_bytes"], world, busbw, job["strategy"]))
+    return [Record(**common, status=OK if ok else FAILED, reason="" if ok else "ranks disagree after a step or loss not finite",
+                   clock="host_wall", samples_s=steps.tolist(), warmup=job["warmup"], work={"items": float(tokens * world)},
+                   params=params, verified=ok,
+                   verify_detail=("parameters identical on every rank and loss finite, before timing and after"
+                                  if ok else json.dumps(checks)[:400]))]
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--nproc", type=int, required=True, help="ranks (one per GPU on a GPU machine)")
+    ap.add_argument("--models", default="gpt2", help="minimal GPT-2 sizes: tiny,gpt2,gpt2-medium,gpt2-large,gpt2-xl")
+    ap.add_argument("--strategies", help="ddp,fsdp2,mlx (default ddp,fsdp2)")
+    ap.add_argument("--batch", type=int, default=8, help="sequences per device")
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--precision", choices=("fp32", "amp-bf16"), default=None, help="default amp-bf16 on GPUs")
+    ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    ap.add_argument("--bucket-mb", type=float, default=25.0, help="DDP gradient bucket (and prediction size)")
+    ap.add_argument("--comm-results", help="bench.dist result file for the all-reduce bus bandwidth")
+    ap.add_argument("--no-baseline", action="store_true", help="skip the 1-rank run (no efficiency)")
+    ap.add_argument("--op-timeout", type=float, default=120.0)
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds one launch may take")
+    ap.add_argument("--hang-timeout", type=float, default=300.0)
+    ap.add_argument("--rank-dir")
+    ap.add_argument("--out")
+
+
+def run(args, prog: str, argv) -> int:
+    from rich.console import Console
+
+    from gapbench.core.cli import open_run
+    from gapbench.models.gpt2_spec import SIZES
+    from gapbench.benchmarks.collectives.command import gpu_count
+
+    console = Console(width=100)
+    try:
+        models = csv_list(args.models, tuple(SIZES), "model", ("gpt2",))
+        strategies = csv_list(args.strategies, STRATEGIES, "strategy", ("ddp", "fsdp2"))
+        ngpu = gpu_count()
+        device = args.device if args.device != "auto" else ("cuda" if ngpu else "cpu")
+        if args.nproc < 1 or (device == "cuda" and args.nproc > ngpu):
+            raise ConfigError(f"--nproc {args.nproc}: need 1 <= nproc <= GPUs visible ({ngpu}) on CUDA")
+        if min(args.batch, args.seq, args.steps) < 1 or args.warmup < 0:
+            raise ConfigError("--batch, --seq, --steps must be >= 1")
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    precision = args.precision or ("amp-bf16" if device == "cuda" else "fp32")
+    comm = busbw_from_results(args.comm_results, int(args.bucket_mb * (1 << 20))) if args.comm_results else None
+    writer = open_run(PROBE, args.out, prog, argv, vars(args) | {"device": device, "precision": precision},
+                      [f"{s}" for s in strategies])
+    root = Path(args.rank_dir) if args.rank_dir else Path(tempfile.mkdtemp(prefix="gapbench-dp-"))
+    try:
+        for model in models:
+            for strat in strategies:
+                job = {"model": model, "strategy": strat, "batch": args.batch, "seq": args.seq, "steps": args.steps,
+                       "warmup": args.warmup, "precision": precision, "device": device, "bucket_mb": args.bucket_mb,
+                       "op_timeout_s": args.op_timeout}
+                base = None
+                for world in ([1] if not args.no_baseline and args.nproc > 1 else []) + [args.nproc]:
+                    d = root / f"{model}-{strat}-n{world}"
+                    d.mkdir(parents=True, exist_ok=True)
+                    (d / "job.json").write_text(json.dumps(job))
+                    console.print(f"[dim]{strat} {model} on {world} rank(s)...[/dim]")
+                    penv = _mlx_env(world, device, d) if strat == "mlx" else None
+                    outs = launch_local(world, "gapbench.benchmarks.train.dp_rank", [str(d / "job.json"), str(d)], d,
+                                        timeout_s=args.timeout, hang_s=args.hang_timeout, per_rank_env=penv,
+                                        log_glob="rank{rank}.jsonl")
+                    recs = _records(job, outs, world, base, comm)
+                    if world == 1 and recs[0].status == OK:
+                        base = recs[0].summary().median
+                    writer.extend(recs)
+    finally:
+        if not args.rank_dir:
+            shutil.rmtree(root, ignore_errors=True)
+    writer.finish()
+    console.print(table(writer.records))
+    console.print(f"results: {writer.path}")
+    return 0
+
+
+def _mlx_env(world, device, d):
+    from gapbench.benchmarks.collectives.command import _mlx_env as env
+    from gapbench.benchmarks.collectives.config import DistConfig
+
+    return env(world, DistConfig(device=device), d) if world > 1 else None
+
+
+def table(records: list[Record]):
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title="Data-parallel training at a matched per-device batch", title_justify="left")
+    for c in ("run", "step ms [p10-p90]", "tok/s/dev", "tok/s", "eff", "pred", "exp. comm", "peak/rank"):
+        t.add_column(c, justify="left" if c == "run" else "right", overflow="fold")
+    for r in records:
+        if r.probe != PROBE:
+            continue
+        if r.status != OK:
+            t.add_row(r.variant, f"[red]{r.status}[/red]", escape(r.reason[:60]), "", "", "", "", "")
+            continue
+        s, p = r.summary(), r.params
+        t.add_row(r.variant, f"{s.median * 1e3:.1f} [{s.p10 * 1e3:.1f}-{s.p90 * 1e3:.1f}]",
+                  f"{p['tokens_per_s_per_device']:.0f}", f"{p['tokens_per_s_total']:.0f}",
+                  f"{p['efficiency']:.0%}" if "efficiency" in p else "",
+                  f"{p['predicted_efficiency']:.0%}" if "predicted_efficiency" in p else "",
+                  f"{p['exposed_comm_s'] * 1e3:.1f} ms", f"{max(p['peak_bytes_per_rank']) / 2**30:.2f} GiB")
+    return t
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m bench.train") -> int:
+    ap = argparse.ArgumentParser(prog=prog, description="data-parallel training (DDP, FSDP2, MLX)")
+    add_arguments(ap)
+    args = ap.parse_args(argv)
+    return run(args, prog, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main(prog="python -m gapbench.benchmarks.train.dp"))

@@ -1,0 +1,157 @@
+"""Conventions shared by every gapbench command: output paths, progress, backend listing."""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+
+#: the run file the current command is writing ("writer": RunWriter), for the interrupt message
+#: and the nothing-measured check of gapbench.core.benchmark.run_cli
+current_run: dict = {}
+
+
+#: the width of piped output when COLUMNS does not say
+PIPE_WIDTH = 100
+
+
+def console_for():
+    """The console every command prints on: the terminal's width; when piped, COLUMNS if set,
+    else PIPE_WIDTH columns. The tables fit whatever width this is (gapbench.core.termtable)."""
+    from rich.console import Console
+
+    c = Console()
+    if c.is_terminal or os.environ.get("COLUMNS", "").isdigit():
+        return c
+    return Console(width=PIPE_WIDTH)
+
+
+def check_out_path(path: str | os.PathLike, flag: str = "--out", folder: bool = False) -> Path:
+    """`path` as an output file (or, with `folder`, an output folder) that can be written, or a
+    UsageError saying in one line why not: it is a directory (a file), a file stands where a
+    folder of its path should be, or the nearest existing folder is not writable (tried with a
+    temporary file, removed at once). No folder is created here."""
+    from gapbench.core.benchmark import UsageError
+
+    p = Path(path).expanduser()
+    if folder:
+        if p.exists() and not p.is_dir():
+            raise UsageError(f"{flag} {path}: is a file; give a folder for the output")
+    elif p.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory; give a file name, e.g. {flag} {p / 'result.json'}")
+    elif p.exists() and not os.access(p, os.W_OK):
+        raise UsageError(f"{flag} {path}: the file exists and is not writable")
+    parent = p if folder else p.parent
+    for up in [parent, *parent.parents]:
+        if up.exists():
+            if not up.is_dir():
+                raise UsageError(f"{flag} {path}: {up} is a file, not a folder; choose another path")
+            try:  # a real write, not os.access: root, ACLs and read-only mounts answer truly
+                with tempfile.TemporaryFile(dir=up):
+                    pass
+            except OSError as e:
+                raise UsageError(f"{flag} {path}: cannot write in {up} ({e.strerror or e}); choose another path") from None
+            break
+    return p
+
+
+def default_out(probe: str) -> Path:
+    return Path("results") / f"{probe}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+
+
+def open_run(probe: str, out: str | None, prog: str, argv: list[str] | None, config: dict, backends: list[str]):
+    """The run file of one suite invocation (JSON at `out` or results/<probe>-<time>.json, CSV
+    beside it), holding the environment, the exact command and the configuration. A path that
+    cannot be written is a UsageError (exit 2) before any work."""
+    from gapbench.core import env
+    from gapbench.core.benchmark import UsageError
+    from gapbench.core.result import RunWriter
+
+    path = check_out_path(out or default_out(probe))
+    csv_path = check_out_path(path.with_suffix(".csv"))
+    args = argv if argv is not None else sys.argv[1:]
+    try:
+        writer = RunWriter(path, env=env.collect(), csv_path=csv_path,
+                           run={"probe": probe, "command": " ".join([prog] + list(args)), "config": config,
+                                "backends": backends})
+    except OSError as e:
+        raise UsageError(f"cannot write the result file {path}: {e.strerror or e}; choose another --out") from None
+    current_run["writer"] = writer
+    return writer
+
+
+class _Progress:
+    """What a command reports as it goes: `describe` names the step under way, `advance` counts
+    steps done. On a terminal a rich bar; piped, one flushed line per step (`lines`); else silent."""
+
+    def __init__(self, progress=None, task=None, lines=None, total: int = 0):
+        self._p, self._t = progress, task
+        self._lines, self._total, self._done, self._text = lines, total, 0, ""
+        self._t0 = time.monotonic()
+
+    def advance(self, n: int = 1) -> None:
+        if self._p is not None:
+            self._p.advance(self._t, n)
+        self._done += n
+        if self._lines is not None:
+            progress_line(self._lines, f"[{self._done}/{self._total}] {self._text}", time.monotonic() - self._t0)
+
+    def describe(self, text: str) -> None:
+        self._text = text
+        if self._p is not None:
+            self._p.update(self._t, description=text)
+
+
+def progress_line(console, text: str, elapsed_s: float | None = None) -> None:
+    """One progress line, flushed at once: what a piped command prints as it goes (a log that
+    grows with each case, not one that stays empty until the end)."""
+    tail = f" ({elapsed_s:.1f} s)" if elapsed_s is not None else ""
+    console.print(text + tail, markup=False, highlight=False, soft_wrap=True)
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        console.file.flush()
+
+
+@contextlib.contextmanager
+def progress_bar(console, total: int, disable: bool = False):
+    """A rich progress bar on a terminal; one line per step when piped; silent when disabled."""
+    if disable:
+        yield _Progress()
+        return
+    if not console.is_terminal:
+        yield _Progress(lines=console, total=total)
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as p:
+        yield _Progress(p, p.add_task("starting", total=max(total, 1)))
+
+
+def list_backends(console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from gapbench.backends.registry import all_backends
+
+    t = Table(title="gapbench backends on this machine")
+    for c in ("backend", "kind", "device class", "available", "device / reason"):
+        t.add_column(c)
+    for b in all_backends():
+        t.add_row(b.name, b.kind, b.device_class, "yes" if b.available else "no",
+                  escape(str(b.device.get("name", "")) if b.available else b.reason))
+    console.print(t)
+
+
+def write_figures(console, bench, writer) -> None:
+    """Draw a benchmark's figures beside its result JSON, then print where they are. Without
+    matplotlib, say so and go on."""
+    try:
+        paths = bench.figures(writer.records, writer.path.with_suffix(""), writer.run)
+        if paths:
+            console.print("figures: " + ", ".join(str(p) for p in paths))
+    except ImportError:
+        console.print("figures skipped: matplotlib is not installed (pip install 'gapbench[plot]')")

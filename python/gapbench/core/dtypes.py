@@ -1,0 +1,248 @@
+"""Element types of the BLAS probes and how numpy holds them. numpy has no bfloat16: bf16 values
+are kept as float32 already rounded to bf16 (round to nearest even, as the GPUs do) and packed to
+their 16-bit pattern only when handed to native code."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from gapbench.core.hostpar import elementwise, map_chunks
+
+DTYPES = ("fp32", "fp16", "bf16")
+ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2}
+#: Unit roundoff of each element type (half the distance from 1 to the next value). tf32 is
+#: fp32 storage whose multiplier inputs are rounded to 10 mantissa bits.
+UNIT_ROUNDOFF = {"fp32": 2.0 ** -24, "tf32": 2.0 ** -11, "fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
+#: Half the smallest subnormal spacing: the most a correctly rounded tiny result can be off by.
+UNDERFLOW = {"fp32": 2.0 ** -150, "tf32": 2.0 ** -150, "fp16": 2.0 ** -25, "bf16": 2.0 ** -134}
+#: fp32 accumulation error per unit of sum|a_j b_j|, in units of ACC_ROUNDOFF = 2^-23 (one fp32
+#: ulp at 1), for terms of random sign (the probes' inputs are uniform in [-1, 1]):
+#: - round to nearest, any order: even one sequential sum of k terms errs by about
+#:   2^-24 sum|a_j b_j| (RMS; partial sums grow as sqrt(j)); 8 times that is RN_FACTOR = 4;
+#: - tensor cores truncate the running sum once per 16 products: a bias that grows as about
+#:   sqrt(k)/45; TRUNC_FACTOR = 1/20 per sqrt(k) leaves twice that as margin;
+#: - never more than the deterministic worst case, k (gamma_k).
+ACC_ROUNDOFF = 2.0 ** -23
+RN_FACTOR = 4.0
+TRUNC_FACTOR = 1.0 / 20
+#: tf32 rounds both multiplier inputs (2 u_tf32 per product, random sign): LAMBDA sqrt(k) of
+#: them at most, i.e. 2 u_tf32 sum|a_j b_j| min(1, LAMBDA / sqrt(k)).
+LAMBDA = 8.0
+
+
+def _round_bf16(x: np.ndarray) -> np.ndarray:
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(np.uint32).view(np.float32)
+
+
+def round_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the nearest bf16 (ties to even), returned as float32."""
+    return elementwise(_round_bf16, np.asarray(x, dtype=np.float32), np.float32)
+
+
+def round_to(x: np.ndarray, dtype: str) -> np.ndarray:
+    """x (float32) rounded to `dtype`, held as float32."""
+    x = np.asarray(x, dtype=np.float32)
+    if dtype == "fp16":
+        return elementwise(lambda c: c.astype(np.float16), x, np.float32)
+    if dtype == "bf16":
+        return round_bf16(x)
+    return x
+
+
+def to_bytes(x: np.ndarray, dtype: str) -> np.ndarray:
+    """The array as the native code stores it (C-contiguous, element type `dtype`)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if dtype == "fp16":
+        return elementwise(lambda c: c, x, np.float16)
+    if dtype == "bf16":
+        return elementwise(lambda c: (_round_bf16(c).view(np.uint32) >> 16), x, np.uint16)
+    return x
+
+
+def from_bytes(buf: bytes, dtype: str) -> np.ndarray:
+    """Native output bytes back to their values, exactly, as float32 (every fp16 and bf16 value is
+    a float32 value; `check` widens them to float64 chunk by chunk)."""
+    if dtype == "fp16":
+        return elementwise(lambda c: c, np.frombuffer(buf, dtype=np.float16), np.float32)
+    if dtype == "bf16":
+        u = np.frombuffer(buf, dtype=np.uint16)
+        return elementwise(lambda c: c.astype(np.uint32) << 16, u, np.uint32).view(np.float32)
+    return np.frombuffer(buf, dtype=np.float32)
+
+
+def rel_error(out: np.ndarray, ref: np.ndarray) -> float:
+    out = np.asarray(out, dtype=np.float64).ravel()
+    ref = np.asarray(ref, dtype=np.float64).ravel()
+    if out.shape != ref.shape:
+        raise ValueError(f"output has {out.size} elements, reference {ref.size}")
+    if not np.all(np.isfinite(out)):
+        return float("inf")
+    return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-300))
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a result is checked against: the float64 result on the rounded inputs (`values`), the
+    same op on the inputs' magnitudes (`scale`, e.g. |A| @ |x|: the size of what each output
+    sums, which bounds its accumulation error whatever cancels; None where it is |values|, as for
+    a copy or an outer product), and the reduction length `k` (terms summed per output; 0 for a
+    copy, which must be exact). A copy's values stay in their input's type (float32 holds every
+    fp16 and bf16 value exactly): only float64 arithmetic needs float64.
+
+    A case checks several results against one Expected (each implementation's first and last
+    timed run): the per-output bound of each (dtype, accumulation) and the reference's squared
+    norm are computed once and kept (`memo`)."""
+    values: np.ndarray
+    scale: np.ndarray | None
+    k: int
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def bound(self, dtype: str, acc: str = "fp32") -> np.ndarray:
+        """`bound` of every output (float64, flat), computed once per (dtype, acc)."""
+        key = ("bound", dtype, acc)
+        if key not in self.memo:
+            ref = np.asarray(self.values).ravel()
+            scale = None if self.scale is None else np.asarray(self.scale).ravel()
+            tol = np.empty(ref.size, dtype=np.float64)
+
+            def part(lo, hi):
+                tol[lo:hi] = bound(ref[lo:hi], None if scale is None else scale[lo:hi], dtype, self.k, acc)
+
+            map_chunks(part, ref.size)
+            self.memo[key] = tol
+        return self.memo[key]
+
+    def norm2(self) -> float:
+        """Sum of the squared reference values (the denominator of the normwise error)."""
+        if "norm2" not in self.memo:
+            ref = np.asarray(self.values).ravel()
+            self.memo["norm2"] = float(sum(map_chunks(lambda lo, hi: _dot(ref[lo:hi]), ref.size)))
+        return self.memo["norm2"]
+
+
+def _dot(x: np.ndarray) -> float:
+    x = np.asarray(x, dtype=np.float64)
+    return float(np.einsum("i,i->", x, x))  # not BLAS: no thread team inside our threads
+
+
+def magnitude(reference: Callable[[list[np.ndarray]], np.ndarray], inputs64: list[np.ndarray]) -> np.ndarray:
+    """The componentwise scale of a (multi)linear op: the op on |inputs| in float64, e.g.
+    |A| @ |x| for A @ x, |W|^T |v| for a VJP, |v| |x|^T for an outer product, |a| for a copy."""
+    return np.abs(reference([elementwise(np.abs, np.asarray(a, dtype=np.float64), np.float64) for a in inputs64]))
+
+
+def expected(reference: Callable[[list[np.ndarray]], np.ndarray], inputs: list[np.ndarray], k: int) -> Expected:
+    """The reference of an op spec on the rounded inputs, in float64, with its bound's terms. A
+    copy (k=0) is its input; one product per output (k=1) has |values| as its scale."""
+    if k <= 0:
+        return Expected(np.asarray(reference(list(inputs))), None, 0)
+    inputs64 = [a if a.dtype == np.float64 else elementwise(lambda c: c, a, np.float64)
+                for a in map(np.asarray, inputs)]
+    values = np.asarray(reference(inputs64), dtype=np.float64)
+    return Expected(values, None if k == 1 else magnitude(reference, inputs64), int(k))
+
+
+def bound(ref: np.ndarray, scale: np.ndarray | None, dtype: str, k: int, acc: str = "fp32") -> np.ndarray:
+    """Per-output bound on |out - ref| for a correct result (inputs already rounded to `dtype`):
+        u_out |ref_i| + (1 + u_out) (e_acc + e_in) scale_i + underflow
+    u_out: the output's rounding (`dtype`'s unit roundoff; exact copies: 0). e_acc: fp32
+    accumulation of k terms, ACC_ROUNDOFF min(k, RN_FACTOR + TRUNC_FACTOR sqrt(k)). e_in: tf32's
+    rounding of both multiplier inputs, 2 u_tf32 min(1, LAMBDA / sqrt(k)). acc=fp16/bf16 (a library allowed to add
+    partial sums in the output type, cuBLAS's "reduced precision reduction") adds 2 u_acc.
+    scale=None: the scale is |ref| (one product per output). Computed in place on one new array."""
+    tol = np.abs(np.asarray(ref, dtype=np.float64).ravel())
+    if k <= 0:
+        return np.zeros_like(tol)  # a copy moves values that are already representable: exact
+    u_out = UNIT_ROUNDOFF[dtype]
+    c = (1 + u_out) * _per_term(dtype, k, acc)
+    if scale is None:
+        tol *= u_out + c
+    else:
+        tol *= u_out
+        tol += c * np.asarray(scale, dtype=np.float64).ravel()
+    tol += UNDERFLOW[dtype]
+    return tol
+
+
+def _per_term(dtype: str, k: int, acc: str) -> float:
+    """e_acc + e_in of `bound`: the error per unit of scale."""
+    root = np.sqrt(k)
+    per_term = ACC_ROUNDOFF * min(k, RN_FACTOR + TRUNC_FACTOR * root)
+    if dtype == "tf32":
+        per_term += 2 * UNIT_ROUNDOFF["tf32"] * min(1.0, LAMBDA / root)
+    if acc != "fp32":
+        per_term += 2 * UNIT_ROUNDOFF[acc]
+    return float(per_term)
+
+
+def check(out: np.ndarray, ref, dtype: str, *, k: int | None = None, scale: np.ndarray | None = None,
+          acc: str = "fp32") -> tuple[bool, str]:
+    """Is `out` a correct result of the op whose float64 result is `ref` (an Expected, or values with
+    k= and scale= given)? Every output must lie within its own bound (see `bound`), so one
+    zeroed, dropped or stale output fails even where the normwise error of the whole is small; a
+    copy (k=0) must match bit for bit. Computed chunk by chunk on the host's cores
+    (gapbench.core.hostpar), with the bounds kept in the Expected for the next check."""
+    if not isinstance(ref, Expected):
+        if k is None or (scale is None and k > 1):
+            raise TypeError("check needs the reduction length k= and the magnitude scale= (see expected())")
+        ref = Expected(np.asarray(ref), None if scale is None else np.asarray(scale), int(k))
+    exp, k = ref, ref.k
+    out = np.asarray(out).ravel()
+    values = np.asarray(exp.values).ravel()
+    if out.shape != values.shape:
+        return False, f"output has {out.size} elements, reference {values.size}"
+    if k <= 0:
+        return _check_copy(out, values)
+    tol = exp.bound(dtype, acc)
+
+    def part(lo, hi):
+        # (outputs over their bound, worst error / bound, its index, sum of squared errors);
+        # a NaN or infinity makes the worst NaN or infinite: counted apart below
+        err = np.asarray(out[lo:hi], dtype=np.float64)
+        err -= values[lo:hi]
+        np.abs(err, out=err)
+        e2 = float(np.einsum("i,i->", err, err))
+        err /= tol[lo:hi]
+        i = int(np.argmax(err))
+        return int(np.count_nonzero(err > 1.0)), float(err[i]), lo + i, e2
+
+    parts = map_chunks(part, out.size)
+    if any(not np.isfinite(p[1]) for p in parts):
+        bad = sum(map_chunks(lambda lo, hi: int(np.count_nonzero(~np.isfinite(out[lo:hi]))), out.size))
+        if bad:
+            return False, f"{bad} of {out.size} outputs not finite (poison left or overflow)"
+    nbad = sum(p[0] for p in parts)
+    worst, i = max(((p[1], -p[2]) for p in parts), default=(0.0, 0))
+    i = -i
+    rel = float(np.sqrt(sum(p[3] for p in parts)) / max(np.sqrt(exp.norm2()), 1e-300))
+    if nbad:
+        o, r = float(out[i]), float(values[i])
+        return False, (f"{nbad} of {out.size} outputs outside their bound (k={k}), worst [{i}]: "
+                       f"{o:.6g} vs {r:.6g} (error {abs(o - r):.2e}, bound {float(tol[i]):.2e}); "
+                       f"rel. error {rel:.2e} vs float64")
+    return True, f"rel. error {rel:.2e} vs float64; every output within its bound (k={k}, worst {worst:.2f} of it)"
+
+
+def _check_copy(out: np.ndarray, values: np.ndarray) -> tuple[bool, str]:
+    """A copy moves values that are already representable: any difference (or NaN) is an error."""
+
+    def part(lo, hi):
+        o, r = out[lo:hi], values[lo:hi]
+        diff = o != r  # NaN differs from everything
+        n = int(np.count_nonzero(diff))
+        return n, (lo + int(np.argmax(diff))) if n else -1, int(np.count_nonzero(~np.isfinite(o))) if n else 0
+
+    parts = map_chunks(part, out.size)
+    nbad = sum(p[0] for p in parts)
+    if not nbad:
+        return True, "rel. error 0.00e+00 vs float64; every output within its bound (exact copy, worst 0.00 of it)"
+    nonfinite = sum(p[2] for p in parts)
+    if nonfinite:
+        return False, f"{nonfinite} of {out.size} outputs not finite (poison left or overflow)"
+    i = next(p[1] for p in parts if p[0])
+    o, r = float(out[i]), float(values[i])
+    return False, (f"{nbad} of {out.size} outputs differ from an exact copy, first [{i}]: {o:.6g} vs {r:.6g} "
+                   f"(error {abs(o - r):.2e}, bound 0)")

@@ -1,0 +1,133 @@
+"""Environment metadata stored with every run: machine, OS, libraries, devices, build, and the
+provenance of the sources built (commit, content hash, dirty flag), readable without git."""
+from __future__ import annotations
+
+import os
+import importlib.util
+import platform
+import shutil
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from gapbench import __version__
+from gapbench.core.native import build_info
+from gapbench.core.result import now_iso
+
+LIBRARIES = ("numpy", "torch", "mlx", "mlx-metal", "mlx-cuda-13", "mlx-cpu", "cupy-cuda13x",
+             "cupy-cuda12x", "rich", "psutil", "transformers", "nvidia-ml-py", "pybind11")
+ENV_VARS = ("CUDA_VISIBLE_DEVICES", "CUDA_MODULE_LOADING", "CUDA_LAUNCH_BLOCKING",
+            "PYTORCH_ENABLE_MPS_FALLBACK", "MLX_METAL_DEBUG", "OMP_NUM_THREADS")
+
+
+def library_versions() -> dict[str, str]:
+    out = {}
+    for name in LIBRARIES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def cpu_model() -> str:
+    if sys.platform == "darwin":
+        try:
+            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True,
+                                  text=True, timeout=5).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def nvidia_smi() -> list[dict]:
+    """GPUs as nvidia-smi reports them (name, driver, memory, clocks); [] where it is absent."""
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return []
+    fields = ["name", "driver_version", "memory.total", "clocks.max.sm", "clocks.sm",
+              "temperature.gpu", "power.limit", "pci.bus_id"]
+    try:
+        p = subprocess.run([exe, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
+                           capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if p.returncode != 0:
+        return []
+    gpus = []
+    for line in p.stdout.strip().splitlines():
+        vals = [v.strip() for v in line.split(",")]
+        gpus.append(dict(zip(fields, vals)))
+    return gpus
+
+
+def git_sha() -> str | None:
+    """The checkout's commit when run from a gapbench checkout (bench/), else None."""
+    here = Path.cwd()
+    if not (here / "bench").is_dir() or not (here / ".git").exists():
+        return None
+    try:
+        p = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return p.stdout.strip() + ("-dirty" if dirty else "") if p.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def provenance() -> dict:
+    """source_commit, source_hash and dirty of the sources this package was built from, as
+    cmake/provenance.py recorded them at build time (gapbench/_provenance.py). Run from a source
+    checkout with no build, they are computed now, and `provenance_from` says so."""
+    try:
+        from gapbench import _provenance as p
+
+        info = {"source_commit": p.SOURCE_COMMIT, "source_hash": p.SOURCE_HASH, "dirty": bool(p.DIRTY),
+                "provenance_from": "build"}
+    except ImportError:
+        script = Path(__file__).resolve().parents[2] / "cmake" / "provenance.py"
+        if not script.is_file():
+            return {"source_commit": "unknown", "source_hash": "unknown", "dirty": True,
+                    "provenance_from": "none: no gapbench/_provenance.py (not built by CMake) and no source checkout"}
+        spec = importlib.util.spec_from_file_location("gapbench_provenance", script)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        info = dict(mod.provenance(script.parents[1]), provenance_from="source checkout, at run time (not a build)")
+    native = build_info().get("source_hash")
+    if native is not None and native != info["source_hash"]:
+        info["native_source_hash"] = native  # the extension was built from other sources than the Python part
+    return info
+
+
+def collect() -> dict:
+    mem = None
+    try:
+        import psutil
+
+        mem = psutil.virtual_memory().total
+    except ImportError:
+        pass
+    return {
+        "time": now_iso(),
+        "gapbench": __version__,
+        **provenance(),
+        "git_sha_checkout": git_sha(),
+        "build": build_info(),
+        "python": sys.version.split()[0],
+        "python_executable": sys.executable,
+        "os": platform.platform(),
+        "machine": platform.machine(),
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "memory_bytes": mem,
+        "libraries": library_versions(),
+        "nvidia_smi": nvidia_smi(),
+        "env_vars": {k: os.environ[k] for k in ENV_VARS if k in os.environ},
+    }
