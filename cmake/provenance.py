@@ -23,7 +23,7 @@ from pathlib import Path
 SOURCE_DIRS = ("csrc", "cuda", "metal", "python")
 #: top-level files that shape the build
 SOURCE_FILES = ("CMakeLists.txt", "pyproject.toml", "cmake/native.exports")
-EXCLUDED_DIRS = {"__pycache__", ".pytest_cache"}
+EXCLUDED_DIRS = {"__pycache__", ".pytest_cache", ".import_linter_cache"}
 #: build output folders, excluded only directly under a source folder (python/build, not gapbench/dist:
 #: until 2026-11-23 a bare "dist" rule left python/gapbench/dist, bench.dist's code, out of the hash)
 EXCLUDED_TOP = {"build", "dist"}

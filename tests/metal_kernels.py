@@ -4,6 +4,7 @@ import ctypes
 import numpy as np
 
 from conftest import ROOT
+from gapbench.core.names import DType
 from gapbench.core import dtypes
 from gapbench.core import metal_cpu
 
@@ -29,7 +30,7 @@ def inputs(arrays, dtype):
 
 
 def poisoned_output(count, dtype):
-    return np.full(count * dtypes.ITEMSIZE[dtype], 0xFF, dtype=np.uint8)  # NaN in every format
+    return np.full(count * DType(dtype).itemsize, 0xFF, dtype=np.uint8)  # NaN in every format
 
 
 def ptr(a):

@@ -7,9 +7,13 @@ import numpy as np
 import pytest
 
 from conftest import run_module
+from gapbench.core.names import Backend, CacheMode, DeviceClass, DType, device_class_of
+from gapbench.benchmarks.blas.config import HOT
 from gapbench.core import dtypes
 from gapbench.backends import registry
-from gapbench.benchmarks.blas import run as blas
+from gapbench import ops
+from gapbench.benchmarks.blas import tables as blas
+from gapbench.benchmarks.blas.config import parse_shapes
 from gapbench.core.result import FAILED, NOT_APPLICABLE, OK, UNAVAILABLE, Record, load_run
 
 
@@ -25,7 +29,7 @@ def test_bf16_rounding_is_round_to_nearest_even():
     np.testing.assert_array_equal(r, t)
 
 
-@pytest.mark.parametrize("dt", dtypes.DTYPES)
+@pytest.mark.parametrize("dt", list(DType))
 def test_bytes_roundtrip(dt):
     x = dtypes.round_to(np.random.default_rng().uniform(-2, 2, 257).astype(np.float32), dt)
     back = dtypes.from_bytes(dtypes.to_bytes(x, dt).tobytes(), dt)
@@ -44,7 +48,7 @@ def test_check_rejects_poison_and_error():
     assert not dtypes.check(ref * (1 + 2.0 ** -10), exp, "fp16")[0]
 
 
-@pytest.mark.parametrize("spec", [s for specs in blas.OPS.values() for s in specs], ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", ops.all_specs(), ids=lambda s: s.name)
 def test_references_and_work(spec):
     rng = np.random.default_rng(3)
     shape = spec.shapes(True)[0]
@@ -74,11 +78,11 @@ def test_references_and_work(spec):
 
 
 def test_parse_shapes_and_errors():
-    assert blas.parse_shapes("1024, 64x128,8x16x32x64") == [
+    assert parse_shapes("1024, 64x128,8x16x32x64") == [
         {"n": 1024}, {"m": 64, "k": 128}, {"batch": 8, "m": 16, "n": 32, "k": 64}]
     for bad in ("12x", "0x4", "1x2x3"):
         with pytest.raises(ValueError):
-            blas.parse_shapes(bad)
+            parse_shapes(bad)
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +101,7 @@ def test_cpu_frameworks_verified_and_timed(cpu_blas):
         if not registry.info(backend).available:
             continue
         ops = {(r.params["op"], r.params["dtype"]) for r in timed if r.backend == backend}
-        assert ops >= {(o, d) for o in ("copy", "gemv", "vjp_dx", "vjp_dw", "gemm") for d in dtypes.DTYPES}
+        assert ops >= {(o, d) for o in ("copy", "gemv", "vjp_dx", "vjp_dw", "gemm") for d in list(DType)}
     for r in timed:
         assert r.verified is True and "vs float64" in r.verify_detail
         assert len(r.samples_s) >= 5 and r.work["bytes"] > 0
@@ -108,14 +112,14 @@ def test_native_rows_say_why_not(cpu_blas):
     cpu = [r for r in run.records if r.backend == "native-cpu"][0]
     assert cpu.status == NOT_APPLICABLE and cpu.reason
     cuda = [r for r in run.records if r.backend == "native-cuda"]
-    if not registry.info("native-cuda").available:
-        assert cuda[0].status == UNAVAILABLE and cuda[0].reason == registry.info("native-cuda").reason
+    if not registry.info(Backend.native_cuda).available:
+        assert cuda[0].status == UNAVAILABLE and cuda[0].reason == registry.info(Backend.native_cuda).reason
 
 
 def test_roofline_from_the_run(cpu_blas):
     _, run = cpu_blas
     roof = run.run["roofline"]
-    if registry.info("torch-cpu").available:
+    if registry.info(Backend.torch_cpu).available:
         best_copy = max(r.rates()["bytes_per_s"] for r in run.records
                         if r.status == OK and r.params.get("op") == "copy" and r.backend.endswith("cpu"))
         assert roof["cpu"]["bytes_per_s"]["value"] == pytest.approx(best_copy)
@@ -147,15 +151,15 @@ def test_roofline_keeps_tf32_apart():
 
 def test_ops_select_groups_and_single_specs():
     """--ops takes an op group (vjp = dx and dW) or one spec's own name, each spec once."""
-    names = lambda ops: [spec.name for spec in blas.selected_specs(ops)]
-    assert names(["vjp"]) == ["vjp_dx", "vjp_dw"]
-    assert names(["vjp_dw"]) == ["vjp_dw"]
-    assert names(["vjp_dw", "vjp", "gemv"]) == ["vjp_dw", "vjp_dx", "gemv"]
-    assert set(blas.OP_NAMES) == {"copy", "gemv", "vjp", "vjp_dx", "vjp_dw", "gemm"}
+    names = lambda text: [spec.name for spec in ops.op_list(text)]
+    assert names("vjp") == ["vjp_dx", "vjp_dw"]
+    assert names("vjp_dw") == ["vjp_dw"]
+    assert names("vjp_dw, vjp,gemv") == ["vjp_dw", "vjp_dx", "gemv"]
+    assert set(ops.choices()) >= {"copy", "gemv", "vjp", "vjp_dx", "vjp_dw", "gemm"}
 
 
 def test_cli_runs_one_vjp_cotangent(tmp_path):
-    if not registry.info("torch-cpu").available:
+    if not registry.info(Backend.torch_cpu).available:
         pytest.skip("torch-cpu not available")
     out = tmp_path / "dw.json"
     p = run_module("bench.blas", "--quick", "--no-progress", "--no-plots", "--ops", "vjp_dw", "--dtypes", "fp32",
@@ -170,33 +174,39 @@ def test_cli_runs_one_vjp_cotangent(tmp_path):
                                       (["--cold", "flush"], "unknown --cold scrub")])
 def test_cli_errors(tmp_path, args, msg):
     p = run_module("bench.blas", *args, "--out", str(tmp_path / "x.json"))
-    assert p.returncode == 2 and msg in p.stdout
+    assert p.returncode == 2 and msg in p.stderr, p.stderr
 
 
 def test_failed_verification_is_not_timed(monkeypatch):
     """A framework returning a wrong result gets a failed row and no samples."""
     pytest.importorskip("torch")
-    if not registry.info("torch-cpu").available:
+    if not registry.info(Backend.torch_cpu).available:
         pytest.skip("torch-cpu not available")
-    spec = blas.OPS["gemv"][0]
-    wrong = blas.OPS["gemv"][0].__class__(**{**spec.__dict__, "framework": lambda ad, arrays: (lambda: arrays[1] * 2)})
+    import dataclasses
+
+    from gapbench.benchmarks.blas import arms as rows
+    from gapbench.benchmarks.blas.run import record
+    from gapbench.core.names import Family
+    from gapbench.ops.spec import FrameworkImpl
+
+    spec = ops.get("gemv")
+    wrong = dataclasses.replace(spec, frameworks=(FrameworkImpl(Family.torch, "wrong", lambda ad, a: lambda: a[1] * 2),))
     shape = {"m": 8, "k": 8}
     rng = np.random.default_rng(0)
-    rounded = [dtypes.round_to(a, "fp32") for a in wrong.inputs(shape, rng)]
-    ref = dtypes.expected(wrong.reference, [a.astype(np.float64) for a in rounded], wrong.reduction(shape))
-    from gapbench.backends.frameworks import make_adapter
-
-    ad = make_adapter("torch-cpu")
+    rounded = [dtypes.round_to(a, DType.fp32) for a in wrong.inputs(shape, rng)]
+    case = rows.Case(wrong, DType.fp32, shape, rounded, wrong.expected(rounded, shape),
+                     lambda b, v, p=None, **kw: record(wrong, DType.fp32, shape, b, v, p, **kw))
+    ad = registry.make_adapter(Backend.torch_cpu)
     ad.setup_context()
-    recs, arms = blas._framework(wrong, "fp32", shape, rounded, ref, "torch-cpu", ad, registry.info("torch-cpu"))
+    recs, arms = rows.framework(case, registry.info(Backend.torch_cpu), ad)
     assert not arms  # nothing to time
     assert recs[0].status == FAILED and not recs[0].samples_s and "not timed" in recs[0].reason
 
 
-def _fake_arm(variant, seconds, vendor=False, last_ok=True, cls="cuda"):
+def _fake_arm(variant, seconds, vendor=False, last_ok=True, cls=DeviceClass.cuda):
     from gapbench.benchmarks.blas.measure import CaseArm
 
-    return CaseArm("native-cuda", variant, cls, "device_events", {"hot": lambda n: [seconds] * n},
+    return CaseArm(Backend.native_cuda, variant, cls, "device_events", {CacheMode.hot: lambda n: [seconds] * n},
                    lambda mode: (last_ok, "last run checked" if last_ok else "3 of 64 outputs wrong"), "checked",
                    vendor=vendor)
 
@@ -208,9 +218,8 @@ def test_case_arms_are_timed_paired_against_the_vendor_and_checked_after():
 
     arms = [_fake_arm("gapbench", 1.0e-3), _fake_arm("cublas", 1.1e-3, vendor=True),
             _fake_arm("torch", 2.2e-3), _fake_arm("broken", 1.0e-3, last_ok=False)]
-    recs = measure_case(lambda b, v, **kw: Record(probe="blas", backend=b, variant=v, **kw), arms,
-                        [("hot", "time", "hot")], budget_s=2.0, rel_hw=0.01, max_rounds=50, min_rounds=10,
-                        warmup=0, seed=1)
+    recs = measure_case(lambda b, v, p, **kw: Record(probe="blas", backend=b, variant=v, params=p.to_dict(), **kw),
+                        arms, [HOT], budget_s=2.0, rel_hw=0.01, max_rounds=50, min_rounds=10, warmup=0, seed=1)
     by = {r.variant: r for r in recs}
     assert set(by) == {"gapbench", "cublas", "torch", "broken"}
     g, t = by["gapbench"].params["paired"], by["torch"].params["paired"]
@@ -225,16 +234,15 @@ def test_case_arms_are_timed_paired_against_the_vendor_and_checked_after():
 def test_case_arms_of_different_device_classes_are_not_paired():
     from gapbench.benchmarks.blas.measure import measure_case
 
-    arms = [_fake_arm("cublas", 1.0e-3, vendor=True), _fake_arm("torch", 5e-3, cls="cpu")]
-    recs = measure_case(lambda b, v, **kw: Record(probe="blas", backend=b, variant=v, **kw), arms,
-                        [("hot", "time", "hot")], budget_s=1.0, rel_hw=0.01, max_rounds=20, min_rounds=10,
-                        warmup=0, seed=0)
+    arms = [_fake_arm("cublas", 1.0e-3, vendor=True), _fake_arm("torch", 5e-3, cls=DeviceClass.cpu)]
+    recs = measure_case(lambda b, v, p, **kw: Record(probe="blas", backend=b, variant=v, params=p.to_dict(), **kw),
+                        arms, [HOT], budget_s=1.0, rel_hw=0.01, max_rounds=20, min_rounds=10, warmup=0, seed=0)
     assert all("paired" not in r.params for r in recs) and len(recs) == 2
 
 
 @pytest.mark.cuda
-@pytest.mark.skipif(not registry.info("native-cuda").available,
-                    reason="needs an NVIDIA GPU and driver: " + registry.info("native-cuda").reason)
+@pytest.mark.skipif(not registry.info(Backend.native_cuda).available,
+                    reason="needs an NVIDIA GPU and driver: " + registry.info(Backend.native_cuda).reason)
 def test_every_native_row_verifies_on_gpu(tmp_path):
     # Every library kernel on ragged shapes, directly: tests/test_native.py. Here the bench's rows.
     out = tmp_path / "gpu.json"
@@ -266,8 +274,8 @@ def test_every_native_row_verifies_on_gpu(tmp_path):
 
 
 @pytest.mark.apple
-@pytest.mark.skipif(not registry.info("native-metal").available,
-                    reason="needs Apple Silicon with Metal (none reachable here): " + registry.info("native-metal").reason)
+@pytest.mark.skipif(not registry.info(Backend.native_metal).available,
+                    reason="needs Apple Silicon with Metal (none reachable here): " + registry.info(Backend.native_metal).reason)
 def test_every_metal_kernel_verifies_on_apple_gpu(tmp_path):
     out = tmp_path / "metal.json"
     p = run_module("bench.blas", "--quick", "--no-progress", "--backends", "native-metal", "--out", str(out))
@@ -287,7 +295,7 @@ def test_plain_rows_do_not_break_roofline_tables_or_figures(tmp_path):
                       work={"flops": 16.0, "bytes": 48.0})
 
     recs = [rec("native-cuda", "cublas", [3e-3, 3e-3, 4e-3]), rec("plain-cuda", "cublas", [2e-3, 1e-3, 2e-3])]
-    assert registry.device_class_of("plain-cuda") == "cuda"
+    assert device_class_of("plain-cuda") is DeviceClass.cuda
     assert blas.roofline(recs)["cuda"]["fp32"]["from"].startswith("native-cuda")
     [(op, dt, sh, ratio, lo, hi)] = blas.plain_ratios(recs)  # medians 3 ms / 2 ms, no rounds: no interval
     assert (op, dt, sh) == ("gemm", "fp32", "1x2x2x2") and ratio == pytest.approx(1.5) and lo != lo and hi != hi
@@ -329,15 +337,15 @@ def test_plain_ratio_is_the_median_of_per_round_ratios_with_an_interval():
 def test_default_run_leaves_cpu_backends_out_only_beside_a_gpu(monkeypatch):
     from gapbench.benchmarks.blas import command as blas_cli
 
+    from gapbench.backends.base import BackendInfo
+
     avail = {"native-cpu", "torch-cpu", "mlx-cpu"}
-    real = registry.info
 
     def fake_info(name):
-        i = real(name)
-        return registry.BackendInfo(name, i.kind, i.device_class, name in avail, "" if name in avail else "absent")
+        return BackendInfo(name, name in avail, "" if name in avail else "absent")
 
     monkeypatch.setattr(registry, "info", fake_info)
-    names = list(registry.ALL)
+    names = Backend.selectable()
     assert blas_cli.default_backends(names) == (names, [])  # a CPU-only machine runs them all
     avail |= {"native-cuda", "torch-cuda"}
     run, left = blas_cli.default_backends(names)

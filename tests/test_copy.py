@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
+from gapbench.core.names import DType
 from gapbench.core import dtypes
 from gapbench.core import metal_cpu
 from metal_kernels import DT_CODE, build, inputs, poisoned_output, ptr
@@ -23,7 +24,7 @@ def lib(tmp_path_factory):
     return build("copy", DRIVER, tmp_path_factory.mktemp("copy"))
 
 
-@pytest.mark.parametrize("dtype", dtypes.DTYPES)
+@pytest.mark.parametrize("dtype", list(DType))
 def test_metal_copy_is_exact(lib, dtype):
     n = 1001
     (src,), (ref,) = inputs([np.random.default_rng().uniform(-3, 3, n).astype(np.float32)], dtype)

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from gapbench.core.names import DType
 from gapbench.core import dtypes
 from gapbench.ops import gemm
 from metal_kernels import DT_CODE, build, inputs, poisoned_output, ptr
@@ -39,7 +40,7 @@ def lib(tmp_path_factory):
     return build("gemm", DRIVER, tmp_path_factory.mktemp("gemm"))
 
 
-@pytest.mark.parametrize("dtype", dtypes.DTYPES)
+@pytest.mark.parametrize("dtype", list(DType))
 @pytest.mark.parametrize("b,m,n,k", [(1, 1, 1, 1), (2, 5, 7, 3), (3, 16, 24, 40), (2, 70, 33, 50)])
 @pytest.mark.parametrize("entry", ["run", "run_simd"])
 def test_metal_gemm_matches_float64(lib, dtype, b, m, n, k, entry):

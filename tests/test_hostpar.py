@@ -4,6 +4,7 @@ chunk and name its index."""
 import numpy as np
 import pytest
 
+from gapbench.core.names import DType
 from gapbench.core import dtypes
 from gapbench.core import hostpar
 
@@ -40,7 +41,7 @@ N = 3 * hostpar.CHUNK + 11
 BAD = 2 * hostpar.CHUNK + 7  # in the third chunk
 
 
-@pytest.mark.parametrize("dtype", dtypes.DTYPES)
+@pytest.mark.parametrize("dtype", list(DType))
 def test_one_bad_output_in_a_late_chunk_is_found_and_named(dtype):
     rng = np.random.default_rng(1)
     v = dtypes.round_to(rng.uniform(-1, 1, N).astype(np.float32), dtype)

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, run_module
+from gapbench.backends.base import BackendInfo
+from gapbench.core.names import Backend
 from gapbench.core import plaincheck
 from gapbench.backends import registry
 from gapbench.benchmarks.launch import command as launch
@@ -149,11 +151,13 @@ def test_xfloor_cell_is_empty_without_a_pairing():
 
 
 def _paired_doc(ratios, floors, reason=None):
+    from gapbench.benchmarks.launch.params import Pairing
+
     if reason:
-        return {"vs": "native-cuda/add1", "reason": reason}
-    return {"vs": "native-cuda/add1", "processes": 1, "k": 3, "seed": 1, "stop": "budget",
-            "per_round": {"framework": [None if r is None else r * f for r, f in zip(ratios, floors)],
-                          "floor": list(floors)}}
+        return Pairing(vs="native-cuda/add1", reason=reason)
+    return Pairing(vs="native-cuda/add1", processes=1, k=3, seed=1, stop="budget",
+                   per_round={"framework": [None if r is None else r * f for r, f in zip(ratios, floors)],
+                              "floor": list(floors)})
 
 
 def test_paired_rounds_pool_across_processes():
@@ -163,26 +167,26 @@ def test_paired_rounds_pool_across_processes():
     a = _paired_doc([1, 2, 3, 4, 5, 6], [1e-6, 2e-6, 5e-6, 1e-6, 3e-6, 2e-6])
     b = _paired_doc([7, 8, 9, None, 10, 11, 12], [4e-6, 1e-6, 2e-6, 1e-6, 1e-6, 3e-6, 1e-6])
     pooled = launch_pairing.pool_paired([a, b, _paired_doc(None, None, reason="no driver")])
-    assert pooled["rounds"] == 12 and pooled["processes"] == 2
-    assert pooled["x_floor"] == pytest.approx(6.5)
-    assert (pooled["lo"], pooled["hi"]) == (pytest.approx(3.0), pytest.approx(10.0))
-    assert pooled["unpaired_processes"] == ["no driver"]
+    assert pooled.rounds == 12 and pooled.processes == 2
+    assert pooled.x_floor == pytest.approx(6.5)
+    assert (pooled.lo, pooled.hi) == (pytest.approx(3.0), pytest.approx(10.0))
+    assert pooled.unpaired_processes == ["no driver"]
     # the ratio of pooled medians would differ: pairs are kept inside their rounds
-    fw = [x for x in a["per_round"]["framework"] + b["per_round"]["framework"] if x is not None]
-    assert float(np.median(fw)) / float(np.median(a["per_round"]["floor"] + b["per_round"]["floor"])) != 6.5
+    fw = [x for x in a.per_round["framework"] + b.per_round["framework"] if x is not None]
+    assert float(np.median(fw)) / float(np.median(a.per_round["floor"] + b.per_round["floor"])) != 6.5
     # the same through launch.pool, which the parent runs over its warm processes
     from gapbench.core.result import Record
 
     def rec(doc):
         return [Record(probe="launch", backend="cupy", variant="add", metric="roundtrip", samples_s=[1e-5],
-                       params={"paired": doc})]
+                       params={"paired": doc.to_dict()})]
 
     merged = launch.pool([rec(a), rec(b)])[0]
     assert merged.params["processes"] == 2 and merged.params["paired"]["x_floor"] == pytest.approx(6.5)
     assert launch.overhead([merged], "cupy", "roundtrip", merged) == "6.50x [3.00-10.0]"
     # a process whose floor could not run contributes no rounds and says why
     only_failed = launch_pairing.pool_paired([_paired_doc(None, None, reason="no driver")])
-    assert "x_floor" not in only_failed and only_failed["reason"] == "no driver"
+    assert only_failed.x_floor is None and only_failed.reason == "no driver"
 
 
 def test_quick_run_of_every_backend(tmp_path):
@@ -191,7 +195,7 @@ def test_quick_run_of_every_backend(tmp_path):
     assert p.returncode == 0, p.stderr
     run = load_run(out)
     names = {r.backend for r in run.records}
-    assert set(registry.ALL) <= names  # every backend is a row, measured or saying why not
+    assert {b.value for b in Backend.selectable()} <= names  # every backend is a row, measured or saying why not
     for b in registry.all_backends():
         if not b.available:
             row = _get(run, b.name, "", "all")
@@ -210,14 +214,14 @@ def test_installed_entry_point_runs_the_same_suite(tmp_path):
 def test_unknown_backend_is_a_clear_error(tmp_path):
     p = run_module("bench.launch", "--backends", "native-cpu,tpu", "--out", str(tmp_path / "x.json"))
     assert p.returncode == 2
-    assert "unknown backend 'tpu'" in p.stdout and "native-cpu" in p.stdout and "Available" in p.stdout
+    assert "unknown backend 'tpu'" in p.stderr and "native-cpu" in p.stderr and "Available" in p.stderr
     assert not (tmp_path / "x.json").exists()
 
 
 @pytest.mark.parametrize("args,msg", [(["--samples", "0"], "--samples"), (["--cold-samples", "0"], "--cold-samples")])
 def test_bad_options_are_clear_errors(tmp_path, args, msg):
     p = run_module("bench.launch", *args, "--out", str(tmp_path / "x.json"))
-    assert p.returncode == 2 and msg in p.stdout
+    assert p.returncode == 2 and msg in p.stderr
 
 
 def test_worker_failure_is_an_error_row_and_others_go_on(monkeypatch):
@@ -232,7 +236,7 @@ def test_worker_failure_is_an_error_row_and_others_go_on(monkeypatch):
 
     monkeypatch.setattr(launch, "spawn_worker", flaky)
     cfg = launch.Config(samples=3, inner=2, warmup=0, cold_samples=3, warm_processes=1)
-    recs = launch.measure_backend("native-cpu", cfg)
+    recs = launch.measure_backend(Backend.native_cpu, cfg)
     assert calls == [True, False, False]
     lost = [r for r in recs if r.metric == "warm"]
     assert lost and lost[0].status == ERROR and "segfault" in lost[0].reason
@@ -242,10 +246,10 @@ def test_worker_failure_is_an_error_row_and_others_go_on(monkeypatch):
     assert "1 of 3" in summary.reason
 
 
-@pytest.mark.skipif(registry.info("native-metal").available, reason="needs a machine without Metal")
+@pytest.mark.skipif(registry.info(Backend.native_metal).available, reason="needs a machine without Metal")
 def test_real_worker_exception_comes_back_as_its_reason():
     with pytest.raises(launch.WorkerError, match="macOS"):
-        launch.spawn_worker("native-metal", launch.Config(samples=1, inner=1, warmup=0, cold_samples=1), True)
+        launch.spawn_worker(Backend.native_metal, launch.Config(samples=1, inner=1, warmup=0, cold_samples=1), True)
 
 
 def _rec(vals, status=OK, metric="roundtrip"):
@@ -275,7 +279,7 @@ def test_warm_samples_pooled_over_processes(monkeypatch):
 
     monkeypatch.setattr(launch, "spawn_worker", worker)
     cfg = launch.Config(samples=1, inner=1, warmup=0, cold_samples=4, warm_processes=3)
-    recs = launch.measure_backend("native-cpu", cfg)
+    recs = launch.measure_backend(Backend.native_cpu, cfg)
     assert "".join(order) == "HHHc"  # 4 processes in all, the first 3 warm
     rt = [r for r in recs if r.metric == "roundtrip"][0]
     assert sorted(rt.samples_s) == [1.0, 2.0, 3.0] and rt.params["processes"] == 3
@@ -359,8 +363,8 @@ def test_check_add_catches_unwritten_and_wrong_outputs():
 
 # ---------------------------------------------------------------- the CUDA probe on a real GPU
 @pytest.mark.cuda
-@pytest.mark.skipif(not registry.info("native-cuda").available,
-                    reason="needs an NVIDIA GPU and driver: " + registry.info("native-cuda").reason)
+@pytest.mark.skipif(not registry.info(Backend.native_cuda).available,
+                    reason="needs an NVIDIA GPU and driver: " + registry.info(Backend.native_cuda).reason)
 def test_cuda_probe_on_gpu():
     from gapbench import _native
 
@@ -483,15 +487,15 @@ def test_parent_pairs_fresh_harness_processes_with_fresh_loops(tmp_path, monkeyp
             doc["plain_round"] = harness()
         return doc
 
-    ok_info = registry.BackendInfo("native-cuda", "native", "cuda", True, device={"name": "fake GPU"})
+    ok_info = BackendInfo(Backend.native_cuda, True, device={"name": "fake GPU"})
     monkeypatch.setattr(launch, "precheck", lambda name: ok_info)
     monkeypatch.setattr(launch, "spawn_worker", worker)
     monkeypatch.setattr(launch, "plain_binary", lambda: _fake_loop(tmp_path))
     cfg = launch.Config(samples=30, inner=4, warmup=1, cold_samples=3, warm_processes=2, plain_rounds=6)
     steps = []
-    recs = launch.measure_backend("native-cuda", cfg, on_step=lambda: steps.append(1))
+    recs = launch.measure_backend(Backend.native_cuda, cfg, on_step=lambda: steps.append(1))
     assert seen == [(True, False), (True, False)] + [(False, True)] * 6 and len(steps) == 8
-    assert launch.process_plan("native-cuda", cfg, "loop") == (2, 6)
+    assert launch.process_plan(Backend.native_cuda, cfg, "loop") == (2, 6)
     cold = [r for r in recs if r.backend == "native-cuda" and r.metric == "cold"][0]
     assert len(cold.samples_s) == 8  # the harness rounds' fresh processes are cold samples too
     plain = [r for r in recs if r.backend == "plain-cuda"]
@@ -499,12 +503,12 @@ def test_parent_pairs_fresh_harness_processes_with_fresh_loops(tmp_path, monkeyp
     assert launch.plain_comparison(recs)[0][1] == pytest.approx(1.1)
     seen.clear()
     monkeypatch.setattr(launch, "plain_binary", lambda: None)
-    recs = launch.measure_backend("native-cuda", cfg)
+    recs = launch.measure_backend(Backend.native_cuda, cfg)
     assert seen == [(True, False), (True, False), (False, False)]
     row = [r for r in recs if r.backend == "plain-cuda"]
     assert len(row) == 1 and row[0].status == UNAVAILABLE and "not built" in row[0].reason
     seen.clear()
-    launch.measure_backend("native-cuda", launch.Config(samples=30, cold_samples=1, warm_processes=1,
+    launch.measure_backend(Backend.native_cuda, launch.Config(samples=30, cold_samples=1, warm_processes=1,
                                                        plain_rounds=0))  # --no-plain
     assert seen == [(True, False)]
 
@@ -521,13 +525,13 @@ def test_a_lost_harness_round_is_an_error_row_and_the_rest_stays(tmp_path, monke
             doc["plain_round"] = _FakeHarness()()
         return doc
 
-    ok_info = registry.BackendInfo("native-cuda", "native", "cuda", True, device={"name": "fake GPU"})
+    ok_info = BackendInfo(Backend.native_cuda, True, device={"name": "fake GPU"})
     monkeypatch.setattr(launch, "precheck", lambda name: ok_info)
     monkeypatch.setattr(launch, "spawn_worker", worker)
     monkeypatch.setattr(launch, "plain_binary", lambda: _fake_loop(tmp_path))
     steps = []
     cfg = launch.Config(samples=30, inner=4, warmup=1, cold_samples=2, warm_processes=1, plain_rounds=6)
-    recs = launch.measure_backend("native-cuda", cfg, on_step=lambda: steps.append(1))
+    recs = launch.measure_backend(Backend.native_cuda, cfg, on_step=lambda: steps.append(1))
     plain = [r for r in recs if r.backend == "plain-cuda"]
     assert len(plain) == 1 and plain[0].status == ERROR and "third harness process died" in plain[0].reason
     cold = [r for r in recs if r.backend == "native-cuda" and r.metric == "cold"][0]
@@ -570,14 +574,14 @@ def test_precheck_leaves_the_real_check_to_the_worker():
     import importlib.util
 
     for backend in ("torch-cpu", "torch-cuda", "mlx-cpu", "cupy"):
-        module = registry.parse(backend).module.partition(".")[0]
+        module = registry.module(Backend(backend)).MODULE.partition(".")[0]
         if importlib.util.find_spec(module) is not None:
             assert registry.precheck(backend) is None  # installed: only its import can tell
-    assert registry.precheck("native-cpu") == registry.info("native-cpu")  # cheap: the real check
+    assert registry.precheck(Backend.native_cpu) == registry.info(Backend.native_cpu)  # cheap: the real check
     if sys.platform != "darwin":
-        mps = registry.precheck("torch-mps")
+        mps = registry.precheck(Backend.torch_mps)
         assert mps is not None and not mps.available and "macOS" in mps.reason
-    with pytest.raises(registry.UnknownBackendError):
+    with pytest.raises(ValueError):
         registry.precheck("tpu")
 
 
@@ -605,12 +609,12 @@ def test_framework_that_cannot_run_is_one_unavailable_row_from_its_worker(monkey
 
 # ---------------------------------------------------------------- paired ratios on a real GPU
 @pytest.mark.cuda
-@pytest.mark.skipif(not registry.info("native-cuda").available or launch.plain_binary() is None,
+@pytest.mark.skipif(not registry.info(Backend.native_cuda).available or launch.plain_binary() is None,
                     reason="needs an NVIDIA GPU, a driver and the plain loop built: "
-                           + registry.info("native-cuda").reason)
+                           + registry.info(Backend.native_cuda).reason)
 def test_cuda_plain_check_paired_on_gpu():
     cfg = launch.Config(samples=60, inner=20, warmup=3, cold_samples=1, warm_processes=1, plain_rounds=6)
-    recs = launch.measure_backend("native-cuda", cfg)
+    recs = launch.measure_backend(Backend.native_cuda, cfg)
     cold = [r for r in recs if r.backend == "native-cuda" and r.metric == "cold"]
     assert cold and all(r.status == OK and len(r.samples_s) == 7 for r in cold)  # 1 warm + 6 harness rounds
     plain = {r.metric: r for r in recs if r.backend == "plain-cuda"}
@@ -624,8 +628,8 @@ def test_cuda_plain_check_paired_on_gpu():
 @pytest.mark.cuda
 @pytest.mark.parametrize("backend", ["torch-cuda", "cupy", "mlx-gpu"])
 def test_cuda_framework_xfloor_paired_on_gpu(backend):
-    if not registry.info("native-cuda").available:
-        pytest.skip("needs an NVIDIA GPU and driver: " + registry.info("native-cuda").reason)
+    if not registry.info(Backend.native_cuda).available:
+        pytest.skip("needs an NVIDIA GPU and driver: " + registry.info(Backend.native_cuda).reason)
     cfg = launch.Config(samples=30, inner=20, warmup=3, cold_samples=1, warm_processes=1, pair_budget_s=0.2)
     doc = launch.spawn_worker(backend, cfg, True)
     if "unavailable" in doc:
@@ -652,7 +656,7 @@ def test_pairing_takes_whole_runs_and_reports_per_op():
     cfg = Config(pair_budget_s=0.5)
     doc = launch_pairing.pair_with_floor(lambda n: [200e-6] * n, lambda n: [5e-6] * n, "native-x/add1", cfg, 0,
                                          ops_per_run={"framework": 100, "floor": 1})
-    assert doc["x_floor"] == pytest.approx(0.4) and doc["lo"] == pytest.approx(0.4) == doc["hi"]
-    assert doc["rounds"] >= 10
-    assert doc["per_round"]["framework"] == pytest.approx([2e-6] * doc["rounds"])
-    assert doc["per_round"]["floor"] == pytest.approx([5e-6] * doc["rounds"])
+    assert doc.x_floor == pytest.approx(0.4) and doc.lo == pytest.approx(0.4) == doc.hi
+    assert doc.rounds >= 10
+    assert doc.per_round["framework"] == pytest.approx([2e-6] * doc.rounds)
+    assert doc.per_round["floor"] == pytest.approx([5e-6] * doc.rounds)

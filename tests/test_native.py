@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gapbench.core.names import Backend, DType
 from gapbench import _native
 from gapbench.core import dtypes
 from gapbench.core import native
@@ -19,10 +20,10 @@ from gapbench.ops.spec import native_dims
 from gapbench.ops import copy as copy_probe
 from gapbench.ops import gemm as gemm_probe
 from gapbench.ops import gemv as gemv_probe
-from gapbench.ops import vjp as vjp_probe
+from gapbench.ops import vjp_dw, vjp_dx
 
-CUDA = registry.info("native-cuda").available
-needs_gpu = pytest.mark.skipif(not CUDA, reason="needs an NVIDIA GPU and driver: " + registry.info("native-cuda").reason)
+CUDA = registry.info(Backend.native_cuda).available
+needs_gpu = pytest.mark.skipif(not CUDA, reason="needs an NVIDIA GPU and driver: " + registry.info(Backend.native_cuda).reason)
 
 
 def test_cpu_part_always_built():
@@ -79,7 +80,7 @@ def test_cuda_status_explains_itself():
         assert st["name"] and st["driver_version"] > 0
     else:
         assert st["reason"]
-        b = registry.info("native-cuda")
+        b = registry.info(Backend.native_cuda)
         assert not b.available and b.reason == st["reason"]
 
 
@@ -110,7 +111,7 @@ def test_plain_loop_binary_installed_and_fails_cleanly_without_gpu():
 def test_paced_blas_loop_answers_each_round_or_fails_with_its_reason():
     """The plain cuBLAS loop in paced rounds (gapbench.core.worker.PacedCommand): one JSON line per
     round, each only once asked; without a GPU the loop's own error comes back as the reason."""
-    from gapbench.benchmarks.blas.run import cublas_candidates
+    from gapbench.backends.native import cublas_candidates
     from gapbench.benchmarks.blas.plain import plain_binary
     from gapbench.core.worker import PacedCommand
 
@@ -160,9 +161,9 @@ def test_enums_round_trip_by_name(enum_name):
 
 def test_python_names_map_to_the_enums():
     """The specs and dtypes name the enum members: no integer codes on the Python side."""
-    specs = [copy_probe.SPEC, gemv_probe.SPEC, vjp_probe.DX, vjp_probe.DW, gemm_probe.SPEC]
-    assert [native.op(s.native_op).name for s in specs] == CONTRACT["Op"]
-    assert [native.dtype(d).name for d in dtypes.DTYPES] == CONTRACT["DType"]
+    specs = [copy_probe.SPEC, gemv_probe.SPEC, vjp_dx.SPEC, vjp_dw.SPEC, gemm_probe.SPEC]
+    assert [native.op(s.name).name for s in specs] == CONTRACT["Op"]
+    assert [native.dtype(d).name for d in list(DType)] == CONTRACT["DType"]
     assert not hasattr(dtypes, "NATIVE_CODE")
 
 
@@ -219,7 +220,7 @@ def test_stubs_match_the_built_module():
 
 
 # ------------------------------------------------------------------ GPU: every Impl, gate, last run
-SPECS = {"copy": copy_probe.SPEC, "gemv": gemv_probe.SPEC, "vjp_dx": vjp_probe.DX, "vjp_dw": vjp_probe.DW,
+SPECS = {"copy": copy_probe.SPEC, "gemv": gemv_probe.SPEC, "vjp_dx": vjp_dx.SPEC, "vjp_dw": vjp_dw.SPEC,
          "gemm": gemm_probe.SPEC}
 # Ragged shapes: dimensions that are not multiples of any tile, pack or warp, k not a multiple of 8
 # (the 16-byte kernels step aside), fewer rows than a tile, and shapes that drive each branch of
@@ -242,7 +243,7 @@ RAGGED = {
     "gemm": [{"batch": 1, "m": 1, "n": 8, "k": 8}, {"batch": 3, "m": 200, "n": 136, "k": 72},
              {"batch": 2, "m": 130, "n": 264, "k": 520}, {"batch": 2, "m": 67, "n": 33, "k": 45}],
 }
-CASES = [(op, dt, sh) for op, shapes in RAGGED.items() for dt in dtypes.DTYPES for sh in shapes]
+CASES = [(op, dt, sh) for op, shapes in RAGGED.items() for dt in list(DType) for sh in shapes]
 
 
 def _case(op, dt, shape, rng):
@@ -256,7 +257,7 @@ def _case(op, dt, shape, rng):
 
 @pytest.fixture(scope="module")
 def cublas():
-    from gapbench.benchmarks.blas.run import cublas_candidates
+    from gapbench.backends.native import cublas_candidates
 
     return _native.cuda.cublas_load(cublas_candidates()) if CUDA else ""
 
@@ -398,13 +399,14 @@ def test_spin_fallback_drops_samples_queued_past_the_spin(monkeypatch):
 def test_bench_rows_fail_when_the_last_timed_run_is_wrong(monkeypatch):
     """probes/blas.py's native path: a row whose last timed run left a wrong output is failed, not
     timed-and-ok; the dispatcher's row names its strategy; a NotApplicable impl is an n/a row."""
-    from gapbench.benchmarks.blas import run as blas
+    from gapbench.benchmarks.blas import arms, run as blas
+    from gapbench.benchmarks.blas.config import Config
     from gapbench.core.result import FAILED, NOT_APPLICABLE, OK
 
+    spec, fp16 = gemv_probe.SPEC, DType.fp16
     shape = {"m": 64, "k": 48}
-    rounded = [dtypes.round_to(a, "fp16") for a in gemv_probe.SPEC.inputs(shape, np.random.default_rng(1))]
-    ref = dtypes.expected(gemv_probe.SPEC.reference, [a.astype(np.float64) for a in rounded],
-                          gemv_probe.SPEC.reduction(shape))
+    rounded = [dtypes.round_to(a, fp16) for a in spec.inputs(shape, np.random.default_rng(1))]
+    ref = spec.expected(rounded, shape)
     good = dtypes.to_bytes(np.asarray(ref.values, dtype=np.float32), "fp16").tobytes()
     broken = {"last": False}
 
@@ -435,14 +437,17 @@ def test_bench_rows_fail_when_the_last_timed_run_is_wrong(monkeypatch):
             return bytes(out)
 
     monkeypatch.setattr(_native, "cuda", type("FakePart", (), {"BlasCase": FakeCase}))
-    info = type("Info", (), {"device": {}})()
-    cfg = blas.Config(samples=5, warmup=1)
+    from gapbench.backends.base import BackendInfo
+
+    session = type("Session", (), {"infos": {Backend.native_cuda: BackendInfo(Backend.native_cuda, True)},
+                                   "adapters": {}, "cublas_path": "libcublas.so", "cublas_why": ""})()
+    cfg = Config(samples=5, warmup=1)
+    case = arms.Case(spec, fp16, shape, rounded, ref, lambda b, v, p=None, **kw: blas.record(spec, fp16, shape, b, v, p, **kw))
     for last_bad in (False, True):
         broken["last"] = last_bad
-        recs = blas._run_case(gemv_probe.SPEC, "fp16", shape, rounded, ref, cfg, ["native-cuda"],
-                              {"native-cuda": info}, {}, "libcublas.so", "")
+        recs = blas.run_case(case, cfg, session, [Backend.native_cuda])
         rows = {r.variant: r for r in recs}
-        assert rows["cublas"].status == NOT_APPLICABLE and "no vendor" in rows["cublas"].reason
+        assert rows["vendor"].status == NOT_APPLICABLE and "no vendor" in rows["vendor"].reason
         g = rows["gapbench"]
         assert g.params["strategy"] == "gemv_dispatch" and g.params["rotations"] == 9
         if last_bad:

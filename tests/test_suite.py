@@ -11,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from gapbench.benchmarks.suite import command as su_command  # noqa: E402
 from gapbench.benchmarks.suite import run as su  # noqa: E402
 from gapbench.core.result import ERROR, FAILED, OK, UNAVAILABLE  # noqa: E402
 
@@ -131,7 +132,7 @@ def test_unknown_model_and_unavailable_backend_rows():
 
 def test_seed_flags_csv_layout_and_figures(tmp_path):
     out = tmp_path / "s.json"
-    rc = su.main(["--device", "cpu", "--pre_trained_name", "tiny-bert", "--batch_size", "1, 2", "--mode", "both",
+    rc = su_command.main(["--device", "cpu", "--pre_trained_name", "tiny-bert", "--batch_size", "1, 2", "--mode", "both",
                   "--sequence_length", "16", "--steps", "2", "--warmup", "0", "--in-process", "--out", str(out),
                   "--results-root", str(tmp_path / "results")])
     assert rc == 0
@@ -142,7 +143,7 @@ def test_seed_flags_csv_layout_and_figures(tmp_path):
     assert lines[0].startswith("batch_size,sequence_length,mode") and len(lines) == 5
     assert (tmp_path / "s-bert-s16.png").stat().st_size > 1000
     # one line per machine: the figure from two result files
-    assert su.main(["--plot", str(out), str(out), "--out", str(tmp_path / "two")]) == 0
+    assert su_command.main(["--plot", str(out), str(out), "--out", str(tmp_path / "two")]) == 0
     assert (tmp_path / "two-bert-s16.png").exists()
 
 
@@ -166,7 +167,7 @@ def test_subprocess_cases(tmp_path):
     (["--batch-size", ""], "empty batch size list"),
 ])
 def test_bad_input_is_a_clear_error(argv, words, capsys):
-    assert su.main(argv + ["--in-process"]) == 2
+    assert su_command.main(argv + ["--in-process"]) == 2
     assert words in capsys.readouterr().out
 
 

@@ -14,7 +14,9 @@ transformers = pytest.importorskip("transformers")
 from gapbench.benchmarks.train import memplan  # noqa: E402
 from gapbench.models.gpt2_spec import SIZES  # noqa: E402
 from gapbench.backends.monitor import Energy, Sampler  # noqa: E402
+from gapbench.benchmarks.train import command as tr_command  # noqa: E402
 from gapbench.benchmarks.train import run as tr  # noqa: E402
+from gapbench.core.names import DeviceClass
 from gapbench.core.result import ERROR, FAILED, OK, UNAVAILABLE  # noqa: E402
 
 TINY = dict(batch_size=2, seq_len=32, steps=4, warmup=1, warmup_s=0.0, rounds=2)
@@ -99,7 +101,7 @@ def test_memory_plan_scenarios_and_lora():
 
 # ------------------------------------------------------------------ energy and sampler
 def test_energy_is_unavailable_not_zero_without_a_counter():
-    e = Energy("cpu")
+    e = Energy(DeviceClass.cpu)
     e.start()
     e.stop()
     r = e.result(10)
@@ -118,7 +120,7 @@ class _FakeNVML:
 
 
 def test_energy_per_step_from_the_counter_and_window_guard():
-    e = Energy("cuda", nvml=_FakeNVML())
+    e = Energy(DeviceClass.cuda, nvml=_FakeNVML())
     assert e.kind == "nvml"
     e.start()
     e._t0 -= 2.0  # a 2 s window
@@ -328,7 +330,7 @@ def test_subprocess_case_and_timeout_rows():
 
 def test_cli_quick_writes_results_and_figures(tmp_path, capsys):
     out = tmp_path / "t.json"
-    assert tr.main(["--quick", "--in-process", "--out", str(out)]) == 0
+    assert tr_command.main(["--quick", "--in-process", "--out", str(out)]) == 0
     doc = json.loads(out.read_text())
     steps = [r for r in doc["records"] if r["metric"] == "step"]
     assert steps and steps[0]["status"] == OK and steps[0]["derived"]["rates"]["items_per_s"] > 0
@@ -349,7 +351,7 @@ def test_cli_quick_writes_results_and_figures(tmp_path, capsys):
     (["--tokenizer", "/nonexistent-tok"], "--tokenizer /nonexistent-tok: no such file"),
 ])
 def test_cli_bad_input_is_a_clear_error(argv, words, capsys):
-    assert tr.main(argv + ["--in-process"]) == 2
+    assert tr_command.main(argv + ["--in-process"]) == 2
     assert words in capsys.readouterr().out
 
 

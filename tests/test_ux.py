@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from gapbench import benchmarks
+from gapbench.core.names import Backend, DType
 from gapbench.core.result import ERROR, OK, Record, RunWriter, load_run
 
 from conftest import ROOT, run_module
@@ -88,16 +89,18 @@ def test_result_files_get_the_mode_the_umask_gives(tmp_path, umask, mode):
 ])
 def test_shapes_of_the_wrong_form_are_errors(tmp_path, capsys, args, msg):
     assert _main("blas", "--quick", "--backends", "torch-cpu", "--out", str(tmp_path / "r.json"), *args) == 2
-    assert msg in " ".join(capsys.readouterr().out.split())
+    assert msg in " ".join(capsys.readouterr().err.split())
     assert not (tmp_path / "r.json").exists()
 
 
 def test_shapes_without_ops_select_the_ops_they_fit():
-    from gapbench.benchmarks.blas.command import ops_for_shapes
-    from gapbench.benchmarks.blas.run import parse_shapes
+    from gapbench import ops
+    from gapbench.benchmarks.blas.config import ops_for_shapes, parse_shapes
 
-    assert ops_for_shapes(["copy", "gemv", "vjp", "gemm"], parse_shapes("64x64"), explicit=False) == ["gemv", "vjp_dx", "vjp_dw"]
-    assert ops_for_shapes(["copy", "gemv", "vjp", "gemm"], parse_shapes("8,1x8x8x8"), explicit=False) == ["copy", "gemm"]
+    every = ops.op_list("copy,gemv,vjp,gemm")
+    names = lambda specs: [s.name for s in specs]
+    assert names(ops_for_shapes(every, parse_shapes("64x64"), explicit=False)) == ["gemv", "vjp_dx", "vjp_dw"]
+    assert names(ops_for_shapes(every, parse_shapes("8,1x8x8x8"), explicit=False)) == ["copy", "gemm"]
 
 
 def test_seed_csv_of_a_gguf_is_named_by_device_and_model(tmp_path):
@@ -127,16 +130,17 @@ def test_memory_check_asks_before_allocating(monkeypatch):
     from gapbench.ops import copy
 
     monkeypatch.setattr(memfit, "host_available", lambda: (10 ** 9, "test"))
-    assert blas.memory_check(copy.SPEC, {"n": 1 << 20}, "fp32", ["torch-cpu"]) == {}
-    too = blas.memory_check(copy.SPEC, {"n": 1 << 26}, "fp32", ["torch-cpu"])  # 2^27 elements read + written x 40 host bytes each > 1 GB
-    assert "does not fit" in too["torch-cpu"] and "5.37 GB" in too["torch-cpu"]
+    tc = Backend.torch_cpu
+    assert blas.memory_check(copy.SPEC, {"n": 1 << 20}, DType.fp32, [tc]) == {}
+    too = blas.memory_check(copy.SPEC, {"n": 1 << 26}, DType.fp32, [tc])  # 2^27 elements read + written x 40 host bytes each > 1 GB
+    assert "does not fit" in too[tc] and "5.37 GB" in too[tc]
 
 
 @pytest.mark.parametrize("args, msg", [(["--samples", "1000000000"], "at most 100000000"),
                                        (["--n", "100000000000"], "does not fit")])
 def test_launch_refuses_sizes_the_machine_cannot_hold(tmp_path, capsys, args, msg):
     assert _main("launch", "--backends", "native-cpu", "--out", str(tmp_path / "r.json"), *args) == 2
-    assert msg in capsys.readouterr().out and not (tmp_path / "r.json").exists()
+    assert msg in capsys.readouterr().err and not (tmp_path / "r.json").exists()
 
 
 # ------------------------------------------------------------------ item 7: tables at 80 and 100 columns
@@ -326,23 +330,23 @@ def test_cpu_frameworks_run_on_the_free_cores(monkeypatch):
     torch = pytest.importorskip("torch")
     import psutil
 
-    from gapbench.backends import frameworks
-    from gapbench.benchmarks.blas import run as blas
+    from gapbench.backends import base, registry
+    from gapbench.benchmarks.blas import arms
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     monkeypatch.setattr(psutil, "cpu_count", lambda logical=True: 2)
     monkeypatch.setattr(psutil, "cpu_percent", lambda interval=None: 50.0)
-    assert frameworks.free_cpu_cores(0.0) == (1, 2, 1.0)
+    assert base.free_cpu_cores(0.0) == (1, 2, 1.0)
     before = torch.get_num_threads()
-    ad = frameworks.make_adapter("torch-cpu")
+    ad = registry.make_adapter(Backend.torch_cpu)
     try:
-        blas.fit_cpu_threads({"torch-cpu": ad})
+        arms.fit_cpu_threads({Backend.torch_cpu: ad})
         assert torch.get_num_threads() == 1
-        assert ad.cpu_params["cpu_threads"] == {"threads": 1, "cores": 2, "busy_cores_other": 1.0, "reduced": True}
+        assert ad.cpu_threads.to_dict() == {"threads": 1, "cores": 2, "busy_cores_other": 1.0, "reduced": True}
     finally:
         torch.set_num_threads(before)
     monkeypatch.setattr(psutil, "cpu_percent", lambda interval=None: 0.0)
-    ad2 = frameworks.make_adapter("torch-cpu")
-    blas.fit_cpu_threads({"torch-cpu": ad2})
-    assert ad2.cpu_params["cpu_threads"]["reduced"] is False and torch.get_num_threads() == before
+    ad2 = registry.make_adapter(Backend.torch_cpu)
+    arms.fit_cpu_threads({Backend.torch_cpu: ad2})
+    assert ad2.cpu_threads.reduced is False and torch.get_num_threads() == before

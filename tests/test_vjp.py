@@ -2,8 +2,9 @@
 import numpy as np
 import pytest
 
+from gapbench.core.names import DType
 from gapbench.core import dtypes
-from gapbench.ops import vjp
+from gapbench.ops import vjp_dw, vjp_dx
 from metal_kernels import DT_CODE, build, inputs, poisoned_output, ptr
 
 DRIVER = r"""
@@ -27,7 +28,7 @@ def lib(tmp_path_factory):
     return build("vjp", DRIVER, tmp_path_factory.mktemp("vjp"))
 
 
-@pytest.mark.parametrize("dtype", dtypes.DTYPES)
+@pytest.mark.parametrize("dtype", list(DType))
 @pytest.mark.parametrize("m,k", [(1, 1), (9, 31), (128, 64), (300, 17)])
 def test_metal_vjp_matches_float64(lib, dtype, m, k):
     rng = np.random.default_rng()
@@ -51,5 +52,5 @@ def test_metal_vjp_matches_float64(lib, dtype, m, k):
 
 def test_declared_work():
     s = {"m": 8, "k": 4}
-    assert vjp.DX.work(s, "fp16") == {"flops": 64.0, "bytes": 2.0 * (32 + 8 + 4)}
-    assert vjp.DW.work(s, "fp16") == {"flops": 32.0, "bytes": 2.0 * (8 + 4 + 32)}
+    assert vjp_dx.SPEC.work(s, "fp16") == {"flops": 64.0, "bytes": 2.0 * (32 + 8 + 4)}
+    assert vjp_dw.SPEC.work(s, "fp16") == {"flops": 32.0, "bytes": 2.0 * (8 + 4 + 32)}

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from conftest import ROOT, run_module
+from gapbench.core.names import Backend
 from gapbench import benchmarks
 from gapbench.core.benchmark import EXIT_SIGINT, EXIT_SIGTERM
 from gapbench.core.worker import PacedCommand, WorkerError, run_in_worker
@@ -139,7 +140,7 @@ def test_sigkill_of_the_parent_takes_the_worker_with_it(tmp_path):
 def test_nothing_measured_is_exit_1_with_one_line(tmp_path):
     from gapbench.backends import registry
 
-    if registry.info("native-metal").available:
+    if registry.info(Backend.native_metal).available:
         pytest.skip("needs a machine without Metal")
     p = run_module("bench.launch", "--backends", "native-metal", "--out", str(tmp_path / "x.json"))
     assert p.returncode == 1
@@ -149,7 +150,7 @@ def test_nothing_measured_is_exit_1_with_one_line(tmp_path):
 @pytest.mark.parametrize("args, words", [(["--timeout", "0"], "--timeout"), (["--n", "0"], "--n")])
 def test_launch_bad_values_are_exit_2(tmp_path, args, words):
     p = run_module("bench.launch", "--backends", "native-cpu", *args, "--out", str(tmp_path / "x.json"))
-    assert p.returncode == 2 and words in p.stdout and not (tmp_path / "x.json").exists()
+    assert p.returncode == 2 and words in p.stderr and not (tmp_path / "x.json").exists()
 
 
 def test_unknown_command_lists_the_commands():

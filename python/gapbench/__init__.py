@@ -1,15 +1,10 @@
 """gapbench: why is ML training slower on this machine, and whose fault is it?
 
-Hand-written CUDA and Metal probes (gapbench._native) next to every framework, with one
-result model (gapbench.core.result) and statistics computed in one place (gapbench.core.stats)."""
+Hand-written CUDA and Metal probes (gapbench._native) next to every framework, in layers that
+import one way: gapbench.core (result model, statistics, measurement, processes, CLI),
+gapbench.backends (one adapter per framework), gapbench.ops (one OpSpec per op) and
+gapbench.models, gapbench.benchmarks (one package per command). `gapbench backends` lists what
+this machine has, and why not."""
 __version__ = "0.1.0"
 
-
-def backends(refresh: bool = False):
-    """Every backend gapbench knows, with whether it is available here and why not."""
-    from gapbench.backends.registry import all_backends
-
-    return all_backends(refresh=refresh)
-
-
-__all__ = ["__version__", "backends"]
+__all__ = ["__version__"]

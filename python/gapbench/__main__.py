@@ -26,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     cmd, rest = argv[0], argv[1:]
     if cmd == "backends":
-        from gapbench.core.cli import console_for, list_backends
+        from gapbench.backends.registry import list_backends
+        from gapbench.core.cli import console_for
 
         list_backends(console_for())
         return 0

@@ -7,6 +7,8 @@ backends, free device memory for CUDA (torch/cupy) or the device's total where o
 (gapbench._native.cuda.status), the recommended working set on Apple GPUs."""
 from __future__ import annotations
 
+from gapbench.core.names import Backend, DeviceClass
+
 GB = 1e9
 
 
@@ -20,25 +22,14 @@ def host_available() -> tuple[int | None, str]:
         return None, f"host memory unreadable: {e}"
 
 
-def device_available(backend: str) -> tuple[int | None, str]:
+def device_available(backend: Backend) -> tuple[int | None, str]:
     """Bytes the backend's device can still take, and where the figure came from."""
-    from gapbench.backends import registry as bk
+    from gapbench.backends import registry
 
     try:
-        if bk.device_class_of(backend) == "cpu":
+        if backend.device_class is DeviceClass.cpu:
             return host_available()
-        if backend == "native-cuda":
-            total = bk.info(backend).device.get("total_memory")
-            return (int(total), "device total memory (gapbench._native.cuda.status)") if total else (None, "unknown")
-        if backend == "torch-cuda":
-            import torch
-
-            return int(torch.cuda.mem_get_info()[0]), "free device memory (torch.cuda.mem_get_info)"
-        if backend == "cupy-cuda":
-            import cupy
-
-            return int(cupy.cuda.runtime.memGetInfo()[0]), "free device memory (cupy memGetInfo)"
-        return device_capacity(backend)
+        return registry.module(backend).free_memory(backend)
     except Exception as e:
         return None, f"device memory unreadable: {e}"
 
@@ -52,25 +43,15 @@ def shortfall(need: float, have: tuple[int | None, str], what: str) -> str:
             "choose a smaller shape")
 
 
-def device_capacity(backend: str) -> tuple[int | None, str]:
-    """Bytes the backend's device can hold, and where that figure came from."""
+def device_capacity(backend: Backend) -> tuple[int | None, str]:
+    """Bytes the backend's device can hold, and where that figure came from (the host's memory for
+    CPU backends and where the framework reports nothing)."""
+    from gapbench.backends import registry
+
     try:
-        if backend == "torch-cuda":
-            import torch
-
-            return int(torch.cuda.mem_get_info()[1]), "torch.cuda.mem_get_info total"
-        if backend == "mlx-gpu":
-            import mlx.core as mx
-
-            di = mx.device_info()
-            for k in ("max_recommended_working_set_size", "memory_size"):
-                if di.get(k):
-                    return int(di[k]), f"mlx.device_info {k}"
-        if backend in ("torch-mps",):  # unified memory: the recommended working set of the GPU
-            import torch
-
-            if hasattr(torch.mps, "recommended_max_memory"):
-                return int(torch.mps.recommended_max_memory()), "torch.mps.recommended_max_memory"
+        cap = (None, "") if backend.device_class is DeviceClass.cpu else registry.module(backend).capacity(backend)
+        if cap[0] is not None:
+            return cap
         import psutil
 
         return int(psutil.virtual_memory().total), "system memory (psutil)"

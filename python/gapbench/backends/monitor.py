@@ -14,6 +14,8 @@ import threading
 import time
 from typing import Any, Callable
 
+from gapbench.core.names import Backend, DeviceClass
+
 # ---------------------------------------------------------------------------- NVML
 
 
@@ -184,15 +186,15 @@ class Energy:
     #: NVML's counter is updated every few tens of ms; windows shorter than this are refused.
     MIN_WINDOW_S = 1.0
 
-    def __init__(self, device_class: str, nvml: NVML | None = None):
+    def __init__(self, device_class: DeviceClass, nvml: NVML | None = None):
         self.kind, self.reason = None, ""
-        if device_class == "cuda":
+        if device_class is DeviceClass.cuda:
             self.nvml = nvml or NVML()
             if self.nvml.ok and self.nvml.energy_mj() is not None:
                 self.kind = "nvml"
             else:
                 self.reason = self.nvml.reason or "this GPU has no NVML total-energy counter"
-        elif device_class == "metal":
+        elif device_class is DeviceClass.metal:
             self.ior = IOReportEnergy()
             if self.ior.ok:
                 self.kind = "ioreport"
@@ -234,24 +236,11 @@ class Energy:
 # ---------------------------------------------------------------------------- sampler
 
 
-def allocator_probe(backend: str) -> Callable[[], dict]:
+def allocator_probe(backend: Backend) -> Callable[[], dict]:
     """A function returning the framework allocator's figures for `backend`, in bytes."""
-    if backend in ("torch-cuda", "torch-mps"):
-        import torch
-    if backend == "torch-cuda":
-        return lambda: {"torch_cuda_allocated_bytes": torch.cuda.memory_allocated(),
-                        "torch_cuda_reserved_bytes": torch.cuda.memory_reserved()}
-    if backend == "torch-mps":
-        return lambda: {"torch_mps_current_bytes": torch.mps.current_allocated_memory(),
-                        "torch_mps_driver_bytes": torch.mps.driver_allocated_memory()}
-    from gapbench.backends.registry import parse
+    from gapbench.backends import registry
 
-    if parse(backend).family == "mlx":
-        import mlx.core as mx
-
-        return lambda: {"mlx_active_bytes": mx.get_active_memory(), "mlx_peak_bytes": mx.get_peak_memory(),
-                        "mlx_cache_bytes": mx.get_cache_memory()}
-    return lambda: {}
+    return registry.module(backend).allocator_probe(backend)
 
 
 class Sampler:

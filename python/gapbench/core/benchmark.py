@@ -22,14 +22,12 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
+from gapbench.core import cli
+from gapbench.core.cli import UsageError
 from gapbench.core.result import OK, Record
 
 EXIT_OK, EXIT_NOTHING_MEASURED, EXIT_USAGE = 0, 1, 2
 EXIT_SIGINT, EXIT_SIGTERM = 128 + signal.SIGINT, 128 + signal.SIGTERM
-
-
-class UsageError(ValueError):
-    """Bad input found before any work started: one line saying what to do (exit 2)."""
 
 
 class Terminated(BaseException):
@@ -117,8 +115,6 @@ def _on_sigterm(signum, frame):
 
 def run_cli(bench: Benchmark, argv: list[str] | None = None, prog: str | None = None) -> int:
     """Run `bench` as a command; returns the exit code (see the module text)."""
-    from gapbench.core import cli
-
     prog = prog or f"python -m bench.{bench.name}"
     try:
         args = bench.parser(prog).parse_args(argv)
@@ -158,8 +154,6 @@ def run_cli(bench: Benchmark, argv: list[str] | None = None, prog: str | None = 
 
 def _flush_pending() -> None:
     """Write the records the run's file does not hold yet (RunWriter rewrites lazily)."""
-    from gapbench.core import cli
-
     w = cli.current_run.get("writer")
     if w is not None and getattr(w, "pending", False):
         try:
@@ -169,8 +163,6 @@ def _flush_pending() -> None:
 
 
 def _partial_line() -> str:
-    from gapbench.core import cli
-
     w = cli.current_run.get("writer")
     if w is None:
         return "no result file was started"

@@ -10,6 +10,10 @@ from datetime import datetime
 from pathlib import Path
 
 
+class UsageError(ValueError):
+    """Bad input found before any work started: one line saying what to do (exit 2)."""
+
+
 #: the run file the current command is writing ("writer": RunWriter), for the interrupt message
 #: and the nothing-measured check of gapbench.core.benchmark.run_cli
 current_run: dict = {}
@@ -35,7 +39,6 @@ def check_out_path(path: str | os.PathLike, flag: str = "--out", folder: bool = 
     UsageError saying in one line why not: it is a directory (a file), a file stands where a
     folder of its path should be, or the nearest existing folder is not writable (tried with a
     temporary file, removed at once). No folder is created here."""
-    from gapbench.core.benchmark import UsageError
 
     p = Path(path).expanduser()
     if folder:
@@ -68,7 +71,6 @@ def open_run(probe: str, out: str | None, prog: str, argv: list[str] | None, con
     beside it), holding the environment, the exact command and the configuration. A path that
     cannot be written is a UsageError (exit 2) before any work."""
     from gapbench.core import env
-    from gapbench.core.benchmark import UsageError
     from gapbench.core.result import RunWriter
 
     path = check_out_path(out or default_out(probe))
@@ -129,21 +131,6 @@ def progress_bar(console, total: int, disable: bool = False):
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as p:
         yield _Progress(p, p.add_task("starting", total=max(total, 1)))
-
-
-def list_backends(console) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    from gapbench.backends.registry import all_backends
-
-    t = Table(title="gapbench backends on this machine")
-    for c in ("backend", "kind", "device class", "available", "device / reason"):
-        t.add_column(c)
-    for b in all_backends():
-        t.add_row(b.name, b.kind, b.device_class, "yes" if b.available else "no",
-                  escape(str(b.device.get("name", "")) if b.available else b.reason))
-    console.print(t)
 
 
 def write_figures(console, bench, writer) -> None:

@@ -9,14 +9,14 @@ from typing import Callable
 import numpy as np
 
 from gapbench.core.hostpar import elementwise, map_chunks
+from gapbench.core.names import DType, Precision
 
-DTYPES = ("fp32", "fp16", "bf16")
-ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2}
+P = Precision
 #: Unit roundoff of each element type (half the distance from 1 to the next value). tf32 is
 #: fp32 storage whose multiplier inputs are rounded to 10 mantissa bits.
-UNIT_ROUNDOFF = {"fp32": 2.0 ** -24, "tf32": 2.0 ** -11, "fp16": 2.0 ** -11, "bf16": 2.0 ** -8}
+UNIT_ROUNDOFF = {P.fp32: 2.0 ** -24, P.tf32: 2.0 ** -11, P.fp16: 2.0 ** -11, P.bf16: 2.0 ** -8}
 #: Half the smallest subnormal spacing: the most a correctly rounded tiny result can be off by.
-UNDERFLOW = {"fp32": 2.0 ** -150, "tf32": 2.0 ** -150, "fp16": 2.0 ** -25, "bf16": 2.0 ** -134}
+UNDERFLOW = {P.fp32: 2.0 ** -150, P.tf32: 2.0 ** -150, P.fp16: 2.0 ** -25, P.bf16: 2.0 ** -134}
 #: fp32 accumulation error per unit of sum|a_j b_j|, in units of ACC_ROUNDOFF = 2^-23 (one fp32
 #: ulp at 1), for terms of random sign (the probes' inputs are uniform in [-1, 1]):
 #: - round to nearest, any order: even one sequential sum of k terms errs by about
@@ -42,32 +42,33 @@ def round_bf16(x: np.ndarray) -> np.ndarray:
     return elementwise(_round_bf16, np.asarray(x, dtype=np.float32), np.float32)
 
 
-def round_to(x: np.ndarray, dtype: str) -> np.ndarray:
+def round_to(x: np.ndarray, dtype: DType) -> np.ndarray:
     """x (float32) rounded to `dtype`, held as float32."""
-    x = np.asarray(x, dtype=np.float32)
-    if dtype == "fp16":
+    x, dtype = np.asarray(x, dtype=np.float32), DType(dtype)
+    if dtype is DType.fp16:
         return elementwise(lambda c: c.astype(np.float16), x, np.float32)
-    if dtype == "bf16":
+    if dtype is DType.bf16:
         return round_bf16(x)
     return x
 
 
-def to_bytes(x: np.ndarray, dtype: str) -> np.ndarray:
+def to_bytes(x: np.ndarray, dtype: DType) -> np.ndarray:
     """The array as the native code stores it (C-contiguous, element type `dtype`)."""
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    if dtype == "fp16":
+    x, dtype = np.ascontiguousarray(x, dtype=np.float32), DType(dtype)
+    if dtype is DType.fp16:
         return elementwise(lambda c: c, x, np.float16)
-    if dtype == "bf16":
+    if dtype is DType.bf16:
         return elementwise(lambda c: (_round_bf16(c).view(np.uint32) >> 16), x, np.uint16)
     return x
 
 
-def from_bytes(buf: bytes, dtype: str) -> np.ndarray:
+def from_bytes(buf: bytes, dtype: DType) -> np.ndarray:
     """Native output bytes back to their values, exactly, as float32 (every fp16 and bf16 value is
     a float32 value; `check` widens them to float64 chunk by chunk)."""
-    if dtype == "fp16":
+    dtype = DType(dtype)
+    if dtype is DType.fp16:
         return elementwise(lambda c: c, np.frombuffer(buf, dtype=np.float16), np.float32)
-    if dtype == "bf16":
+    if dtype is DType.bf16:
         u = np.frombuffer(buf, dtype=np.uint16)
         return elementwise(lambda c: c.astype(np.uint32) << 16, u, np.uint32).view(np.float32)
     return np.frombuffer(buf, dtype=np.float32)
@@ -100,8 +101,9 @@ class Expected:
     k: int
     memo: dict = field(default_factory=dict, compare=False, repr=False)
 
-    def bound(self, dtype: str, acc: str = "fp32") -> np.ndarray:
+    def bound(self, dtype: Precision, acc: Precision = Precision.fp32) -> np.ndarray:
         """`bound` of every output (float64, flat), computed once per (dtype, acc)."""
+        dtype, acc = Precision(dtype), Precision(acc)
         key = ("bound", dtype, acc)
         if key not in self.memo:
             ref = np.asarray(self.values).ravel()
@@ -145,7 +147,8 @@ def expected(reference: Callable[[list[np.ndarray]], np.ndarray], inputs: list[n
     return Expected(values, None if k == 1 else magnitude(reference, inputs64), int(k))
 
 
-def bound(ref: np.ndarray, scale: np.ndarray | None, dtype: str, k: int, acc: str = "fp32") -> np.ndarray:
+def bound(ref: np.ndarray, scale: np.ndarray | None, dtype: Precision, k: int,
+          acc: Precision = Precision.fp32) -> np.ndarray:
     """Per-output bound on |out - ref| for a correct result (inputs already rounded to `dtype`):
         u_out |ref_i| + (1 + u_out) (e_acc + e_in) scale_i + underflow
     u_out: the output's rounding (`dtype`'s unit roundoff; exact copies: 0). e_acc: fp32
@@ -153,6 +156,7 @@ def bound(ref: np.ndarray, scale: np.ndarray | None, dtype: str, k: int, acc: st
     rounding of both multiplier inputs, 2 u_tf32 min(1, LAMBDA / sqrt(k)). acc=fp16/bf16 (a library allowed to add
     partial sums in the output type, cuBLAS's "reduced precision reduction") adds 2 u_acc.
     scale=None: the scale is |ref| (one product per output). Computed in place on one new array."""
+    dtype, acc = Precision(dtype), Precision(acc)
     tol = np.abs(np.asarray(ref, dtype=np.float64).ravel())
     if k <= 0:
         return np.zeros_like(tol)  # a copy moves values that are already representable: exact
@@ -167,19 +171,19 @@ def bound(ref: np.ndarray, scale: np.ndarray | None, dtype: str, k: int, acc: st
     return tol
 
 
-def _per_term(dtype: str, k: int, acc: str) -> float:
+def _per_term(dtype: Precision, k: int, acc: Precision) -> float:
     """e_acc + e_in of `bound`: the error per unit of scale."""
     root = np.sqrt(k)
     per_term = ACC_ROUNDOFF * min(k, RN_FACTOR + TRUNC_FACTOR * root)
-    if dtype == "tf32":
-        per_term += 2 * UNIT_ROUNDOFF["tf32"] * min(1.0, LAMBDA / root)
-    if acc != "fp32":
+    if dtype is Precision.tf32:
+        per_term += 2 * UNIT_ROUNDOFF[Precision.tf32] * min(1.0, LAMBDA / root)
+    if acc is not Precision.fp32:
         per_term += 2 * UNIT_ROUNDOFF[acc]
     return float(per_term)
 
 
-def check(out: np.ndarray, ref, dtype: str, *, k: int | None = None, scale: np.ndarray | None = None,
-          acc: str = "fp32") -> tuple[bool, str]:
+def check(out: np.ndarray, ref, dtype: Precision, *, k: int | None = None, scale: np.ndarray | None = None,
+          acc: Precision = Precision.fp32) -> tuple[bool, str]:
     """Is `out` a correct result of the op whose float64 result is `ref` (an Expected, or values with
     k= and scale= given)? Every output must lie within its own bound (see `bound`), so one
     zeroed, dropped or stale output fails even where the normwise error of the whole is small; a

@@ -63,6 +63,8 @@ class Record:
     time: str = field(default_factory=lambda: now_iso())
 
     def __post_init__(self) -> None:
+        # typed names (gapbench.core.names: str enums) are stored as their plain names
+        self.backend, self.variant = str(self.backend), str(self.variant)
         if self.status not in STATUSES:
             raise ValueError(f"record status must be one of {STATUSES}, got {self.status!r}")
         if self.clock is not None and self.clock not in CLOCKS:

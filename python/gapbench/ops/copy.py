@@ -1,6 +1,6 @@
-"""copy: device-memory copy, the measured bandwidth roofline (bytes = read + write).
-Kernels: cuda/copy.cu. Run: python -m bench.blas --ops copy"""
-from gapbench.ops.spec import OpSpec, uniform
+"""copy: device-memory copy, the measured bandwidth ceiling (bytes = read + write).
+Kernels: cuda/ and metal/ (csrc/ops.def). Run: python -m bench.blas --ops copy"""
+from gapbench.ops.spec import Bound, C, FrameworkImpl, M, OpSpec, T, uniform
 
 
 def _shapes(quick: bool):
@@ -9,18 +9,21 @@ def _shapes(quick: bool):
     return [{"n": 1 << 16}, {"n": 1 << 20}] if quick else [{"n": 1 << 20}, {"n": 1 << 24}, {"n": 1 << 26}]
 
 
-def _framework(ad, arrays):
-    (x,) = arrays
-    return lambda: ad.copy(x)
-
-
 SPEC = OpSpec(
-    name="copy", native_op="copy",
+    name="copy", form=("n",),
     shapes=_shapes,
     inputs=lambda s, rng: [uniform(rng, s["n"])],
     reference=lambda a: a[0],  # exact: checked bit for bit
+    reduction=lambda s: 0,
     elements=lambda s: (s["n"], s["n"]),
     flops=lambda s: 0.0,
-    framework=_framework,
-    framework_text={"torch": "x.clone()", "cupy": "x.copy()", "mlx": "x * 1 (same bytes as a copy)"},
+    frameworks=(
+        FrameworkImpl(T, "x.clone()", lambda ad, a: lambda: a[0].clone()),
+        FrameworkImpl(C, "x.copy()", lambda ad, a: lambda: a[0].copy()),
+        # MLX has no explicit copy op: an elementwise op moving the same bytes
+        FrameworkImpl(M, "x * 1 (same bytes as a copy)", lambda ad, a: lambda: a[0] * 1),
+    ),
+    ceiling=Bound.memory,
+    test_shapes=({"n": 1}, {"n": 7}, {"n": 1000}, {"n": 4099}),
+    fault_shape={"n": 65536},
 )

@@ -1,9 +1,9 @@
 """gemm: batched C = A B, row-major (paper Figure 5: batch 8, 2000 x 2000). Compute-bound at
-size: the roofline is the vendor GEMM's rate at the largest size. Kernels: cuda/gemm.cu.
-Run: python -m bench.blas --ops gemm"""
+size: held against the vendor GEMM's rate at the largest size. Kernels: cuda/ and metal/
+(csrc/ops.def). Run: python -m bench.blas --ops gemm"""
 import numpy as np
 
-from gapbench.ops.spec import OpSpec, uniform
+from gapbench.ops.spec import Bound, C, FrameworkImpl, M, OpSpec, T, uniform
 
 
 def _shapes(quick: bool):
@@ -14,20 +14,23 @@ def _shapes(quick: bool):
     return [{"batch": 8, "m": s, "n": s, "k": s} for s in (256, 1024, 2000)]
 
 
-def _framework(ad, arrays):
-    A, B = arrays
-    return lambda: ad.bmm(A, B)
-
-
 SPEC = OpSpec(
-    name="gemm", native_op="gemm",
+    name="gemm", form=("batch", "m", "n", "k"),
     shapes=_shapes,
     inputs=lambda s, rng: [uniform(rng, s["batch"], s["m"], s["k"]), uniform(rng, s["batch"], s["k"], s["n"])],
     reference=lambda a: np.matmul(a[0], a[1]),
     reduction=lambda s: s["k"],
     elements=lambda s: (s["batch"] * (s["m"] * s["k"] + s["k"] * s["n"]), s["batch"] * s["m"] * s["n"]),
     flops=lambda s: 2.0 * s["batch"] * s["m"] * s["n"] * s["k"],
-    framework=_framework,
-    framework_text={"torch": "torch.bmm(A, B)", "cupy": "A @ B", "mlx": "A @ B"},
-    memory_bound=False,
+    frameworks=(
+        FrameworkImpl(T, "torch.bmm(A, B)", lambda ad, a: lambda: ad.torch.bmm(a[0], a[1])),
+        FrameworkImpl(C, "A @ B", lambda ad, a: lambda: a[0] @ a[1]),
+        FrameworkImpl(M, "A @ B", lambda ad, a: lambda: a[0] @ a[1]),
+    ),
+    bound=Bound.compute, ceiling=Bound.compute, tf32_row=True,
+    test_shapes=({"batch": 1, "m": 1, "n": 1, "k": 1}, {"batch": 2, "m": 5, "n": 7, "k": 3},
+                 {"batch": 3, "m": 16, "n": 24, "k": 40}, {"batch": 2, "m": 70, "n": 33, "k": 50}),
+    # 2 x (128 x 2048) @ (2048 x 128)
+    fault_shape={"batch": 2, "m": 128, "n": 128, "k": 2048},
+    term=lambda a, j: a[0][:, :, j, None] * a[1][:, None, j, :],
 )

@@ -1,6 +1,6 @@
-"""gemv: y = A x, A row-major m x k (paper Figure 6). Memory-bound: the roofline is the copy
-bandwidth. Kernels: cuda/gemv.cu, metal/gemv.metal. Run: python -m bench.blas --ops gemv"""
-from gapbench.ops.spec import OpSpec, uniform
+"""gemv: y = A x, A row-major m x k (paper Figure 6). Memory-bound: held against the copy
+bandwidth. Kernels: cuda/ and metal/ (csrc/ops.def). Run: python -m bench.blas --ops gemv"""
+from gapbench.ops.spec import C, FrameworkImpl, M, OpSpec, T, uniform
 
 SQUARE = [256, 1024, 4096, 16384]
 SKINNY = [(1024, 16384), (16384, 1024), (4096, 16384)]
@@ -12,19 +12,21 @@ def shapes(quick: bool):
     return [{"m": s, "k": s} for s in SQUARE] + [{"m": m, "k": k} for m, k in SKINNY]
 
 
-def _framework(ad, arrays):
-    A, x = arrays
-    return lambda: ad.mv(A, x)
-
-
 SPEC = OpSpec(
-    name="gemv", native_op="gemv",
+    name="gemv", form=("m", "k"),
     shapes=shapes,
     inputs=lambda s, rng: [uniform(rng, s["m"], s["k"]), uniform(rng, s["k"])],
     reference=lambda a: a[0] @ a[1],
+    reduction=lambda s: s["k"],
     elements=lambda s: (s["m"] * s["k"] + s["k"], s["m"]),
     flops=lambda s: 2.0 * s["m"] * s["k"],
-    reduction=lambda s: s["k"],
-    framework=_framework,
-    framework_text={"torch": "torch.mv(A, x)", "cupy": "A @ x", "mlx": "A @ x"},
+    frameworks=(
+        FrameworkImpl(T, "torch.mv(A, x)", lambda ad, a: lambda: ad.torch.mv(a[0], a[1])),
+        FrameworkImpl(C, "A @ x", lambda ad, a: lambda: a[0] @ a[1]),
+        FrameworkImpl(M, "A @ x", lambda ad, a: lambda: a[0] @ a[1]),
+    ),
+    test_shapes=({"m": 1, "k": 1}, {"m": 7, "k": 33}, {"m": 64, "k": 256}, {"m": 33, "k": 1000}),
+    # 2048 outputs of 4096 terms each
+    fault_shape={"m": 2048, "k": 4096},
+    term=lambda a, j: a[0][:, j] * a[1][j],
 )

@@ -1,41 +1,117 @@
-"""What a BLAS probe declares: its shapes, inputs, float64 reference, work (flops, bytes), the
-native op (a gapbench._native.Op member name), and how each framework runs it. probes/copy.py,
-probes/gemv.py, probes/vjp.py and probes/gemm.py are instances; probes/blas.py runs them."""
+"""What an op declares on the Python side (its native side is csrc/ops.def and its kernels): the
+shapes it is timed at, its inputs, its float64 reference and error model, its work, and how each
+framework runs it. One module per op in this folder holds one `SPEC`; gapbench.ops finds it by the
+op's name, so a new op needs no other Python edit. Benchmarks and tests read only these fields:
+nothing outside an op's module knows what the op computes."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from gapbench.core import hostpar
-from gapbench.core.dtypes import ITEMSIZE, check
+from gapbench.core import dtypes, hostpar
+from gapbench.core.names import DType, Family, Precision
 
-Shape = dict  # keys among batch, m, n, k
+Shape = dict  # dims of the op's form (n; m, k; batch, m, n, k) -> int
+Arrays = Sequence[np.ndarray]
+
+
+class Bound(str, Enum):
+    """The ceiling a rate is held against: the measured copy bandwidth, or the vendor GEMM's rate."""
+    memory = "memory"
+    compute = "compute"
 
 
 @dataclass(frozen=True)
+class FrameworkImpl:
+    """One way a framework runs the op: `build(adapter, arrays)` returns the op as a callable (its
+    result left unevaluated on lazy frameworks); `text` is how it reads in the framework's words;
+    `variant` names its rows (default: the family, e.g. "torch"; e.g. "torch-unfused" for a
+    composite of several framework ops)."""
+    family: Family
+    text: str
+    build: Callable[[Any, list], Callable[[], Any]]
+    variant: str = ""
+
+    @property
+    def row(self) -> str:
+        return self.variant or self.family.value
+
+
+@dataclass(frozen=True, eq=False)  # one object per op: compared and hashed by identity
 class OpSpec:
     name: str
-    native_op: str  # the gapbench._native.Op member that runs it natively (gapbench.core.native.op)
-    shapes: Callable[[bool], list[Shape]]  # quick -> shapes
-    inputs: Callable[[Shape, np.random.Generator], list[np.ndarray]]  # float32, unrounded
-    reference: Callable[[list[np.ndarray]], np.ndarray]  # float64 inputs -> float64 output
-    elements: Callable[[Shape], tuple[int, int]]  # (elements read, elements written)
-    flops: Callable[[Shape], float]
-    framework: Callable[[Any, list], Callable[[], Any]]  # (adapter, arrays) -> op
-    framework_text: dict[str, str]  # adapter family -> how the op reads in that framework
-    memory_bound: bool = True
+    #: the dims of a shape, in order: ("n",), ("m", "k") or ("batch", "m", "n", "k")
+    form: tuple[str, ...]
+    #: quick -> the shapes of the default sweep
+    shapes: Callable[[bool], list[Shape]]
+    #: (shape, rng) -> float32 inputs, unrounded, in the native buffers' order
+    inputs: Callable[[Shape, np.random.Generator], list[np.ndarray]]
+    #: float64 inputs -> float64 output
+    reference: Callable[[Arrays], np.ndarray]
     #: terms summed per output (0: a copy, which must be exact); sets the check's error bound
-    reduction: Callable[[Shape], int] = lambda s: 0
+    reduction: Callable[[Shape], int]
+    flops: Callable[[Shape], float]
+    #: (elements read, elements written) per op
+    elements: Callable[[Shape], tuple[int, int]]
+    frameworks: tuple[FrameworkImpl, ...]
+    #: the ceiling its rate is held against
+    bound: Bound = Bound.memory
+    #: this op's best rate in a run IS that run's ceiling of this kind (copy: memory; gemm: compute)
+    ceiling: Bound | None = None
+    #: a name (--ops) that selects this op together with others of its group (vjp: dx and dW)
+    group: str | None = None
+    #: fp32: the vendor library's TF32 path is a row too (GEMM)
+    tf32_row: bool = False
+    #: ragged shapes every kernel is checked on (tests), small enough for a CPU reference
+    test_shapes: tuple[Shape, ...] = ()
+    #: the shape of the injected-fault test: large enough that each fault shows in every dtype
+    fault_shape: Shape = field(default_factory=dict)
+    #: (float64 inputs, j) -> the j-th term of every output (a multilinear op's reduction)
+    term: Callable[[Arrays, int], np.ndarray] | None = None
+    #: (float64 inputs, j) -> the output with term j of the reduction left out (a kernel bug); by
+    #: default reference - term
+    dropped: Callable[[Arrays, int], np.ndarray] | None = None
+    #: (float64 inputs, float64 values, k) -> the magnitude each output's error is proportional to;
+    #: by default the op on |inputs| (dtypes.magnitude): right for multilinear ops
+    scale: Callable[[Arrays, np.ndarray, int], np.ndarray] | None = None
 
-    def check(self, out, ref, dtype: str) -> tuple[bool, str]:
-        """The op's output against its float64 reference (gapbench.core.dtypes.check)."""
-        return check(out, ref, dtype)
-
-    def work(self, shape: Shape, dtype: str) -> dict:
+    # ---- derived: the same for every op
+    def work(self, shape: Shape, dtype: DType) -> dict:
         r, w = self.elements(shape)
-        return {"flops": float(self.flops(shape)), "bytes": float((r + w) * ITEMSIZE[dtype])}
+        return {"flops": float(self.flops(shape)), "bytes": float((r + w) * DType(dtype).itemsize)}
+
+    def shape_text(self, shape: Shape) -> str:
+        return shape_text(shape)
+
+    def fits(self, shape: Shape) -> bool:
+        return tuple(shape) == self.form
+
+    def expected(self, rounded: Arrays, shape: Shape) -> dtypes.Expected:
+        """The float64 result of the op on the inputs as rounded to the dtype, with its error model."""
+        k = int(self.reduction(shape))
+        if self.scale is None or k <= 0:
+            return dtypes.expected(self.reference, list(rounded), k)
+        ins = [np.asarray(a, dtype=np.float64) for a in rounded]
+        values = np.asarray(self.reference(ins), dtype=np.float64)
+        return dtypes.Expected(values, np.asarray(self.scale(ins, values, k), dtype=np.float64), k)
+
+    def check(self, out, expected: dtypes.Expected, precision: Precision | DType) -> tuple[bool, str]:
+        """The op's output against its float64 reference (gapbench.core.dtypes.check)."""
+        return dtypes.check(out, expected, Precision(precision).value)
+
+    def drop(self, ins: Arrays, j: int) -> np.ndarray:
+        """The output of a kernel that skipped term j of the reduction."""
+        if self.dropped is not None:
+            return self.dropped(ins, j)
+        if self.term is None:
+            raise ValueError(f"{self.name} declares neither term nor dropped")
+        return self.reference(ins) - self.term(ins, j)
+
+    def impls(self, family: Family) -> list[FrameworkImpl]:
+        return [f for f in self.frameworks if f.family is family]
 
 
 def shape_text(shape: Shape) -> str:
@@ -54,3 +130,6 @@ def uniform(rng: np.random.Generator, *shape: int) -> np.ndarray:
     """float32 inputs uniform in [-1, 1): symmetric around zero, never all zeros (a result on zeros
     proves nothing); drawn on the host's cores (gapbench.core.hostpar.uniform)."""
     return hostpar.uniform(rng, tuple(shape))
+
+
+T, C, M = Family.torch, Family.cupy, Family.mlx

@@ -1,119 +1,121 @@
 """How one BLAS case is timed: every verified row of one device class is an arm of one paired run.
 
 A case (op, dtype, shape) gives arms from several backends: on CUDA the library's dispatcher
-(`gapbench`), cuBLAS (`cublas`, `memcpy` for copy, `cublas-tf32`) and each framework on the GPU
-(torch-cuda, cupy, mlx-gpu); on Metal the dispatcher, MPS and torch-mps / mlx-gpu; on the CPU the
-frameworks. The arms of one device class run in interleaved rounds in randomised order
-(gapbench.core.measure.paired), so every ratio against the vendor arm is a median of per-round ratios
-with a distribution-free 95% interval, and drift shared by a round cancels. Cold-cache modes
-(native CUDA only: frameworks cannot scrub the L2 between their runs) pair the native arms alone.
+(`gapbench`), the vendor (`cublas`, `memcpy` for copy, `cublas-tf32`) and each framework on the
+GPU (torch-cuda, cupy, mlx-gpu); on Metal the dispatcher, MPS and torch-mps / mlx-gpu; on the CPU
+the frameworks. The arms of one device class run in interleaved rounds in randomised order
+(gapbench.core.measure.paired), so every ratio against the vendor arm is a median of per-round
+ratios with a distribution-free 95% interval, and drift shared by a round cancels. Cold-cache
+modes (native CUDA only: frameworks cannot scrub the L2 between their runs) pair the native arms
+alone.
 
-Before timing each arm was verified on a poisoned output (blas.py); after timing each arm runs once
-more in the same cache mode and that last timed output is verified again (`Arm.verify_last`)."""
+Before timing each arm was verified on a poisoned output (arms.py); after timing each arm runs
+once more in the same cache mode and that last timed output is verified again (`verify_last`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from gapbench.benchmarks.blas.config import Mode
+from gapbench.benchmarks.blas.params import BlasParams, Paired, Stop
 from gapbench.core.measure import Arm, MeasureError, paired
-from gapbench.core.result import FAILED, OK, ERROR, Record
+from gapbench.core.names import Backend, CacheMode, DeviceClass
+from gapbench.core.result import ERROR, FAILED, OK, Record
 
 
 @dataclass
 class CaseArm:
     """One verified row of a case, ready to time."""
 
-    backend: str
+    backend: Backend
     variant: str  # the row's name: gapbench, cublas, memcpy, cublas-tf32, torch, cupy, mlx, ...
-    device_class: str
+    device_class: DeviceClass
     clock: str
-    #: cache mode ("hot", "cold_clean", "cold_dirty") -> sample(n): n per-run seconds
-    samplers: dict[str, Callable[[int], Sequence[float]]]
-    #: cache mode -> () -> (ok, detail): run once more in that mode and check the output
-    verify_last: Callable[[str], tuple[bool, str]]
+    #: cache mode -> sample(n): n per-run seconds
+    samplers: dict[CacheMode, Callable[[int], Sequence[float]]]
+    #: cache mode -> (ok, detail): run once more in that mode and check the output
+    verify_last: Callable[[CacheMode], tuple[bool, str]]
     verify_detail: str
     op: str = ""
-    params: dict = field(default_factory=dict)
+    params: BlasParams = field(default_factory=BlasParams)
+    #: cache mode -> what that mode's records add (rotated sets, L2 residency)
+    mode_params: Callable[[CacheMode], dict] = lambda mode: {}
     device: dict = field(default_factory=dict)
     vendor: bool = False  # the arm every other arm of its class is compared with
     #: cache mode -> samples the release gate found invalid (timed out) and dropped, if it gates
-    invalid: Callable[[str], int] | None = None
+    invalid: Callable[[CacheMode], int] | None = None
 
     @property
     def key(self) -> str:
-        return f"{self.backend}/{self.variant}"
+        return f"{self.backend.value}/{self.variant}"
 
 
 def _pair_params(res, arm: CaseArm, ref: CaseArm | None) -> dict:
     m = res.arms[arm.key]
-    out = {"stop": {"reason": m.reason.value, "converged": bool(m.converged), "rel_hw": m.rel_hw,
-                    "drift": m.drift, "median_ci_s": [m.lo, m.hi], "rounds": res.n_rounds, "runs_per_round": res.k,
-                    "seed": res.seed}}
+    out: dict = {"stop": Stop(reason=m.reason.value, converged=bool(m.converged), rel_hw=m.rel_hw, drift=m.drift,
+                              median_ci_s=[m.lo, m.hi], rounds=res.n_rounds, runs_per_round=res.k, seed=res.seed)}
     if ref is not None and ref is not arm:
         r = res.ratio(arm.key, ref.key)
-        out["paired"] = {"vs": ref.key, "speed_ratio": r.median, "lo": r.lo, "hi": r.hi,
-                         "verdict": r.verdict.value, "rounds": r.n_rounds,
-                         "meaning": f"{ref.variant} time / {arm.variant} time, median of per-round ratios"}
+        out["paired"] = Paired(vs=ref.key, speed_ratio=r.median, lo=r.lo, hi=r.hi, verdict=r.verdict.value,
+                               rounds=r.n_rounds, meaning=f"{ref.variant} time / {arm.variant} time, median of "
+                                                       "per-round ratios")
     return out
 
 
-def measure_case(make_record: Callable[..., Record], arms: list[CaseArm], modes: list[tuple[str, str, str]],
-                 *, budget_s: float, rel_hw: float, max_rounds: int, min_rounds: int, warmup: int,
-                 seed: int) -> list[Record]:
-    """Records of every arm in every cache mode it supports. `modes`: (cache mode, metric, text).
-    `make_record(backend, variant, **fields)` builds a record of this case."""
+def measure_case(make_record: Callable[..., Record], arms: list[CaseArm], modes: list[Mode], *, budget_s: float,
+                 rel_hw: float, max_rounds: int, min_rounds: int, warmup: int, seed: int) -> list[Record]:
+    """Records of every arm in every cache mode it supports. `make_record(backend, variant, params,
+    **fields)` builds a record of this case."""
     recs: list[Record] = []
     classes = list(dict.fromkeys(a.device_class for a in arms))
     for cls in classes:
-        group = [a for a in arms if a.device_class == cls]
-        for cache, metric, text in modes:
-            live = [a for a in group if cache in a.samplers]
+        group = [a for a in arms if a.device_class is cls]
+        for mode in modes:
+            live = [a for a in group if mode.cache in a.samplers]
             if not live:
                 continue
             ref = next((a for a in live if a.vendor), None)
             pairs = [(a.key, ref.key) for a in live if ref is not None and a is not ref]
             try:
-                res = paired([Arm(a.key, a.samplers[cache]) for a in live], rel_hw=rel_hw, budget_s=budget_s,
+                res = paired([Arm(a.key, a.samplers[mode.cache]) for a in live], rel_hw=rel_hw, budget_s=budget_s,
                              max_rounds=max_rounds, min_rounds=min(min_rounds, max_rounds), warmup=warmup,
                              seed=seed, pairs=pairs)
             except (MeasureError, RuntimeError, ValueError, MemoryError) as e:
                 for a in live:
-                    recs.append(make_record(a.backend, a.variant, metric=metric, status=ERROR, op=a.op,
-                                            reason=f"timing failed: {type(e).__name__}: {e}"[:500],
-                                            device=a.device, params={**a.params, "cache": text}))
+                    recs.append(make_record(a.backend, a.variant, a.params.replace(cache=mode.text), metric=mode.metric,
+                                            status=ERROR, op=a.op, device=a.device,
+                                            reason=f"timing failed: {type(e).__name__}: {e}"[:500]))
                 continue
             for a in live:
-                params = {**a.params, "cache": text, **(a.params.get("cache_params", {}).get(cache, {})),
-                          **_pair_params(res, a, ref)}
+                params = a.params.replace(cache=mode.text, **a.mode_params(mode.cache), **_pair_params(res, a, ref))
                 if a.invalid is not None:
-                    params["invalid_samples"] = int(a.invalid(cache))
-                params.pop("cache_params", None)
+                    params.invalid_samples = int(a.invalid(mode.cache))
                 try:
-                    ok, last = a.verify_last(cache)
+                    ok, last = a.verify_last(mode.cache)
                 except (RuntimeError, ValueError, MemoryError) as e:
                     ok, last = False, f"{type(e).__name__}: {e}"
                 if not ok:
-                    recs.append(make_record(a.backend, a.variant, metric=metric, status=FAILED, op=a.op,
+                    recs.append(make_record(a.backend, a.variant, params, metric=mode.metric, status=FAILED, op=a.op,
                                             reason="the last timed run's output failed verification: " + last,
-                                            verified=False, verify_detail=last, device=a.device, params=params))
+                                            verified=False, verify_detail=last, device=a.device))
                     continue
-                recs.append(make_record(a.backend, a.variant, metric=metric, status=OK, op=a.op, clock=a.clock,
-                                        samples_s=list(res.arms[a.key].samples), warmup=warmup, verified=True,
-                                        verify_detail=f"{a.verify_detail}; last timed run: {last}",
-                                        device=a.device, params=params))
+                recs.append(make_record(a.backend, a.variant, params, metric=mode.metric, status=OK, op=a.op,
+                                        clock=a.clock, samples_s=list(res.arms[a.key].samples), warmup=warmup,
+                                        verified=True, verify_detail=f"{a.verify_detail}; last timed run: {last}",
+                                        device=a.device))
     return recs
 
 
 def ratio_text(r: Record) -> str:
     """The row's paired speed against its class's vendor arm, e.g. "1.02x [1.01-1.03] faster"; ""
     for the vendor arm itself and rows timed without pairing."""
-    p = r.params.get("paired")
-    if not p:
+    p = BlasParams.of(r).paired
+    if p is None or p.speed_ratio is None:
         return ""
-    return f"{p['speed_ratio']:.3g}x [{p['lo']:.3g}-{p['hi']:.3g}] {p['verdict']}"
+    return f"{p.speed_ratio:.3g}x [{p.lo:.3g}-{p.hi:.3g}] {p.verdict}"
 
 
 def converged_mark(r: Record) -> str:
     """"*" when the row's timing stopped at its budget before its interval reached the target."""
-    stop = r.params.get("stop")
-    return "*" if stop and not stop.get("converged", True) else ""
+    stop = BlasParams.of(r).stop
+    return "*" if stop is not None and stop.converged is False else ""

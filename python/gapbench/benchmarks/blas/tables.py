@@ -1,12 +1,18 @@
-"""BLAS benchmark, rendering: the roofline measured in a run, the terminal tables, the Markdown
-summary, and the report's table over many machines."""
+"""BLAS benchmark, rendering: the ceilings measured in a run, the terminal tables, the Markdown
+summary, and the report's table over many machines. Records are read through BlasParams and each
+row's op through its OpSpec (gapbench.ops): what a rate is held against comes from the op's
+declaration, not from its name."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 
-from gapbench.backends import registry as bk
-from gapbench.core import reportkit as rk
+from gapbench import ops
 from gapbench.benchmarks.blas.measure import converged_mark, ratio_text
+from gapbench.benchmarks.blas.params import BlasParams, CpuThreads
+from gapbench.core import reportkit as rk
+from gapbench.core.names import Backend, DeviceClass, Family, device_class_of
 from gapbench.core.result import OK, Record
+from gapbench.ops.spec import Bound, OpSpec
 
 #: Dense datasheet peaks (NVIDIA SXM datasheets): HBM bytes/s and FLOP/s per dtype. Shown beside
 #: the measured roofline, never in place of it.
@@ -14,9 +20,57 @@ DATASHEET = {
     "H200": {"bytes_per_s": 4.8e12, "fp32": 67e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12},
     "H100 80GB HBM3": {"bytes_per_s": 3.35e12, "fp32": 67e12, "tf32": 494.7e12, "fp16": 989.4e12, "bf16": 989.4e12},
 }
+BANDWIDTH = "bytes_per_s"  # the roofline entry of the memory ceiling; compute ceilings are keyed by precision
 
 
-# --cold scrub -> (native cache code, metric, the `cache` param written with the samples);
+@dataclass(frozen=True)
+class Row:
+    """A timed record with what it is: its typed params and its op's spec (None: an op this
+    version does not know)."""
+    rec: Record
+    p: BlasParams
+    spec: OpSpec | None
+
+    @property
+    def backend(self) -> Backend | None:
+        return Backend.of(self.rec.backend)
+
+    @property
+    def device_class(self) -> DeviceClass | None:
+        return device_class_of(self.rec.backend)
+
+    @property
+    def roof_key(self) -> str:
+        """The roofline entry the row is held against: compute-bound ops the best GEMM of their
+        precision, every other op the copy bandwidth of its device class."""
+        if self.spec is not None and self.spec.bound is Bound.compute:
+            return (self.p.precision or self.p.dtype).value
+        return BANDWIDTH
+
+    @property
+    def rate_key(self) -> str:
+        return "flops_per_s" if self.spec is not None and self.spec.bound is Bound.compute else "bytes_per_s"
+
+    @property
+    def rate(self) -> float:
+        return self.rec.rates().get(self.rate_key, 0.0)
+
+    @property
+    def unit(self) -> tuple[str, float]:
+        return ("TFLOP/s", 1e12) if self.rate_key == "flops_per_s" else ("GB/s", 1e9)
+
+
+def rows(records: list[Record], metric: str | None = "time", ok_only: bool = True) -> list[Row]:
+    """The op rows of a run (backend-wide rows and other metrics left out)."""
+    out = []
+    for r in records:
+        if (ok_only and r.status != OK) or (metric and r.metric != metric):
+            continue
+        p = BlasParams.of(r)
+        if p.op is None:
+            continue
+        out.append(Row(r, p, ops.get(p.op)))
+    return out
 
 
 def plain_ratios(records: list[Record]) -> list[tuple[str, str, str, float, float, float]]:
@@ -26,38 +80,51 @@ def plain_ratios(records: list[Record]) -> list[tuple[str, str, str, float, floa
     older files without round medians give the ratio of the two medians and NaN bounds)."""
     from gapbench.core.plaincheck import plain_ratio
 
-    idx = {(r.backend, r.params.get("op"), r.params.get("dtype"), r.params.get("shape_text")): r
-           for r in records if r.status == OK and r.variant == "cublas" and r.metric == "time"}
+    idx = {(r.backend, r.p.key): r.rec for r in map(_as_row, records) if r and r.rec.variant == "cublas"}
     out = []
-    for (b, op, dt, sh), p in idx.items():
-        if b == "plain-cuda":
-            ratio, lo, hi = plain_ratio(p, idx.get(("native-cuda", op, dt, sh)))
+    for (b, key), rec in idx.items():
+        if b == Backend.plain_cuda:
+            ratio, lo, hi = plain_ratio(rec, idx.get((Backend.native_cuda, key)))
             if ratio == ratio:  # not NaN
-                out.append((op, dt, sh, ratio, lo, hi))
+                out.append((key[0], str(key[1]), key[2], ratio, lo, hi))
     return out
+
+
+def _as_row(r: Record) -> Row | None:
+    found = rows([r])
+    return found[0] if found else None
+
+
+def cpu_threads_reduced(records: list[Record]) -> CpuThreads | None:
+    """The CPU frameworks' thread team where it was cut to the free cores (a shared machine)."""
+    for r in records:
+        t = BlasParams.of(r).cpu_threads
+        if t is not None and t.reduced:
+            return t
+    return None
 
 
 # ============================================================== roofline and table
 def roofline(records: list[Record]) -> dict:
-    """Per device class: peak bandwidth (the best copy of the run, in bytes read + written per
-    second) and peak compute per dtype (the best GEMM of the run), both measured here. The best
-    rates come from the largest sizes; the record each came from is named."""
+    """Per device class: peak bandwidth (the best rate of the run's memory-ceiling op, the copy, in
+    bytes read + written per second) and peak compute per precision (the best rate of its
+    compute-ceiling op, the GEMM), both measured here. The best rates come from the largest sizes;
+    the record each came from is named."""
     out: dict = {}
-    for r in records:
-        if r.status != OK or r.metric != "time" or r.params.get("op") not in ("copy", "gemm"):
-            continue
-        if bk.parse(r.backend).family == "plain":  # a check of the harness, not another implementation
-            continue
-        if r.params["op"] == "copy":
-            key, rate = "bytes_per_s", r.rates().get("bytes_per_s", 0.0)
-        else:
-            key = r.params.get("precision", r.params["dtype"])
-            rate = r.rates().get("flops_per_s", 0.0)
-        cls = bk.device_class_of(r.backend)
-        cur = out.setdefault(cls, {}).get(key)
-        if cur is None or rate > cur["value"]:
-            out[cls][key] = {"value": rate, "from": f"{r.backend}/{r.variant} {r.params['dtype']} {r.params['shape_text']}"}
+    for row in rows(records):
+        if row.spec is None or row.spec.ceiling is None or row.backend is None or row.backend.is_plain:
+            continue  # a plain-loop row checks the harness: not another implementation
+        cls = row.device_class.value
+        cur = out.setdefault(cls, {}).get(row.roof_key)
+        if cur is None or row.rate > cur["value"]:
+            out[cls][row.roof_key] = {"value": row.rate, "from": f"{row.rec.backend}/{row.rec.variant} "
+                                                                   f"{row.p.dtype} {row.p.shape_text}"}
     return out
+
+
+def _peak(roof: dict, row: Row) -> float | None:
+    cls = row.device_class
+    return (roof.get(cls.value, {}).get(row.roof_key) or {}).get("value") if cls is not None else None
 
 
 def _datasheet(records: list[Record]) -> dict:
@@ -75,28 +142,18 @@ SUSPECT_FRACTION = 0.01
 SUSPECT_MIN_S = 100e-6
 
 
-def _roof_key(r: Record) -> tuple[str, str]:
-    """(roofline entry, rate) a row is compared with: GEMM with the best GEMM of its precision,
-    every other op with the copy bandwidth of its device class."""
-    if r.params.get("op") == "gemm":
-        return r.params.get("precision", r.params.get("dtype", "")), "flops_per_s"
-    return "bytes_per_s", "bytes_per_s"
-
-
 def suspect(r: Record, roof: dict) -> str:
     """Why an ok row's rate is implausible ('' when it is not): below SUSPECT_FRACTION of the
     roofline of its device class measured in the same run, for an op longer than SUSPECT_MIN_S.
     Such a row timed something else too (a descheduled thread, a busy machine)."""
-    if r.status != OK or r.metric != "time" or not r.params.get("op"):
+    row = _as_row(r)
+    if row is None:
         return ""
-    key, rate_key = _roof_key(r)
-    peak = roof.get(bk.device_class_of(r.backend), {}).get(key, {}).get("value")
-    rate = r.rates().get(rate_key, 0.0)
-    med = r.summary().median
+    peak, rate, med = _peak(roof, row), row.rate, r.summary().median
     if not peak or not rate or med < SUSPECT_MIN_S or rate >= SUSPECT_FRACTION * peak:
         return ""
-    return (f"rate {rate:.3g} {rate_key.replace('_per_s', '')}/s is {100 * rate / peak:.2g}% of the roofline "
-            f"{peak:.3g} measured in this run ({roof[bk.device_class_of(r.backend)][key]['from']}): implausible, "
+    return (f"rate {rate:.3g} {row.rate_key.replace('_per_s', '')}/s is {100 * rate / peak:.2g}% of the roofline "
+            f"{peak:.3g} measured in this run ({roof[row.device_class.value][row.roof_key]['from']}): implausible, "
             "likely a busy or oversubscribed machine; re-run")
 
 
@@ -106,7 +163,7 @@ def mark_suspects(records: list[Record], roof: dict) -> int:
     for r in records:
         why = suspect(r, roof)
         if why:
-            r.params["suspect"] = why
+            r.params = BlasParams.of(r).replace(suspect=why).to_dict()
             n += 1
     return n
 
@@ -117,7 +174,7 @@ def native_kind(r: Record) -> str:
     v = r.variant
     if v == "gapbench":
         return "gapbench (dispatcher)"
-    if v.startswith("lab-v") or (v[:1] == "v" and v[1:].isdigit()):
+    if BlasParams.of(r).source == "lab" or (v[:1] == "v" and v[1:].isdigit()):
         return "hand-written"
     return "vendor"
 
@@ -127,10 +184,11 @@ def build_tables(records: list[Record], roof: dict | None = None):
 
     roof = roofline(records) if roof is None else roof
     sheet = _datasheet(records)
-    tables = []
-    ops = list(dict.fromkeys(r.params.get("op") for r in records if r.params.get("op")))
-    for op in ops:
-        unit = "TFLOP/s" if op == "gemm" else "GB/s"
+    out = []
+    everything = rows(records, metric=None, ok_only=False)
+    for op in dict.fromkeys(row.p.op for row in everything):
+        op_rows = [row for row in everything if row.p.op == op]
+        unit, scale = next((row.unit for row in op_rows if row.spec is not None), ("GB/s", 1e9))
         t = FitTable(f"{op}: median per run, rate, % of the roofline measured here (and of the datasheet)",
                      [Col("shape"), Col("dtype"), Col("backend"), Col("variant", 2), Col("median us", right=True),
                       Col("95% CI us", 2), Col("speed vs vendor [95% CI]", 1), Col(unit, right=True),
@@ -139,65 +197,62 @@ def build_tables(records: list[Record], roof: dict | None = None):
                              "ratios, its 95% interval and verdict. * stopped at its budget before its interval "
                              "reached the target. ~ noisy (IQR > 10% of median). suspect: under 1% of the "
                              "roofline measured in this run (the reason is in the JSON).")
-        for r in (r for r in records if r.params.get("op") == op):
-            base = [r.params["shape_text"], r.params["dtype"], r.backend, r.variant]
+        for row in op_rows:
+            r, p = row.rec, row.p
+            base = [p.shape_text or "", str(p.dtype or ""), r.backend, r.variant]
             if r.status != OK:
                 t.add_note(f"{' '.join(base)}: {r.status}: {r.reason[:300]}", style="yellow")
                 continue
             s = r.summary()
-            rates = r.rates()
-            val = rates.get("flops_per_s" if op == "gemm" else "bytes_per_s", 0.0)
-            key = _roof_key(r)[0]
-            peak = roof.get(bk.device_class_of(r.backend), {}).get(key, {}).get("value")
+            val, peak = row.rate, _peak(roof, row)
             pr = f"{100 * val / peak:.0f}%" if peak else ""
-            ps = f"{100 * val / sheet[key]:.0f}%" if sheet.get(key) and bk.device_class_of(r.backend) == "cuda" else ""
+            ps = (f"{100 * val / sheet[row.roof_key]:.0f}%" if sheet.get(row.roof_key)
+                  and row.device_class is DeviceClass.cuda else "")
             noisy = "~" if s.noisy else ""
-            bad = r.params.get("suspect") or suspect(r, roof)
-            lo_hi = r.params.get("stop", {}).get("median_ci_s")
+            bad = p.suspect or suspect(r, roof)
+            lo_hi = p.stop.median_ci_s if p.stop is not None else None
             ci = (f"{lo_hi[0] * 1e6:.4g}-{lo_hi[1] * 1e6:.4g}" if lo_hi and None not in lo_hi
                   else f"{s.p10 * 1e6:.4g}-{s.p90 * 1e6:.4g} (p10-p90)")
             t.add_row(*base, f"{s.median * 1e6:.4g}{noisy}{converged_mark(r)}", ci, ratio_text(r),
-                      f"{val / (1e12 if op == 'gemm' else 1e9):.4g}", pr, ps,
-                      "suspect" if bad else ("ok" if r.verified else ""), style="red" if bad else "")
-        tables.append(t)
-    return tables
+                      f"{val / scale:.4g}", pr, ps, "suspect" if bad else ("ok" if r.verified else ""),
+                      style="red" if bad else "")
+        out.append(t)
+    return out
 
 
 def markdown_summary(records: list[Record], shapes: list[str] | None = None) -> str:
     """One Markdown row per op x dtype x shape: the best hand-written variant, the vendor library
-    and each framework, as % of the measured bandwidth roofline (copy, gemv, vjp) or TFLOP/s
-    (gemm), generated from result records (for READMEs and issues)."""
+    and each framework, as % of the measured bandwidth roofline (memory-bound ops) or TFLOP/s
+    (compute-bound ops), generated from result records (for READMEs and issues)."""
     roof = roofline(records)
     cols = ["gapbench (dispatcher)", "vendor", "torch", "cupy", "mlx"]
     lines = ["| op | dtype | shape | unit | " + " | ".join(cols) + " |", "|" + "---|" * (4 + len(cols))]
     groups: dict = {}
-    for r in records:
-        if r.status != OK or r.metric != "time" or not r.params.get("op"):
+    for row in rows(records):
+        if shapes and row.p.shape_text not in shapes:
             continue
-        if shapes and r.params["shape_text"] not in shapes:
-            continue
-        groups.setdefault((r.params["op"], r.params["dtype"], r.params["shape_text"]), []).append(r)
+        groups.setdefault(row.p.key, []).append(row)
     for (op, dtype, shape), rs in groups.items():
-        def value(r):
-            if op == "gemm":
-                return r.rates().get("flops_per_s", 0.0) / 1e12
-            peak = roof.get(bk.device_class_of(r.backend), {}).get("bytes_per_s", {}).get("value")
-            return 100 * r.rates().get("bytes_per_s", 0.0) / peak if peak else 0.0
+        compute = rs[0].rate_key == "flops_per_s"
 
-        def fmt(r):
-            return f"{value(r):.0f}" if op != "gemm" else f"{value(r):.3g}"
+        def value(row: Row) -> float:
+            if compute:
+                return row.rate / 1e12
+            peak = (roof.get(row.device_class.value, {}).get(BANDWIDTH) or {}).get("value") if row.device_class else None
+            return 100 * row.rate / peak if peak else 0.0
 
-        cells = []
-        hand = [r for r in rs if bk.parse(r.backend).is_native and r.variant == "gapbench"]
+        def fmt(row: Row) -> str:
+            return f"{value(row):.3g}" if compute else f"{value(row):.0f}"
+
+        native = [row for row in rs if row.backend is not None and row.backend.is_native]
+        hand = [row for row in native if row.rec.variant == "gapbench"]
         best = max(hand, key=value, default=None)
-        cells.append(f"{fmt(best)} ({best.params.get('strategy', best.variant)})" if best else "")
-        vendor = [r for r in rs if bk.parse(r.backend).is_native and r.variant != "gapbench"]
-        cells.append(", ".join(f"{fmt(r)} ({r.variant})" for r in vendor))
-        for fam in ("torch", "cupy", "mlx"):
-            fr = [r for r in rs if bk.parse(r.backend).family == fam]
-            cells.append(", ".join(f"{fmt(r)}" + (" (tf32)" if r.params.get("precision") == "tf32" else "")
-                                   for r in fr))
-        unit = "TFLOP/s" if op == "gemm" else "% of copy BW"
+        cells = [f"{fmt(best)} ({best.p.strategy or best.rec.variant})" if best else "",
+                 ", ".join(f"{fmt(row)} ({row.rec.variant})" for row in native if row.rec.variant != "gapbench")]
+        for fam in (Family.torch, Family.cupy, Family.mlx):
+            fr = [row for row in rs if row.backend is not None and row.backend.family is fam]
+            cells.append(", ".join(fmt(row) + (" (tf32)" if row.p.tf32 else "") for row in fr))
+        unit = "TFLOP/s" if compute else "% of copy BW"
         lines.append(f"| {op} | {dtype} | {shape} | {unit} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -206,7 +261,7 @@ def markdown_summary(records: list[Record], shapes: list[str] | None = None) -> 
 def report_tables(runs: list) -> list[rk.Table]:
     """Figures 5-7 as a table: per op, dtype and shape, each backend's best rate and the ladder
     down to the roofline floor (time the op would take at the measured peak)."""
-    rows = []
+    table_rows = []
     by_machine: dict[str, dict] = {}  # a run without a copy or GEMM borrows its machine's roofline
     for run in runs:
         for cls, entries in (run.run.get("roofline") or {}).items():
@@ -219,54 +274,53 @@ def report_tables(runs: list) -> list[rk.Table]:
     # short mid-case), and two "best" rows for one case on one machine would contradict each other.
     newest: dict[tuple, str] = {}
     for run in runs:
-        for r in run.records:
-            if r.probe == "blas" and r.metric == "time":
-                key = (rk.machine_of(run), r.params.get("op"), r.params.get("dtype"), r.params.get("shape_text"))
-                newest[key] = max(newest.get(key, ""), rk.started(run))
+        for row in rows([r for r in run.records if r.probe == "blas"], ok_only=False):
+            key = (rk.machine_of(run), *row.p.key)
+            newest[key] = max(newest.get(key, ""), rk.started(run))
     superseded = 0
     for run in runs:
-        recs = [r for r in run.records if r.probe == "blas" and r.metric == "time"]
+        recs = rows([r for r in run.records if r.probe == "blas"], ok_only=False)
         if not recs:
             continue
         mach = rk.machine_of(run)
         own = run.run.get("roofline") or {}
-        roof = {c: dict(by_machine.get(mach, {}).get(c, {}), **own.get(c, {})) for c in set(own) | set(by_machine.get(mach, {}))}
-        groups: dict[tuple, list[Record]] = {}
-        for r in recs:
-            p = r.params
-            groups.setdefault((p.get("op"), p.get("dtype"), p.get("shape_text")), []).append(r)
-        for (op, dt, shape), rs in sorted(groups.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
-            if newest[(mach, op, dt, shape)] != rk.started(run):
+        roof = {c: dict(by_machine.get(mach, {}).get(c, {}), **own.get(c, {}))
+                for c in set(own) | set(by_machine.get(mach, {}))}
+        groups: dict[tuple, list[Row]] = {}
+        for row in recs:
+            groups.setdefault(row.p.key, []).append(row)
+        for key, rs in sorted(groups.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
+            if newest[(mach, *key)] != rk.started(run):
                 superseded += 1
                 continue
-            best: dict[str, Record] = {}
-            for r in rs:
-                if not rk.ok(r) or bk.parse(r.backend).family == "plain":
+            best: dict[str, Row] = {}
+            for row in rs:
+                b = row.backend
+                if not rk.ok(row.rec) or (b is not None and b.is_plain):
                     continue
-                name = r.backend if not bk.parse(r.backend).is_native else f"{r.backend} {native_kind(r)}"
-                if name not in best or r.summary().median < best[name].summary().median:
-                    best[name] = r
+                name = row.rec.backend if b is None or not b.is_native else f"{row.rec.backend} {native_kind(row.rec)}"
+                if name not in best or row.rec.summary().median < best[name].rec.summary().median:
+                    best[name] = row
             if not best:
                 continue
-            cls = "cuda" if any(bk.parse(r.backend).classes == ("cuda",) for r in best.values()) else None
-            floor = "-"
             any_r = next(iter(best.values()))
-            if cls and roof.get(cls):
-                if op == "gemm" and roof[cls].get(dt) and any_r.work.get("flops"):
-                    floor = rk.num(any_r.work["flops"] / roof[cls][dt]["value"] * 1e6)
-                elif op != "gemm" and roof[cls].get("bytes_per_s") and any_r.work.get("bytes"):
-                    floor = rk.num(any_r.work["bytes"] / roof[cls]["bytes_per_s"]["value"] * 1e6)
-            for name, r in sorted(best.items(), key=lambda kv: kv[1].summary().median):
-                rate = r.rates()
-                txt = (f"{rate['flops_per_s'] / 1e12:.4g} TFLOP/s" if op == "gemm" and rate.get("flops_per_s")
-                       else f"{rate.get('bytes_per_s', 0) / 1e9:.4g} GB/s")
-                rows.append([mach, op, dt, shape, name + (f" {r.variant}" if r.variant else ""), rk.spread(r, 1e6), txt, floor,
-                             rk.date(run)])
-    if not rows:
+            cuda = any(r.backend is not None and r.backend.classes == (DeviceClass.cuda,) for r in best.values())
+            floor = "-"
+            entry = (roof.get(DeviceClass.cuda.value) or {}).get(any_r.roof_key) if cuda else None
+            work = any_r.rec.work.get("flops" if any_r.rate_key == "flops_per_s" else "bytes")
+            if entry and work:
+                floor = rk.num(work / entry["value"] * 1e6)
+            for name, row in sorted(best.items(), key=lambda kv: kv[1].rec.summary().median):
+                unit, scale = row.unit
+                table_rows.append([mach, key[0], str(key[1]), key[2], name + (f" {row.rec.variant}" if row.rec.variant else ""),
+                                   rk.spread(row.rec, 1e6), f"{row.rate / scale:.4g} {unit}", floor, rk.date(run)])
+    if not table_rows:
         return []
     return [rk.Table("BLAS (paper Figures 5-7): per op, the best of each rung, us per op median [p10-p90], and the roofline floor",
-                  ["machine", "op", "dtype", "shape", "backend (best variant)", "us", "rate", "roofline floor us", "date"], rows,
-                  note="Roofline floor: declared bytes (or FLOPs) / the peak copy bandwidth (or vendor GEMM rate) measured in the same run, "
-                       "or, where that run measured none, in another run of the same machine given to this report."
-                       + (f" A case measured by several runs of one machine is shown from the newest ({superseded} older "
-                          "case(s) left out)." if superseded else ""))]
+                     ["machine", "op", "dtype", "shape", "backend (best variant)", "us", "rate", "roofline floor us", "date"],
+                     table_rows,
+                     note="Roofline floor: declared bytes (or FLOPs) / the peak copy bandwidth (or vendor GEMM rate) "
+                          "measured in the same run, or, where that run measured none, in another run of the same "
+                          "machine given to this report."
+                          + (f" A case measured by several runs of one machine is shown from the newest ({superseded} "
+                             "older case(s) left out)." if superseded else ""))]

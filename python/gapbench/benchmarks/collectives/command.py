@@ -14,7 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from gapbench.core.benchmark import Benchmark, UsageError
+from gapbench.core.benchmark import Benchmark
+from gapbench.core.cli import UsageError
 from gapbench.core.result import ERROR, Record, load_run
 from gapbench.benchmarks.collectives import tables
 from gapbench.benchmarks.collectives.config import DTYPES, OPS, PLACEMENTS, ROUNDS, RUNGS, ConfigError, DistConfig, csv_list, human_bytes, parse_bytes, process_env, shaping_env, sweep

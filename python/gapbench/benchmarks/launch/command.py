@@ -34,8 +34,12 @@ from dataclasses import asdict
 from importlib import resources
 from pathlib import Path
 
-from gapbench.backends import registry as bk
+from gapbench.backends import registry
+from gapbench.backends.base import BackendInfo
+from gapbench.benchmarks.launch.params import LaunchParams
+from gapbench.core.names import Backend
 from gapbench.core.benchmark import Benchmark, print_lines
+from gapbench.core.cli import UsageError
 from gapbench.core.result import ERROR, FAILED, OK, UNAVAILABLE, Record
 from gapbench.core.worker import WorkerError, run_in_worker  # noqa: F401 (WorkerError: callers)
 from gapbench.benchmarks.launch.config import PHASES, PROBE, Config
@@ -45,11 +49,11 @@ from gapbench.benchmarks.launch.pairing import PLAIN_MISSING, new_seed, plain_ch
 from gapbench.benchmarks.launch.tables import build_table, floor_record, markdown_table, overhead, plain_comparison, report_tables, unavailable_table
 
 # ============================================================== parent (orchestration)
-def spawn_worker(backend: str, cfg: Config, warm: bool, plain_round: bool = False) -> dict:
+def spawn_worker(backend: Backend, cfg: Config, warm: bool, plain_round: bool = False) -> dict:
     """Run one fresh process for `backend` (gapbench.core.worker); a crash, a timeout or an error
     there is a WorkerError here. `plain_round` (native-cuda): the process also runs one harness
     round of the plain check (doc["plain_round"])."""
-    payload = {"backend": backend, "config": asdict(cfg), "warm": warm}
+    payload = {"backend": Backend(backend).value, "config": asdict(cfg), "warm": warm}
     if plain_round:
         payload["plain_round"] = True
     return run_in_worker("gapbench.benchmarks.launch.worker:entry", payload, cfg.timeout, fast_exit=True)
@@ -80,17 +84,18 @@ def pool(runs: list[list[Record]]) -> list[Record]:
                 counts[k] += 1
             elif out[k].status == OK and r.status in (FAILED, ERROR):
                 out[k] = Record.from_dict(asdict(r))
-            if r.status == OK and "paired" in r.params:
-                pairings.setdefault(k, []).append(r.params["paired"])
+            paired = LaunchParams.of(r).paired if r.status == OK else None
+            if paired is not None:
+                pairings.setdefault(k, []).append(paired)
     for k, r in out.items():
         if r.status == OK and len(runs) > 1:
-            r.params = dict(r.params, processes=counts[k])
+            r.params = LaunchParams.of(r).replace(processes=counts[k]).to_dict()
         if r.status == OK and k in pairings:
-            r.params = dict(r.params, paired=pool_paired(pairings[k]))
+            r.params = LaunchParams.of(r).replace(paired=pool_paired(pairings[k])).to_dict()
     return list(out.values())
 
 
-def _phase_records(backend: str, device: dict, per_process: list[dict], ops: dict,
+def _phase_records(backend: Backend, device: dict, per_process: list[dict], ops: dict,
                    verify: dict) -> list[Record]:
     recs = []
     variants = list(dict.fromkeys(v for doc in per_process for v in doc))
@@ -102,39 +107,41 @@ def _phase_records(backend: str, device: dict, per_process: list[dict], ops: dic
             v_ok, v_detail = verify.get(variant, (None, ""))
             recs.append(Record(probe=PROBE, backend=backend, variant=variant, metric=phase, op=ops.get(variant, ""),
                                clock="host_wall", samples_s=vals, inner=1, warmup=0, device=device,
-                               params={"fresh_processes": len(vals)}, verified=v_ok, verify_detail=v_detail))
+                               params=LaunchParams(fresh_processes=len(vals)).to_dict(), verified=v_ok,
+                               verify_detail=v_detail))
     return recs
 
 
-def precheck(backend: str) -> bk.BackendInfo | None:
+def precheck(backend: Backend) -> BackendInfo | None:
     """What the parent knows about `backend` without importing a framework: native backends are
     checked for real (cheap), frameworks by registry.precheck (None: only a worker can tell)."""
-    return bk.info(backend) if bk.parse(backend).is_native else bk.precheck(backend)
+    return registry.precheck(backend)
 
 
-def _unavailable(backend: str, reason: str, device: dict) -> list[Record]:
+def _unavailable(backend: Backend, reason: str, device: dict) -> list[Record]:
     return [Record(probe=PROBE, backend=backend, metric="all", status=UNAVAILABLE, reason=reason, device=device)]
 
 
-def process_plan(backend: str, cfg: Config, plain_exe: str | None) -> tuple[int, int]:
+def process_plan(backend: Backend, cfg: Config, plain_exe: str | None) -> tuple[int, int]:
     """(plain fresh processes, plain-check rounds) for `backend`: cfg.warm_processes warm ones and
     enough cold ones for cfg.cold_samples; native-cuda with the plain loop built also runs
     cfg.plain_rounds rounds, each with a fresh harness process that is a cold sample too."""
-    rounds = cfg.plain_rounds if backend == "native-cuda" and plain_exe is not None else 0
+    rounds = cfg.plain_rounds if backend is Backend.native_cuda and plain_exe is not None else 0
     return max(cfg.warm_processes, cfg.cold_samples - rounds, 1), rounds
 
 
-def measure_backend(backend: str, cfg: Config, on_step=None) -> list[Record]:
+def measure_backend(backend: Backend, cfg: Config, on_step=None) -> list[Record]:
     """Every record of one backend. Never raises: failures become error rows. A framework's
     availability is decided in its first fresh process (the parent never imports it); if that
     process finds it cannot run, the backend is one unavailable row and no more processes start.
     native-cuda then runs the paired plain-loop check (cfg.plain_rounds rounds of fresh processes)."""
+    backend = Backend(backend)
     pre = precheck(backend)
     if pre is not None and not pre.available:
         return _unavailable(backend, pre.reason, pre.device)
     device = dict(pre.device) if pre is not None else {}
     plain_exe, extra = None, []
-    if backend == "native-cuda" and cfg.plain_rounds > 0:
+    if backend is Backend.native_cuda and cfg.plain_rounds > 0:
         exe = plain_binary()
         if exe is None:
             extra = [plain_row(UNAVAILABLE, PLAIN_MISSING)]
@@ -226,8 +233,8 @@ def _ratio_text(r: float, lo: float, hi: float) -> str:
 
 # ============================================================== CLI
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--backends", default=None,
-                    help=f"comma list of backends (default: all). Known: {', '.join(bk.ALL)}")
+    ap.add_argument("--backends", type=registry.backend_list, default=None,
+                    help="comma list of backends (default: all). Known: " + ", ".join(b.value for b in Backend.selectable()))
     ap.add_argument("--quick", action="store_true", help="few samples: a fast smoke run (CI)")
     ap.add_argument("--out", default=None, help="result JSON path (default: results/launch-<time>.json); "
                     "a CSV is written next to it")
@@ -275,7 +282,8 @@ class LaunchBenchmark(Benchmark):
         add_arguments(ap)
 
     def run(self, args, prog: str, argv: list[str] | None) -> int:
-        from gapbench.core.cli import console_for, list_backends, open_run, progress_bar
+        from gapbench.backends.registry import list_backends
+        from gapbench.core.cli import console_for, open_run, progress_bar
 
         console = console_for()
         if args.list:
@@ -283,11 +291,10 @@ class LaunchBenchmark(Benchmark):
             return 0
         try:
             cfg = config_from_args(args)
-            names = bk.resolve(args.backends)
         except ValueError as e:
-            console.print(f"[red]error:[/red] {e}")
-            return 2
-        writer = open_run(PROBE, args.out, prog, argv, asdict(cfg), names)
+            raise UsageError(str(e)) from None
+        names = args.backends or Backend.selectable()
+        writer = open_run(PROBE, args.out, prog, argv, asdict(cfg), [b.value for b in names])
         # Availability without importing any framework here (each worker reports its own).
         runnable = [n for n in names if (pre := precheck(n)) is None or pre.available]
         plain = None if plain_binary() is None else "built"

@@ -27,6 +27,8 @@ from typing import Any, Callable
 import numpy as np
 
 from gapbench.core.measure import Arm, MeasureError, paired
+from gapbench.benchmarks.launch.params import LaunchParams, Pairing
+from gapbench.core.names import Backend
 from gapbench.core.result import ERROR, UNAVAILABLE, Record
 from gapbench.core.plaincheck import interleave
 from gapbench.core.stats import ratio_median_ci
@@ -47,63 +49,59 @@ def new_seed(cfg: Config, salt: int = 0) -> int:
 
 
 # ============================================================== framework vs floor
-def summarize_paired(doc: dict) -> dict:
-    """`doc` with x_floor (median over rounds of framework/floor time), lo, hi (its 95% interval;
-    None where unbounded) and rounds, recomputed from doc["per_round"]; rounds where either arm
+def summarize_paired(p: Pairing) -> Pairing:
+    """`p` with x_floor (median over rounds of framework/floor time), lo, hi (its 95% interval;
+    None where unbounded) and rounds, recomputed from its per-round values; rounds where either arm
     had no valid value are left out."""
-    pr = doc.get("per_round") or {}
+    pr = p.per_round or {}
     fw, fl = pr.get("framework") or [], pr.get("floor") or []
     both = [(a, b) for a, b in zip(fw, fl) if a is not None and b is not None and math.isfinite(a)
             and math.isfinite(b) and b > 0]
-    out = {k: v for k, v in doc.items() if k not in ("x_floor", "lo", "hi", "rounds")}
+    out = p.replace(x_floor=None, lo=None, hi=None, rounds=None)
     if not both:
-        out.setdefault("reason", "no round in which both arms had a valid value")
-        return out
+        return out.replace(reason=out.reason or "no round in which both arms had a valid value")
     med, lo, hi = ratio_median_ci([a for a, _ in both], [b for _, b in both])
-    out.update(x_floor=med, lo=lo if math.isfinite(lo) else None, hi=hi if math.isfinite(hi) else None,
-               rounds=len(both))
-    return out
+    return out.replace(x_floor=med, lo=lo if math.isfinite(lo) else None, hi=hi if math.isfinite(hi) else None,
+                       rounds=len(both))
 
 
-def pool_paired(docs: list[dict]) -> dict:
+def pool_paired(pairings: list[Pairing]) -> Pairing:
     """The pairings of several processes as one: their rounds together (each round stays paired
     inside its process), the median and interval recomputed over all of them. Processes whose
     pairing failed are counted and their reasons kept; if none paired, the first reason stands."""
-    done = [d for d in docs if d.get("per_round")]
+    done = [p for p in pairings if p.per_round]
     if not done:
-        return dict(docs[0]) if docs else {"reason": "not paired"}
+        return pairings[0] if pairings else Pairing(reason="not paired")
     fw: list = []
     fl: list = []
-    for d in done:
-        n = min(len(d["per_round"]["framework"]), len(d["per_round"]["floor"]))
-        fw += d["per_round"]["framework"][:n]
-        fl += d["per_round"]["floor"][:n]
-    out = {k: v for k, v in done[0].items() if k not in ("per_round", "processes", "stop", "seed", "k", "wall_s")}
-    out.update(per_round={"framework": fw, "floor": fl}, processes=sum(d.get("processes", 1) for d in done),
-               stop=[d.get("stop") for d in done], seed=[d.get("seed") for d in done], k=[d.get("k") for d in done])
-    failed = [d.get("reason", "not paired") for d in docs if not d.get("per_round")]
-    if failed:
-        out["unpaired_processes"] = failed
+    for p in done:
+        n = min(len(p.per_round["framework"]), len(p.per_round["floor"]))
+        fw += p.per_round["framework"][:n]
+        fl += p.per_round["floor"][:n]
+    failed = [p.reason or "not paired" for p in pairings if not p.per_round]
+    out = done[0].replace(per_round={"framework": fw, "floor": fl}, processes=sum(p.processes or 1 for p in done),
+                          stop=[p.stop for p in done], seed=[p.seed for p in done], k=[p.k for p in done],
+                          wall_s=None, unpaired_processes=failed or None)
     return summarize_paired(out)
 
 
 def pair_with_floor(fw_sample: Callable[[int], list[float]], floor_sample: Callable[[int], list[float]], vs: str,
-                    cfg: Config, seed: int, ops_per_run: dict[str, int] | None = None) -> dict:
+                    cfg: Config, seed: int, ops_per_run: dict[str, int] | None = None) -> Pairing:
     """Interleaved rounds of the framework and its floor in this process (gapbench.core.measure.paired:
     about cfg.pair_budget_s, at least PAIR_MIN_ROUNDS rounds). Both sample functions return the
     seconds of whole runs, of ops_per_run["framework"] and ops_per_run["floor"] ops (default 1):
     measure.paired sizes its rounds by them (a per-op value of a 100-op run would make it run 100
-    times longer than its budget). The record's params["paired"] holds per-op values."""
+    times longer than its budget). The pairing holds per-op values."""
     try:
         res = paired([Arm("framework", fw_sample), Arm("floor", floor_sample)], rel_hw=cfg.rel_hw,
                      min_rounds=PAIR_MIN_ROUNDS, budget_s=cfg.pair_budget_s, seed=seed,
                      warmup=min(cfg.warmup, 5))
     except MeasureError as e:
-        return {"vs": vs, "reason": f"pairing failed: {e}"}
+        return Pairing(vs=vs, reason=f"pairing failed: {e}")
     ops = {"framework": 1, "floor": 1, **(ops_per_run or {})}
     per_round = {n: [None if math.isnan(x) else float(x) / ops[n] for x in v] for n, v in res.per_round.items()}
-    return summarize_paired({"vs": vs, "per_round": per_round, "k": res.k, "seed": seed, "stop": res.reason.value,
-                             "wall_s": res.wall_s, "processes": 1})
+    return summarize_paired(Pairing(vs=vs, per_round=per_round, k=res.k, seed=seed, stop=res.reason.value,
+                                    wall_s=res.wall_s, processes=1))
 
 
 class Floor:
@@ -111,22 +109,22 @@ class Floor:
     ("native-cuda/add1"), `sample[metric]` is (sample(n) in seconds per run, ops per run) for the
     metrics it has, `reason` says why there is none (then `sample` is empty)."""
 
-    def __init__(self, floor: str, cfg: Config):
-        self.vs, self.sample, self.reason = floor, {}, ""
+    def __init__(self, floor: Backend, cfg: Config):
+        self.vs, self.sample, self.reason = floor.value, {}, ""
         self._probe: Any = None
         try:
             self._setup(floor, cfg)
         except Exception as e:  # the floor is optional in a framework's process: say why, go on
             self.sample, self.reason = {}, f"floor {floor} could not run in this process: {type(e).__name__}: {e}"
 
-    def _setup(self, floor: str, cfg: Config) -> None:
+    def _setup(self, floor: Backend, cfg: Config) -> None:
         from gapbench.core.native import load
 
         nat = load()
         i = cfg.inner
-        if floor == "native-cpu":
+        if floor is Backend.native_cpu:
             f = nat.cpu.noop
-            self.vs = "native-cpu/noop"
+            self.vs = f"{Backend.native_cpu.value}/noop"
 
             def per_run(n):
                 out = []
@@ -139,7 +137,7 @@ class Floor:
 
             self.sample = {"roundtrip": (per_run, i)}
             return
-        kind = floor.partition("-")[2]  # cuda, metal
+        kind = floor.device  # cuda, metal: the part of gapbench._native
         part = getattr(nat, kind)
         st = dict(part.status(0) if kind == "cuda" else part.status())
         if not st.get("available"):
@@ -174,7 +172,7 @@ PLAIN_MISSING = "plain loop not built (no CUDA toolkit at install)"
 
 def plain_row(status: str, reason: str) -> Record:
     """The one plain-cuda row that stands for the whole check when it did not run."""
-    return Record(probe=PROBE, backend="plain-cuda", variant="null", metric="roundtrip", status=status, reason=reason)
+    return Record(probe=PROBE, backend=Backend.plain_cuda, variant="null", metric="roundtrip", status=status, reason=reason)
 
 
 def plain_check(exe: str | Path | None, cfg: Config, harness_round: Callable[[], dict], seed: int) -> list[Record]:
@@ -216,13 +214,14 @@ def plain_records(plain: list[dict], harness: list[dict], cfg: Config, per: int,
                    for h, p in zip(h_rounds, p_rounds)]
         clock = "host_wall" if metric in ("submit", "roundtrip") else "device_events"
         recs.append(Record(
-            probe=PROBE, backend="plain-cuda", variant="null", metric=metric, op=PLAIN_OP, clock=clock,
+            probe=PROBE, backend=Backend.plain_cuda, variant="null", metric=metric, op=PLAIN_OP, clock=clock,
             samples_s=[x for r in p_rounds for x in r], inner=cfg.inner if batched else 1, warmup=cfg.warmup,
             work={"flops": 0.0, "bytes": 0.0},
-            params={"binary": binary, "rounds": len(plain), "samples_per_round": per, "seed": seed,
-                    "order": ["".join(n[0] for n in o) for o in order],  # e.g. "ph": plain first
-                    "processes": "a fresh plain loop and a fresh harness process each round",
-                    "invalid_samples": sum(int(d.get("invalid_samples", 0)) for d in plain),
-                    "round_medians_s": [[None if math.isnan(v) else v for v in m] for m in medians],
-                    "harness_interleaved_s": [x for r in h_rounds for x in r]}))
+            params=LaunchParams(
+                binary=binary, rounds=len(plain), samples_per_round=per, seed=seed,
+                order=["".join(n[0] for n in o) for o in order],  # e.g. "ph": plain first
+                processes="a fresh plain loop and a fresh harness process each round",
+                invalid_samples=sum(int(d.get("invalid_samples", 0)) for d in plain),
+                round_medians_s=[[None if math.isnan(v) else v for v in m] for m in medians],
+                harness_interleaved_s=[x for r in h_rounds for x in r]).to_dict()))
     return recs

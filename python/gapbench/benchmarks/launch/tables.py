@@ -2,11 +2,12 @@
 many machines."""
 from __future__ import annotations
 
-from gapbench.core import published as pub
-from gapbench.backends import registry as bk
-from gapbench.core import reportkit as rk
-from gapbench.core.result import ERROR, NOT_APPLICABLE, OK, UNAVAILABLE, Record
 from gapbench.benchmarks.launch.config import PHASES, WARM_METRICS
+from gapbench.benchmarks.launch.params import LaunchParams, Pairing
+from gapbench.core import published as pub
+from gapbench.core import reportkit as rk
+from gapbench.core.names import Backend, DeviceClass
+from gapbench.core.result import ERROR, NOT_APPLICABLE, OK, UNAVAILABLE, Record
 
 
 # ============================================================== table
@@ -34,13 +35,13 @@ def floor_record(records: list[Record], backend: str, metric: str) -> Record | N
     the name alone, nothing imported), on the same op (add1) where it exists, the binding floor
     (noop) on the CPU. The table's ratios do not use it (they are paired in the framework's own
     processes: see `overhead`); it places the two rows side by side."""
-    b = bk.parse(backend)
-    if not b.is_framework:
+    b = Backend.of(backend)
+    if b is None or not b.is_framework:
         return None
     idx = {(r.backend, r.variant, r.metric): r for r in records if r.status == OK}
     for cls in b.classes:
         for variant in ("add1", "noop"):
-            r = idx.get((bk.FLOOR_OF_CLASS[cls], variant, metric))
+            r = idx.get((cls.floor.value, variant, metric))
             if r is not None:
                 return r
     return None
@@ -50,13 +51,13 @@ def _x(v: float) -> str:
     return f"{v:.2f}" if abs(v) < 10 else f"{v:.1f}" if abs(v) < 100 else f"{v:.0f}"
 
 
-def paired_text(p: dict | None) -> str:
+def paired_text(p: Pairing | None) -> str:
     """A paired ratio as `1.42x [1.40-1.45]` (median of per-round ratios, 95% interval); "" when
     there is none (not paired, or the pairing failed: the record's params say why)."""
-    if not p or p.get("x_floor") is None:
+    if p is None or p.x_floor is None:
         return ""
-    lo, hi = p.get("lo"), p.get("hi")
-    return f"{_x(p['x_floor'])}x [{_x(lo) if lo is not None else '0'}-{_x(hi) if hi is not None else 'inf'}]"
+    lo, hi = p.lo, p.hi
+    return f"{_x(p.x_floor)}x [{_x(lo) if lo is not None else '0'}-{_x(hi) if hi is not None else 'inf'}]"
 
 
 def overhead(records: list[Record], backend: str, metric: str, rec: Record | None) -> str:
@@ -65,7 +66,7 @@ def overhead(records: list[Record], backend: str, metric: str, rec: Record | Non
     never a ratio of medians from different processes."""
     if rec is None or rec.status != OK:
         return ""
-    return paired_text(rec.params.get("paired"))
+    return paired_text(LaunchParams.of(rec).paired)
 
 
 def build_table(records: list[Record], title: str = "Launch latency (us): median, cold as median [min-max]"):
@@ -142,9 +143,9 @@ def plain_comparison(records: list[Record]) -> list[tuple[str, float, float, flo
     idx = {(r.backend, r.variant, r.metric): r for r in records if r.status == OK}
     rows = []
     for m in WARM_METRICS:
-        p = idx.get(("plain-cuda", "null", m))
+        p = idx.get((Backend.plain_cuda, "null", m))
         if p is not None:
-            r, lo, hi = plain_ratio(p, idx.get(("native-cuda", "null", m)))
+            r, lo, hi = plain_ratio(p, idx.get((Backend.native_cuda, "null", m)))
             if r == r:  # not NaN
                 rows.append((m, r, lo, hi))
     return rows
@@ -172,16 +173,17 @@ def report_tables(runs: list) -> list[rk.Table]:
             if r.metric == "all" and r.status != OK:
                 rows.append([mach, r.backend, "", "-", f"{r.status}: {r.reason[:80]}", rk.date(run)])
         # the ladder for the one-element add: framework -> raw launch -> device kernel
-        for cls, native in (("cuda", "native-cuda"), ("metal", "native-metal"), ("cpu", "native-cpu")):
+        for cls in (DeviceClass.cuda, DeviceClass.metal, DeviceClass.cpu):
+            native = cls.floor
             raw = idx.get((native, "add1", "roundtrip")) or idx.get((native, "noop", "roundtrip"))
             dev = idx.get((native, "add1", "device_kernel"))
             for (b, v, m), r in sorted(idx.items()):
-                if m != "roundtrip" or not bk.parse(b).is_framework or not rk.ok(r) or raw is None or not rk.ok(raw):
-                    continue
-                if cls not in bk.parse(b).classes:
+                fw_b = Backend.of(b)
+                if m != "roundtrip" or fw_b is None or not fw_b.is_framework or not rk.ok(r) or raw is None \
+                        or not rk.ok(raw) or cls not in fw_b.classes:
                     continue
                 fw, rw = r.summary().median, raw.summary().median
-                x = paired_text(r.params.get("paired")) or f"{fw / rw:.2f}x"
+                x = paired_text(LaunchParams.of(r).paired) or f"{fw / rw:.2f}x"
                 ladder.append([mach, b, rk.us(r), rk.num((fw - rw) * 1e6), rk.us(raw),
                                rk.us(dev) if dev is not None and rk.ok(dev) else "-", x, rk.date(run)])
     out = []

@@ -9,7 +9,9 @@ from importlib import resources
 
 import numpy as np
 
-from gapbench.backends import registry as bk
+from gapbench.backends import registry
+from gapbench.benchmarks.launch.params import LaunchParams, Pairing
+from gapbench.core.names import Backend
 from gapbench.core.measure import Arm, adaptive
 from gapbench.core.result import FAILED, NOT_APPLICABLE, OK, Record
 from gapbench.benchmarks.launch.config import PROBE, WARM_METRICS, Config, add_work, check_add, random_inputs
@@ -21,7 +23,7 @@ perf_ns = time.perf_counter_ns
 class _Out:
     """What a worker sends back: per-process phases and the warm records."""
 
-    def __init__(self, backend: str):
+    def __init__(self, backend: Backend):
         self.backend = backend
         self.phases: dict[str, dict[str, float]] = {}  # variant -> phase -> seconds
         self.records: list[dict] = []
@@ -36,20 +38,20 @@ class _Out:
 
     def record(self, variant: str, metric: str, samples: list[float] | None, *, inner: int, warmup: int,
                clock: str | None, op: str, work: dict | None = None, status: str = OK, reason: str = "",
-               params: dict | None = None) -> None:
+               params: LaunchParams | None = None) -> None:
         v_ok, v_detail = self.verify.get(variant, (None, ""))
         rec = Record(probe=PROBE, backend=self.backend, variant=variant, metric=metric, status=status,
                      reason=reason, op=op, clock=clock if status == OK else None,
                      samples_s=list(samples or []), inner=inner if status == OK else 1,
-                     warmup=warmup, work=work or {}, params=params or {}, verified=v_ok,
+                     warmup=warmup, work=work or {}, params=(params or LaunchParams()).to_dict(), verified=v_ok,
                      verify_detail=v_detail)
         self.records.append(asdict(rec))
 
-    def set_param(self, variant: str, metric: str, key: str, value) -> bool:
-        """params[key] = value on the OK record (variant, metric) sent so far; False if there is none."""
+    def set_pairing(self, variant: str, metric: str, pairing: Pairing) -> bool:
+        """The floor pairing on the OK record (variant, metric) sent so far; False if there is none."""
         for r in self.records:
             if (r["variant"], r["metric"], r["status"]) == (variant, metric, OK):
-                r["params"] = dict(r["params"], **{key: value})
+                r["params"] = LaunchParams.from_dict(r["params"]).replace(paired=pairing).to_dict()
                 return True
         return False
 
@@ -57,13 +59,13 @@ class _Out:
         self.record(variant, metric, None, inner=1, warmup=0, clock=None, op=op, status=NOT_APPLICABLE, reason=reason)
 
 
-def _sampled(cfg: Config, sample) -> tuple[list[float], dict]:
+def _sampled(cfg: Config, sample) -> tuple[list[float], LaunchParams]:
     """Samples of one metric under the stopping rule (gapbench.core.measure.adaptive): `sample(n)`
     returns n per-sample seconds; sampling stops once the median's 95% interval is within
     cfg.rel_hw, at cfg.samples samples, or at cfg.budget_s of wall time. The stop goes in params."""
     m = adaptive(Arm("metric", sample), rel_hw=cfg.rel_hw, min_samples=min(10, cfg.samples),
                  max_samples=cfg.samples, budget_s=cfg.budget_s, warmup=cfg.warmup)
-    return m.samples, {"stop": m.to_dict(samples=False)}
+    return m.samples, LaunchParams(stop=m.to_dict(samples=False))
 
 
 def _each(one):
@@ -99,7 +101,7 @@ def _worker_native_cpu(cfg: Config, warm: bool, out: _Out) -> None:
     for variant, fn, what in (("noop", f, op), ("py-noop", pyfn, "empty Python function call (reference below the binding)")):
         samples, stop = _sampled(cfg, _each(_timed_loop(fn, cfg.inner)))
         out.record(variant, "roundtrip", samples, inner=cfg.inner, warmup=cfg.warmup, clock="host_wall", op=what,
-                   params={"synchronous": True, **stop})
+                   params=stop.replace(synchronous=True))
         for m in ("submit", "stream_b2b", "device_kernel", "graph_node"):
             out.na(variant, m, what, "synchronous CPU call: completion is the return (see roundtrip)")
 
@@ -109,23 +111,25 @@ def _native_gpu_variants(cfg: Config) -> list[tuple[str, str, int]]:
     return [("null", "null", 1), ("add1", "add1", cfg.n)]
 
 
-def _worker_native_gpu(cfg: Config, warm: bool, out: _Out, kind: str, plain_round: bool = False) -> None:
+def _worker_native_gpu(cfg: Config, warm: bool, out: _Out, plain_round: bool = False) -> None:
+    kind = out.backend.device  # the part of gapbench._native: cuda or metal
+    cuda = out.backend is Backend.native_cuda
     t0 = perf_ns()
     from gapbench import _native as nat
     part = getattr(nat, kind)
     import_s = (perf_ns() - t0) * 1e-9
-    st = dict(part.status(0) if kind == "cuda" else part.status())
+    st = dict(part.status(0) if cuda else part.status())
     if not st.get("available"):
         raise RuntimeError(st.get("reason", f"{kind} unavailable"))
     source = None
-    if kind == "metal":
+    if not cuda:
         source = resources.files("gapbench").joinpath("metal/launch.metal").read_text()
-    ctx_s = part.context_create_seconds() if kind == "cuda" else None
+    ctx_s = part.context_create_seconds() if cuda else None
     probes = {}
     for variant, kernel, n in _native_gpu_variants(cfg):
         out.phase(variant, "import", import_s)
         kernel = getattr(nat.LaunchKernel, kernel)
-        if kind == "cuda":
+        if cuda:
             out.phase(variant, "context", ctx_s)
             p = part.LaunchProbe(kernel, n, 0)
         else:
@@ -151,7 +155,7 @@ def _worker_native_gpu(cfg: Config, warm: bool, out: _Out, kind: str, plain_roun
         out.plain_round = _harness_round(cfg, probes["null"][0], out.verify["null"])
     if not warm:
         return
-    dev_clock = "device_events" if kind == "cuda" else "gpu_timestamps"
+    dev_clock = "device_events" if cuda else "gpu_timestamps"
     for variant, (p, n) in probes.items():
         op = out.ops[variant]
         work = add_work(n) if variant == "add1" else {"flops": 0.0, "bytes": 0.0}
@@ -169,10 +173,10 @@ def _worker_native_gpu(cfg: Config, warm: bool, out: _Out, kind: str, plain_roun
             out.record(variant, metric, samples, inner=inner, warmup=w, clock=clock, op=op, work=work, params=stop)
         samples, stop = _sampled(cfg, lambda n: p.device_kernel(n, i, 0))
         out.record(variant, "device_kernel", samples, inner=i, warmup=w, clock=dev_clock, op=op, work=work,
-                   params={"method": "launches held behind the release gate until all are queued" if kind == "cuda"
-                           else "inner dispatches in one compute encoder", **stop,
-                           **({"invalid_samples": p.invalid_samples} if kind == "cuda" else {})})
-        if kind == "cuda":
+                   params=stop.replace(method="launches held behind the release gate until all are queued" if cuda
+                                       else "inner dispatches in one compute encoder",
+                                       invalid_samples=p.invalid_samples if cuda else None))
+        if cuda:
             samples, stop = _sampled(cfg, lambda n: p.graph_replay(n, i, 0))
             out.record(variant, "graph_node", samples, inner=i, warmup=w, clock=dev_clock, op=op, work=work,
                        params=stop)
@@ -217,7 +221,7 @@ class _FrameworkAdd:
 def _unavailable_here(out: _Out) -> bool:
     """After the framework's import or setup raised: if bk.info says why it cannot run here, that
     is the answer (an unavailable row in the parent), not a crash; False if bk.info sees it fine."""
-    info = bk.info(out.backend, refresh=True)
+    info = registry.info(out.backend, refresh=True)
     if info.available:
         return False
     out.unavailable, out.device = info.reason, dict(info.device)
@@ -225,19 +229,17 @@ def _unavailable_here(out: _Out) -> bool:
 
 
 def _worker_framework(cfg: Config, warm: bool, out: _Out) -> None:
-    backend = bk.parse(out.backend)
+    backend = out.backend
     t0 = perf_ns()
     try:
-        __import__(backend.module)
-    except Exception:  # not installed or broken: the reason comes from bk.info
+        __import__(registry.module(backend).MODULE)
+    except Exception:  # not installed or broken: the reason comes from registry.info
         if _unavailable_here(out):
             return
         raise
     out.phase("add", "import", (perf_ns() - t0) * 1e-9)
-    from gapbench.backends.frameworks import make_adapter
-
     try:
-        ad = make_adapter(backend.name)
+        ad = registry.make_adapter(backend)
         t0 = perf_ns()
         ad.setup_context()
         ctx_s = (perf_ns() - t0) * 1e-9
@@ -247,7 +249,7 @@ def _worker_framework(cfg: Config, warm: bool, out: _Out) -> None:
             return
         raise
     # Availability and the device, asked only now: the import and context above stay cold.
-    info = bk.info(backend.name)
+    info = registry.info(backend)
     out.device = dict(info.device)
     if not info.available:
         out.unavailable = info.reason
@@ -286,7 +288,7 @@ def _framework_metrics(cfg: Config, ad, op: "_FrameworkAdd", out: _Out, synchron
         loop = _timed_loop(submit_op, i)
         samples, stop = _sampled(cfg, _each(loop))
         out.record("add", "roundtrip", samples, inner=i, warmup=w, clock="host_wall", op=op_text, work=work,
-                   params={"synchronous": True, **stop})
+                   params=stop.replace(synchronous=True))
         for m in ("stream_b2b", "device_kernel", "graph_node"):
             out.na("add", m, op_text, "synchronous CPU op: no device queue")
         return {"roundtrip": (_each(loop), i)}
@@ -306,14 +308,14 @@ def _framework_metrics(cfg: Config, ad, op: "_FrameworkAdd", out: _Out, synchron
     issued = _each(lambda: ad.time_device(submit_op, i, held=False))
     samples, stop = _sampled(cfg, issued)
     out.record("add", "stream_b2b", samples, inner=i, warmup=w, clock=ad.device_clock, op=op_text, work=work,
-               params={"method": "events around the ops as the host issues them", **stop})
+               params=stop.replace(method="events around the ops as the host issues them"))
     held = None
     if ad.can_hold:  # the queue preloaded behind the release gate, as the native device_kernel
         held = _each(lambda: ad.time_device(submit_op, i, held=True))
         samples, stop = _sampled(cfg, held)
         out.record("add", "device_kernel", samples, inner=i, warmup=w, clock=ad.device_clock, op=op_text, work=work,
-                   params={"method": "ops held behind the release gate until all are queued", **stop,
-                           "invalid_samples": getattr(getattr(ad, "hold", None), "invalid_samples", 0)})
+                   params=stop.replace(method="ops held behind the release gate until all are queued",
+                                       invalid_samples=getattr(getattr(ad, "hold", None), "invalid_samples", 0)))
     else:
         out.na("add", "device_kernel", op_text, "no release gate for this framework's queue; see stream_b2b")
     replay = ad.graph(submit_op, i)
@@ -329,35 +331,34 @@ def _framework_metrics(cfg: Config, ad, op: "_FrameworkAdd", out: _Out, synchron
     return arms
 
 
-def _pair_with_floor(cfg: Config, floor_name: str, arms: dict, out: _Out) -> None:
+def _pair_with_floor(cfg: Config, floor_backend: Backend, arms: dict, out: _Out) -> None:
     """xfloor, paired: the native floor set up in this process, timed in rounds interleaved with
     the framework (launch_pairing). A metric the floor lacks (the CPU floor has no queue) gets no
     pairing; a floor that cannot run here leaves the reason on each paired metric's record."""
-    floor = Floor(floor_name, cfg)
+    floor = Floor(floor_backend, cfg)
     for salt, (metric, (fw_sample, ops)) in enumerate(arms.items()):
         if floor.reason:
-            doc = {"vs": floor.vs, "reason": floor.reason}
+            doc = Pairing(vs=floor.vs, reason=floor.reason)
         elif metric not in floor.sample:
             continue
         else:
             floor_sample, floor_ops = floor.sample[metric]
             doc = pair_with_floor(fw_sample, floor_sample, floor.vs, cfg, new_seed(cfg, salt),
                                   ops_per_run={"framework": ops, "floor": floor_ops})
-        out.set_param("add", metric, "paired", doc)
+        out.set_pairing("add", metric, doc)
 
 
-def worker_main(backend: str, cfg: Config, warm: bool, plain_round: bool = False) -> dict:
+def worker_main(backend: Backend, cfg: Config, warm: bool, plain_round: bool = False) -> dict:
     """What one fresh process measures. `plain_round` (native-cuda): also one harness round of the
     plain check, returned as doc["plain_round"]. A framework that cannot run here answers
     {"unavailable": reason, "device": ...} instead of measurements."""
     out = _Out(backend)
-    b = bk.parse(backend)
-    if not b.is_native:
+    if not backend.is_native:
         _worker_framework(cfg, warm, out)
-    elif b.device == "cpu":
+    elif backend is Backend.native_cpu:
         _worker_native_cpu(cfg, warm, out)
     else:  # cuda, metal: the same probe interface in gapbench._native.<device>
-        _worker_native_gpu(cfg, warm, out, b.device, plain_round and b.device == "cuda")
+        _worker_native_gpu(cfg, warm, out, plain_round and backend is Backend.native_cuda)
     doc = {"phases": out.phases, "records": out.records, "ops": out.ops,
            "verify": {k: list(v) for k, v in out.verify.items()}}
     if out.device is not None:
@@ -372,5 +373,5 @@ def worker_main(backend: str, cfg: Config, warm: bool, plain_round: bool = False
 def entry(payload: dict) -> dict:
     """gapbench.core.worker target: payload {"backend", "config", "warm"} and, for a round of the plain
     check, "plain_round": true."""
-    return worker_main(payload["backend"], Config(**payload["config"]), bool(payload["warm"]),
+    return worker_main(Backend(payload["backend"]), Config(**payload["config"]), bool(payload["warm"]),
                        bool(payload.get("plain_round", False)))

@@ -23,7 +23,8 @@ import sys
 from pathlib import Path
 
 from gapbench.core import published as pub
-from gapbench.core.benchmark import Benchmark, UsageError
+from gapbench.core.benchmark import Benchmark
+from gapbench.core.cli import UsageError
 from gapbench.core.reportkit import Table, date, machine_of, ok, peaks_by_machine, spread
 from gapbench.core.bundle import load_inputs
 from gapbench.core.result import Record, Run, SchemaError, atomic_write_text

@@ -28,7 +28,8 @@ from pathlib import Path
 
 from gapbench import __version__
 from gapbench.core import bundle as bd
-from gapbench.core.benchmark import EXIT_SIGINT, EXIT_SIGTERM, Benchmark, Terminated, UsageError
+from gapbench.core.benchmark import EXIT_SIGINT, EXIT_SIGTERM, Benchmark, Terminated
+from gapbench.core.cli import UsageError
 from gapbench.core.result import OK as REC_OK
 from gapbench.core.result import SchemaError, load_run, now_iso
 
@@ -80,7 +81,7 @@ def takes_backends(bench: Benchmark) -> bool:
     """Whether the benchmark has a --backends option (the pass-through goes only there)."""
     try:
         with contextlib.redirect_stderr(io.StringIO()):  # a parser that refuses says so on stderr
-            _, rest = bench.parser(f"gapbench {bench.name}").parse_known_args(["--backends", "x"])
+            _, rest = bench.parser(f"gapbench {bench.name}").parse_known_args(["--backends", "native-cpu"])
     except SystemExit:
         return False
     return not rest

@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gapbench.backends import registry as bk
+from gapbench.backends import registry
+from gapbench.core.names import Backend, DeviceClass, split_list
 from gapbench.core.benchmark import Benchmark
 from gapbench.core.result import OK
 from gapbench.benchmarks.suite.run import run_case, run_in_subprocess
@@ -96,18 +97,20 @@ class SuiteBenchmark(Benchmark):
                 else:
                     raise ValueError(f"unknown suite {s!r}; choose from {', '.join(SUITES)} or {', '.join(EXPERIMENTS)}")
             if args.device:
-                devs = [d.strip() for d in args.device.split(",") if d.strip()]
+                devs = split_list(args.device)
                 bad = [d for d in devs if d not in DEVICES]
                 if bad:
                     raise ValueError(f"unknown device {', '.join(bad)}; choose from {', '.join(DEVICES)}")
                 backends = [DEVICES[d] for d in devs]
             elif args.backend:
-                backends = [b.strip() for b in args.backend.split(",") if b.strip()]
+                backends = [Backend.parse(b) for b in split_list(args.backend)]
                 bad = [b for b in backends if b not in DEVICES.values()]
                 if bad:
-                    raise ValueError(f"unknown backend {', '.join(bad)}; choose from {', '.join(DEVICES.values())}")
+                    raise ValueError(f"unknown backend {', '.join(bad)}; choose from "
+                                     f"{', '.join(b.value for b in DEVICES.values())}")
             else:
-                backends = [next((b for b in ("torch-cuda", "torch-mps", "torch-cpu") if bk.info(b).available), "torch-cpu")]
+                backends = [next((b for b in (Backend.torch_cuda, Backend.torch_mps, Backend.torch_cpu)
+                                  if registry.info(b).available), Backend.torch_cpu)]
             modes = [m.strip() for m in args.mode.replace("both", "training,inference").split(",") if m.strip()]
             if any(m not in ("training", "inference") for m in modes):
                 raise ValueError(f"unknown mode in {args.mode!r}; choose training, inference or both")
@@ -141,7 +144,7 @@ class SuiteBenchmark(Benchmark):
                     for b in batches or ([2] if q else [32]):
                         cases.append(Case(ex, backend, b, "training", 0, "resnet50", **common))
                 elif ex.startswith("tf-"):
-                    tb = "tf-cpu" if bk.parse(backend).device == "cpu" else "tf-gpu"
+                    tb = "tf-cpu" if backend.device_class is DeviceClass.cpu else "tf-gpu"
                     for b in batches or ([2] if q else [32]):
                         if "distilbert" in ex:
                             m = "tiny-distilbert" if q else "distilbert-base-uncased"
@@ -150,7 +153,7 @@ class SuiteBenchmark(Benchmark):
                         else:
                             cases.append(Case(ex, tb, b, "training", 0, "resnet50", **common))
                 elif ex == "llamacpp-generate":
-                    lb = "llama.cpp-cpu" if bk.parse(backend).device == "cpu" else "llama.cpp"
+                    lb = "llama.cpp-cpu" if backend.device_class is DeviceClass.cpu else "llama.cpp"
                     cases.append(Case(ex, lb, 1, "inference", 0, Path(args.gguf).name if args.gguf else "gguf",
                                       prompt_tokens=16 if q else args.prompt_tokens, new_tokens=4 if q else args.new_tokens,
                                       repeats=2 if q else args.repeats, gguf=args.gguf, **common))

@@ -1,10 +1,12 @@
 """Seed suites: the experiments, the model sizes and datasets they use, and one case."""
 from __future__ import annotations
 
+from gapbench.core.names import Backend
+
 from dataclasses import dataclass
 
 PROBE = "suite"
-DEVICES = {"cpu": "torch-cpu", "cuda": "torch-cuda", "mps": "torch-mps"}
+DEVICES = {"cpu": Backend.torch_cpu, "cuda": Backend.torch_cuda, "mps": Backend.torch_mps}
 
 #: experiment -> (suite, dataset, model, what the sweep varies)
 EXPERIMENTS = {

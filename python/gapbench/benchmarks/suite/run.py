@@ -34,17 +34,19 @@ from pathlib import Path
 
 import numpy as np
 
-from gapbench.backends import registry as bk
+from gapbench.backends import registry
+from gapbench.core.names import Backend
 from gapbench.core.result import ERROR, FAILED, OK, UNAVAILABLE, Record, atomic_write_text
 from gapbench.core.cases import CaseError  # a case that cannot run as asked: a row with its reason
 
+from gapbench.benchmarks.suite.records import failed_check as _failed_check, generation_records as _generation_records
 from gapbench.benchmarks.suite.config import BERT_CONFIGS, DATASETS, DEVICES, DISTILBERT, EXPERIMENTS, LLAMA, PROBE, SUITES, Case
 from gapbench.benchmarks.suite.tables import _dur, build_table, seed_csvs, suite_figures  # noqa: F401
 
 
 # ============================================================== models and data
 def _torch_device(backend: str) -> str:
-    return {"torch-cpu": "cpu", "torch-cuda": "cuda", "torch-mps": "mps"}[backend]
+    return Backend(backend).device  # torch's name of it: cpu, cuda, mps
 
 
 def _local_or_config(name: str, table: dict, cfg_cls, model_cls, **extra):
@@ -178,7 +180,7 @@ def run_case(case: Case, progress=None) -> list[Record]:
     if case.experiment == "llamacpp-generate" or case.experiment.startswith("tf-"):
         info = None  # not a torch backend: the runner checks its own library and device
     else:
-        info = bk.info(case.backend)
+        info = registry.info(Backend(case.backend))
         if not info.available:
             return [Record(**base, metric="step", status=UNAVAILABLE, reason=info.reason, params=params)]
     say = progress or (lambda s: None)
@@ -299,11 +301,6 @@ def _run(case: Case, base: dict, params: dict, say, device: dict) -> list[Record
                    work={"items": case.batch_size}, params=params, verified=True, verify_detail=detail, device=device)]
 
 
-def _failed_check(base: dict, detail: str, params: dict, device: dict) -> list[Record]:
-    """The row of a case whose check before timing failed: recorded as failed, never timed."""
-    return [Record(**base, metric="step", status=FAILED, verified=False, verify_detail=detail, params=params,
-                   reason="the check before timing failed: " + detail, device=device)]
-
 
 def _run_llm(case, model, vocab, base, params, say, device, torch, dev, rng):
     """Prompt processing and generation apart: generate() with 1 new token (prefill + the first
@@ -343,21 +340,6 @@ def _run_llm(case, model, vocab, base, params, say, device, torch, dev, rng):
     return _generation_records(base, params, device, "generate()", P, N, pre, dec, counted, warmup=2)
 
 
-def _generation_records(base, params, device, who, P, N, first, rest, counted, warmup) -> list[Record]:
-    """The prefill and generate records of a generation case, after checking that every
-    repetition produced exactly N token ids (counted from the ids, not from text)."""
-    if any(n != N for n in counted):
-        return [Record(**base, metric="generate", status=FAILED, reason=f"asked {N} tokens, got {counted}", params=params,
-                       device=device)]
-    params.update(generated_tokens=counted)
-    common = dict(base, clock="host_wall", device=device, verified=True,
-                  verify_detail=f"{who} returned exactly {N} new token ids each time", warmup=warmup)
-    return [Record(**common, metric="prefill", samples_s=first, op=f"prompt processing of {P} tokens + the first new token",
-                   work={"items": P}, params=params),
-            Record(**common, metric="generate", samples_s=rest, op=f"generation of {N - 1} tokens after the first",
-                   work={"items": N - 1}, params={k: params[k] for k in ("label", "case", "suite")})]
-
-
 # ============================================================== in a fresh process
 def case_worker(payload: dict) -> list[dict]:
     """gapbench.core.worker target: one case from its fields; its records as dicts."""
@@ -373,9 +355,3 @@ def run_in_subprocess(case: Case, timeout_s: float, progress=None) -> list[Recor
     return run_case_in_worker("gapbench.benchmarks.suite.run:case_worker", case, timeout_s, progress,
                               error_record(PROBE, case.backend, case.experiment,
                                            {"case": asdict(case), "label": case.label()}))
-
-
-def main(argv: list[str] | None = None, prog: str = "python -m bench.suite") -> int:
-    from gapbench.benchmarks.suite.command import BENCHMARK
-
-    return BENCHMARK.main(argv, prog)

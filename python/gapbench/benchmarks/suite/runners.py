@@ -9,7 +9,8 @@ import numpy as np
 
 from gapbench.core.cases import CaseError
 from gapbench.core.result import ERROR, FAILED, OK, UNAVAILABLE, Record
-from gapbench.benchmarks.suite.run import DATASETS, DISTILBERT, EXPERIMENTS, Case, _failed_check, _generation_records
+from gapbench.benchmarks.suite.config import DATASETS, DISTILBERT, EXPERIMENTS, Case
+from gapbench.benchmarks.suite.records import failed_check as _failed_check, generation_records as _generation_records
 
 
 def run_tf(case: Case, base: dict, params: dict, say) -> list[Record]:

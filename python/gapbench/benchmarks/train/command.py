@@ -5,7 +5,8 @@ import argparse
 import time
 from pathlib import Path
 
-from gapbench.backends import registry as bk
+from gapbench.backends import registry
+from gapbench.core.names import Backend, UnknownName
 from gapbench.core.benchmark import Benchmark
 from gapbench.core.result import OK
 from gapbench.benchmarks.train.run import __doc__ as _TRAIN_DOC
@@ -22,6 +23,8 @@ def _list(text: str | None, default, allowed, what: str, conv=str) -> list:
     for s in items:
         try:
             v = conv(s)
+        except UnknownName:
+            raise
         except ValueError:
             raise ValueError(f"bad {what} {s!r}: expected {conv.__name__}") from None
         if allowed is not None and v not in allowed:
@@ -44,7 +47,7 @@ class TrainBenchmark(Benchmark):
                         help="data-parallel training on N ranks (DDP, FSDP2, MLX): see --nproc 2 --help")
         ap.add_argument("--model", default="gpt2", help=f"comma list of {', '.join(MODELS)} (default gpt2)")
         ap.add_argument("--backend", "--backends", dest="backend", default=None,
-                        help=f"comma list of {', '.join(BACKENDS)} (default: torch-cuda, torch-mps or torch-cpu, whichever is here)")
+                        help=f"comma list of {', '.join(b.value for b in BACKENDS)} (default: torch-cuda, torch-mps or torch-cpu, whichever is here)")
         ap.add_argument("--precision", default="fp32", help=f"comma list of {', '.join(PRECISIONS)}")
         ap.add_argument("--batch-size", default="8", help="comma list, e.g. 4,8,16")
         ap.add_argument("--seq-len", default=None, help="tokens per sequence (GPT-2, default 1024) or label tokens (Whisper, default 128); comma list")
@@ -76,7 +79,7 @@ class TrainBenchmark(Benchmark):
         if args.list:
             console.print("models: " + ", ".join(MODELS) + "\nminimal GPT-2 sizes: " + ", ".join(MINIMAL))
             for b in BACKENDS:
-                i = bk.info(b)
+                i = registry.info(b)
                 console.print(f"  {b}: " + ("available" if i.available else f"unavailable: {i.reason}"), highlight=False,
                               markup=False)
             return 0
@@ -85,8 +88,9 @@ class TrainBenchmark(Benchmark):
                 args.model, args.steps, args.warmup, args.rounds, args.warmup_s = "tiny-gpt2", 4, 1, 2, 0.0
                 args.batch_size, args.seq_len = "2", args.seq_len or "64"
             models = _list(args.model, [], MODELS, "model")
-            default_backend = next((b for b in ("torch-cuda", "torch-mps", "torch-cpu") if bk.info(b).available), "torch-cpu")
-            backends = _list(args.backend, [default_backend], BACKENDS, "backend")
+            default_backend = next((b for b in (Backend.torch_cuda, Backend.torch_mps, Backend.torch_cpu)
+                                    if registry.info(b).available), Backend.torch_cpu)
+            backends = _list(args.backend, [default_backend], BACKENDS, "backend", Backend.parse)
             precisions = _list(args.precision, [], PRECISIONS, "precision")
             batches = _list(args.batch_size, [], None, "batch size", int)
             modes = _list(args.mode, [], MODES, "mode")
@@ -109,7 +113,7 @@ class TrainBenchmark(Benchmark):
             cases += expand({"backend": backends, "precision": precisions, "batch_size": batches,
                              "seq_len": seqs or seq_default, "mode": modes}, dict(base, model=model))
         writer = open_run(PROBE, args.out, prog, argv, {"cases": len(cases), **{k: v for k, v in base.items() if k != "roofline"},
-                                                        "roofline": roof}, backends)
+                                                        "roofline": roof}, [b.value for b in backends])
         for n, case in enumerate(cases, 1):
             label = case.resolved().label()
             console.print(f"[bold]case {n}/{len(cases)}[/bold] {label}", highlight=False)

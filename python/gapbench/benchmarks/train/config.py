@@ -4,14 +4,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from gapbench.backends import registry as bk
 from gapbench.core.cases import CaseError  # noqa: F401 (raised by the workloads)
+from gapbench.core.names import Backend, Family
 
 PROBE = "train"
 PRECISIONS = ("fp32", "amp-fp16", "amp-bf16")
 MODES = ("pretrain", "finetune", "lora")
 OFFLOADS = ("none", "cpu", "auto")
-BACKENDS = ("torch-cpu", "torch-cuda", "torch-mps", "mlx-cpu", "mlx-gpu")
+BACKENDS = (Backend.torch_cpu, Backend.torch_cuda, Backend.torch_mps, Backend.mlx_cpu, Backend.mlx_gpu)
 
 #: transformers configurations of the released checkpoints' sizes (random weights, no download)
 HF_MODELS = {
@@ -38,7 +38,7 @@ MODELS = tuple(HF_MODELS)
 @dataclass
 class Case:
     model: str
-    backend: str
+    backend: Backend
     precision: str = "fp32"
     batch_size: int = 8
     seq_len: int = 1024  # tokens per sequence (GPT-2) or label tokens (Whisper's decoder)
@@ -59,13 +59,16 @@ class Case:
     roofline: dict = field(default_factory=dict)  # from --roofline FILE: {dtype: flops_per_s}
     capacity_bytes: int | None = None  # override of the device capacity (tests, what-if)
 
+    def __post_init__(self) -> None:
+        self.backend = Backend(self.backend)  # a case comes back from JSON (a worker's payload) by name
+
     def label(self) -> str:
         extra = "" if self.offload == "none" else f" offload={self.offload}"
         return (f"{self.model}[{self.impl or '?'}] {self.backend} {self.precision} b{self.batch_size}x{self.seq_len} "
                 f"{self.mode}{extra}")
 
     def resolved(self) -> "Case":
-        impl = self.impl or ("minimal" if bk.parse(self.backend).family == "mlx" else "hf")
+        impl = self.impl or ("minimal" if self.backend.family is Family.mlx else "hf")
         return replace(self, impl=impl)
 
 

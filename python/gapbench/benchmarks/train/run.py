@@ -37,7 +37,8 @@ from dataclasses import asdict, replace
 
 import numpy as np
 
-from gapbench.backends import registry as bk
+from gapbench.backends import registry
+from gapbench.core.names import Backend, DeviceClass, Family
 from gapbench.core.cases import CaseError, error_record, run_case_in_worker
 from gapbench.core.result import ERROR, FAILED, OK, UNAVAILABLE, Record
 from gapbench.benchmarks.train.config import BACKENDS, HF_MODELS, MINIMAL, MODELS, MODES, OFFLOADS, PRECISIONS, PROBE, Case  # noqa: F401
@@ -48,8 +49,8 @@ from gapbench.benchmarks.train.workloads import MLXWorkload, TorchWorkload, mlx_
 
 
 # ============================================================== one case
-def _backend_device(backend: str) -> dict:
-    info = bk.info(backend)
+def _backend_device(backend: Backend) -> dict:
+    info = registry.info(backend)
     return dict(info.device)
 
 
@@ -70,7 +71,7 @@ def run_case(case: Case, progress=None) -> list[Record]:
     case = case.resolved()
     base = dict(probe=PROBE, backend=case.backend, variant=case.impl)
     params = {"case": asdict(case), "label": case.label()}
-    info = bk.info(case.backend)
+    info = registry.info(case.backend)
     if not info.available:
         return [Record(**base, metric="step", status=UNAVAILABLE, reason=info.reason, params=params)]
     try:
@@ -91,17 +92,17 @@ def _run_case(case: Case, base: dict, params: dict, progress) -> list[Record]:
 
     rng = np.random.default_rng(case.seed)
     device = _backend_device(case.backend)
-    wl = (MLXWorkload if bk.parse(case.backend).family == "mlx" else TorchWorkload)(case, rng)
+    wl = (MLXWorkload if case.backend.family is Family.mlx else TorchWorkload)(case, rng)
     plan = memplan.plan(wl.params, wl.trainable, case.backend, case.capacity_bytes)
     params.update(memory_plan=plan.to_dict(), params=wl.params, trainable=wl.trainable, data=wl.data_desc)
     offload = case.offload
     if offload == "auto":
-        offload = "cpu" if plan.scenario == memplan.DOES_NOT_FIT and case.backend in ("torch-cuda",) else "none"
+        offload = "cpu" if plan.scenario == memplan.DOES_NOT_FIT and case.backend is Backend.torch_cuda else "none"
         wl.case = case = replace(case, offload=offload)
         params["case"]["offload"] = f"auto -> {offload}"
     wl.prepare()
     is_mlx = isinstance(wl, MLXWorkload)
-    nvml = NVML() if info_class(case.backend) == "cuda" else None
+    nvml = NVML() if case.backend.device_class is DeviceClass.cuda else None
     if nvml is not None and nvml.ok:
         device.update(nvml=nvml.info())
     records: list[Record] = []
@@ -167,7 +168,7 @@ def _run_case(case: Case, base: dict, params: dict, progress) -> list[Record]:
     nosamp, plain = [], []
     arms = ["harness", "nosampler", "plain"] if case.plain else ["harness"]
     per_round = [case.steps // case.rounds + (1 if r < case.steps % case.rounds else 0) for r in range(case.rounds)]
-    energy = Energy(info_class(case.backend), nvml)
+    energy = Energy(case.backend.device_class, nvml)
     sampler = Sampler(case.backend, case.sample_interval_s, nvml)
     done = 0
     total = case.steps * len(arms)
@@ -269,10 +270,6 @@ def _run_case(case: Case, base: dict, params: dict, progress) -> list[Record]:
     return records
 
 
-def info_class(backend: str) -> str:
-    return bk.info(backend).device_class
-
-
 def _timeline_peaks(tl: dict) -> dict:
     out = {}
     for k, col in tl["columns"].items():
@@ -306,10 +303,3 @@ def run_in_subprocess(case: Case, timeout_s: float, progress=None) -> list[Recor
 def expand(args_lists: dict, base: dict) -> list[Case]:
     keys = list(args_lists)
     return [Case(**base, **dict(zip(keys, combo))) for combo in itertools.product(*args_lists.values())]
-
-
-
-def main(argv: list[str] | None = None, prog: str = "python -m bench.train") -> int:
-    from gapbench.benchmarks.train.command import BENCHMARK
-
-    return BENCHMARK.main(argv, prog)

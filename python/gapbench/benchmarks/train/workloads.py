@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from gapbench.backends import registry as bk
+from gapbench.core.names import Backend
 from gapbench.core.cases import CaseError
 from gapbench.core.result import ERROR, UNAVAILABLE
 from gapbench.benchmarks.train.config import HF_MODELS, MINIMAL, Case
@@ -22,7 +22,7 @@ class TorchWorkload:
         import torch
 
         self.torch, self.case = torch, case
-        self.device = {"torch-cpu": "cpu", "torch-cuda": "cuda", "torch-mps": "mps"}[case.backend]
+        self.device = case.backend.device  # torch's name of it: cpu, cuda, mps
         self.notes: list[str] = []
         torch.manual_seed(case.seed)
         if case.impl == "minimal":
@@ -302,7 +302,7 @@ class MLXWorkload:
         from gapbench.models.gpt2_spec import SIZES
 
         self.mx, self.case, self.notes = mx, case, []
-        mx.set_default_device(mx.cpu if case.backend == "mlx-cpu" else mx.gpu)
+        mx.set_default_device(mx.cpu if case.backend is Backend.mlx_cpu else mx.gpu)
         self.spec = SIZES[MINIMAL[case.model]]
         if case.seq_len > self.spec.n_ctx:
             raise CaseError(ERROR, f"--seq-len {case.seq_len} exceeds the model's context of {self.spec.n_ctx}")

@@ -1,0 +1,165 @@
+"""What every backend adapter provides, and what is known about a backend on this machine.
+
+A backend's adapter (backends/torch.py, mlx.py, cupy.py; the native probes in native.py) owns how
+its framework is found (availability with the reason when not), allocates, synchronises and times
+on the device. Every timing boundary goes through `sync` (torch.cuda.synchronize,
+torch.mps.synchronize, mx.synchronize, cupy stream sync): a timing that only measured enqueue
+would be a bug. Ops (gapbench.ops) and benchmarks build on these."""
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from gapbench.core.names import Backend, DeviceClass, DType, Family
+
+perf_ns = time.perf_counter_ns
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """Whether `backend` can run here, why not when it cannot, and its device (name, driver, ...)."""
+    backend: Backend
+    available: bool
+    reason: str = ""  # why not, when unavailable
+    device: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.backend.value
+
+    @property
+    def kind(self) -> str:
+        return "native" if self.backend.is_native else "framework"
+
+    @property
+    def device_class(self) -> DeviceClass:
+        return self.backend.device_class
+
+    @property
+    def floor(self) -> Backend:
+        """The native backend whose numbers are this backend's raw floor."""
+        return self.backend.device_class.floor
+
+
+def installed(top: str) -> bool:
+    """Whether the package `top` is installed, without importing it. A broken or half-removed
+    install answers True: only its import can tell what is wrong."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return True
+
+
+def unavailable(backend: Backend, reason: str, device: dict | None = None) -> BackendInfo:
+    return BackendInfo(backend, False, reason, dict(device or {}))
+
+
+class Adapter(ABC):
+    backend: Backend
+    #: the framework's name as results show it (torch, mlx, cupy): the variant of its rows
+    family: Family
+    #: clock of `time_device`: "device_events" where the framework has device timers
+    device_clock = "host_wall"
+    #: why there is no graph replay, when `graph` returns None
+    graph_reason = "this framework has no graph capture"
+
+    @abstractmethod
+    def setup_context(self) -> None:
+        """Create the device context / allocator state (timed as the context phase)."""
+
+    @abstractmethod
+    def sync(self) -> None:
+        """Wait until every op issued so far has finished on the device."""
+
+    @abstractmethod
+    def from_numpy(self, a: np.ndarray) -> Any:
+        """A device array holding a copy of `a`."""
+
+    @abstractmethod
+    def to_numpy(self, x: Any) -> np.ndarray:
+        """The values of `x`, after any pending work on it has finished."""
+
+    def supports(self, dtype: DType) -> tuple[bool, str]:
+        """Whether the framework has this element type here, and why not."""
+        return True, ""
+
+    def evaluated(self, fn: Callable[[], Any]) -> Callable[[], Any]:
+        """fn wrapped so calling it completes the op's issue (lazy frameworks evaluate here)."""
+        return fn
+
+    #: whether time_device can hold the queue behind the release gate (CUDA frameworks)
+    can_hold = False
+
+    def time_device(self, fn: Callable[[], None], inner: int, held: bool = True) -> float:
+        """Seconds for `inner` calls of fn, by device timers when the framework has them,
+        otherwise by the host clock around the calls and a final sync. `held` (where `can_hold`):
+        the stream waits behind the release gate until the start event, the calls and the stop
+        event are queued, so the events time the device's work alone; held=False times the calls
+        as the host issues them (submission gaps included)."""
+        self.sync()
+        t0 = perf_ns()
+        for _ in range(inner):
+            fn()
+        self.sync()
+        return (perf_ns() - t0) * 1e-9
+
+    def set_cpu_threads(self, n: int) -> int | None:
+        """Run CPU ops on `n` threads; returns the number now used (None: not settable here)."""
+        return None
+
+    def graph(self, fn: Callable[[], None], inner: int) -> Callable[[], float] | None:
+        """A callable returning the device seconds of one replay of `inner` captured calls."""
+        return None
+
+
+    # ---- arrays (an op itself is built by its OpSpec from the framework's module: gapbench.ops)
+    @abstractmethod
+    def array(self, a: np.ndarray, dtype: DType) -> Any:
+        """A device array of `a`'s values in `dtype` (fp32, fp16, bf16)."""
+
+    @abstractmethod
+    def host_values(self, x: Any) -> np.ndarray:
+        """The values of `x` on the host, exactly (float32 holds every fp16 and bf16 value), after
+        any pending work on it has finished."""
+
+    @abstractmethod
+    def empty_like(self, x: Any) -> Any:
+        """An output buffer shaped and typed like x (contents undefined)."""
+
+    @abstractmethod
+    def add_into(self, a: Any, b: Any, out: Any) -> Any:
+        """Issue out = a + b without waiting; returns the array that holds the result."""
+
+    @abstractmethod
+    def poison(self, x: Any) -> Any:
+        """x filled with NaN (an output a correct op overwrites); returns the poisoned array."""
+
+    #: how each op reads in this framework's own words (row descriptions)
+    op_text: dict[str, str] = {}
+
+    def describe(self, op: str, **kw) -> str:
+        return self.op_text.get(op, op).format(**kw)
+
+
+def free_cpu_cores(interval_s: float = 0.3) -> tuple[int, int, float]:
+    """(cores free, cores this process may use, cores kept busy by others), from the CPU use of
+    the whole machine over `interval_s` while this process waits. Why it matters: torch's CPU ops
+    run as an OpenMP team of one thread per core, and every op waits at its barrier for the
+    slowest thread; with another process busy on one of those cores, that thread waits a whole
+    scheduler slice and a 6 us copy takes 8-16 ms. A team no larger than the free cores avoids it."""
+    import os
+
+    import psutil
+
+    try:
+        total = len(os.sched_getaffinity(0))
+    except AttributeError:
+        total = os.cpu_count() or 1
+    busy = psutil.cpu_percent(interval=interval_s) / 100.0 * (psutil.cpu_count() or total)
+    return max(1, min(total, int(total - busy + 0.5))), total, busy

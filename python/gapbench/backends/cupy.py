@@ -1,0 +1,143 @@
+"""CuPy (NVIDIA GPUs): whether it can run here, and its adapter."""
+from __future__ import annotations
+
+import numpy as np
+
+from gapbench.backends.base import Adapter, BackendInfo, installed, unavailable
+from gapbench.core.names import Backend, DType, Family
+
+INSTALL = "pip install 'gapbench[cupy]'"
+
+
+#: what a fresh process imports to use this framework (its import is timed as the import phase)
+MODULE = "cupy"
+
+
+def precheck(backend: Backend) -> BackendInfo | None:
+    if not installed("cupy"):
+        return unavailable(backend, f"cupy not installed (No module named 'cupy'); {INSTALL}")
+    return None
+
+
+def info(backend: Backend) -> BackendInfo:
+    try:
+        import cupy
+    except ImportError as e:
+        return unavailable(backend, f"cupy not installed ({e}); {INSTALL}")
+    dev: dict = {"cupy": cupy.__version__}
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:
+        return unavailable(backend, f"cupy sees no CUDA device ({e})", dev)
+    if n < 1:
+        return unavailable(backend, "cupy sees no CUDA device", dev)
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    dev["name"] = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    return BackendInfo(backend, True, device=dev)
+
+
+def free_memory(backend: Backend) -> tuple[int | None, str]:
+    import cupy
+
+    return int(cupy.cuda.runtime.memGetInfo()[0]), "free device memory (cupy memGetInfo)"
+
+
+def capacity(backend: Backend) -> tuple[int | None, str]:
+    import cupy
+
+    return int(cupy.cuda.runtime.memGetInfo()[1]), "device memory (cupy memGetInfo)"
+
+
+def allocator_probe(backend: Backend):
+    import cupy
+
+    pool = cupy.get_default_memory_pool()
+    return lambda: {"cupy_used_bytes": pool.used_bytes(), "cupy_total_bytes": pool.total_bytes()}
+
+
+class CupyAdapter(Adapter):
+    backend = Backend.cupy
+    family = Family.cupy
+    device_clock = "device_events"
+    graph_reason = ""
+    can_hold = True
+
+    def __init__(self, backend: Backend = Backend.cupy):
+        import cupy
+
+        self.cp = cupy
+
+    def setup_context(self) -> None:
+        self.cp.cuda.Device(0).use()
+        self.cp.empty(1, dtype=self.cp.float32)
+        self.sync()
+
+    def sync(self) -> None:
+        self.cp.cuda.get_current_stream().synchronize()
+
+    def from_numpy(self, a):
+        return self.cp.asarray(a)
+
+    def to_numpy(self, x):
+        return self.cp.asnumpy(x)
+
+    def supports(self, dtype: DType) -> tuple[bool, str]:
+        return (DType(dtype) is not DType.bf16, "cupy has no bfloat16 dtype")
+
+    def _spin(self, cycles: int) -> None:  # the fallback of hold.py when the native gate is absent
+        if not hasattr(self, "_spin_kernel"):
+            self._spin_kernel = self.cp.RawKernel(
+                r'extern "C" __global__ void gb_spin(long long c) {'
+                r' long long t = clock64(); while (clock64() - t < c) {} }', "gb_spin")
+        self._spin_kernel((1,), (1,), (self.cp.int64(cycles),))
+
+    def array(self, a: np.ndarray, dtype: DType):
+        return self.cp.asarray(np.asarray(a, dtype=np.float32)).astype({DType.fp32: "float32", DType.fp16: "float16"}[DType(dtype)])
+
+    def host_values(self, x) -> np.ndarray:
+        return self.cp.asnumpy(x)
+
+    def time_device(self, fn, inner, held=True):
+        cp = self.cp
+        if getattr(self, "hold", None) is None:  # held as for torch (hold.py), one event pair
+            from gapbench.backends.hold import StreamHold
+
+            self.hold = StreamHold(cp.cuda.Device().id, self._spin)
+            self._timing = cp.cuda.Event(), cp.cuda.Event()
+        stream = cp.cuda.get_current_stream()
+        return self.hold.time_events(stream.ptr, stream, *self._timing, fn, inner, cp.cuda.get_elapsed_time,
+                                     held=held)
+
+    def graph(self, fn, inner):
+        cp = self.cp
+        stream = cp.cuda.Stream(non_blocking=True)
+        with stream:
+            fn()  # warm up on the capture stream
+            stream.synchronize()
+            stream.begin_capture()
+            for _ in range(inner):
+                fn()
+            g = stream.end_capture()
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+
+        def replay() -> float:
+            start.record(stream)
+            g.launch(stream)
+            stop.record(stream)
+            stop.synchronize()
+            return cp.cuda.get_elapsed_time(start, stop) * 1e-3
+
+        return replay
+
+
+    op_text = {"add": "cupy.add(a, b, out=c), {n} fp32 element(s)"}
+
+    def empty_like(self, x):
+        return self.cp.empty_like(x)
+
+    def add_into(self, a, b, out):
+        return self.cp.add(a, b, out=out)
+
+    def poison(self, x):
+        x.fill(np.nan)
+        return x

@@ -1,0 +1,221 @@
+"""PyTorch (torch-cpu, torch-cuda, torch-mps): whether it can run here, and its adapter."""
+from __future__ import annotations
+
+import numpy as np
+
+from gapbench.backends.base import Adapter, BackendInfo, installed, unavailable
+from gapbench.core.env import cpu_model
+from gapbench.core.names import Backend, DType, Family
+
+INSTALL = "pip install 'gapbench[torch]'"
+
+
+#: what a fresh process imports to use this framework (its import is timed as the import phase)
+MODULE = "torch"
+
+
+def precheck(backend: Backend) -> BackendInfo | None:
+    """What is certain without importing torch (seconds, and a CUDA context): not installed, or
+    MPS off macOS; None where only the import can tell."""
+    import sys
+
+    if not installed("torch"):
+        return unavailable(backend, f"torch not installed (No module named 'torch'); {INSTALL}")
+    if backend is Backend.torch_mps and sys.platform != "darwin":
+        from importlib import metadata
+
+        try:
+            dev = {"torch": metadata.version("torch")}
+        except metadata.PackageNotFoundError:
+            dev = {}
+        return unavailable(backend, "this torch is built without MPS (MPS needs macOS)", dev)
+    return None
+
+
+def info(backend: Backend) -> BackendInfo:
+    try:
+        import torch
+    except ImportError as e:
+        return unavailable(backend, f"torch not installed ({e}); {INSTALL}")
+    dev: dict = {"torch": torch.__version__}
+    if backend is Backend.torch_cpu:
+        dev.update(name=cpu_model(), threads=torch.get_num_threads())
+        return BackendInfo(backend, True, device=dev)
+    if backend is Backend.torch_cuda:
+        if torch.version.cuda is None:
+            return unavailable(backend, f"this torch ({torch.__version__}) is built without CUDA", dev)
+        try:
+            ok = torch.cuda.is_available()
+        except Exception as e:  # driver problems surface as exceptions on some versions
+            return unavailable(backend, f"torch.cuda failed: {e}", dev)
+        if not ok:
+            return unavailable(backend, "torch sees no CUDA device (no GPU or no driver)", dev)
+        dev.update(name=torch.cuda.get_device_name(0), cuda=torch.version.cuda)
+        return BackendInfo(backend, True, device=dev)
+    if not torch.backends.mps.is_built():
+        return unavailable(backend, "this torch is built without MPS (MPS needs macOS)", dev)
+    if not torch.backends.mps.is_available():
+        return unavailable(backend, "MPS not available (needs macOS 12.3+ on Apple Silicon)", dev)
+    dev["name"] = "Apple GPU (MPS)"
+    return BackendInfo(backend, True, device=dev)
+
+
+def free_memory(backend: Backend) -> tuple[int | None, str]:
+    """Bytes the device can still take now, and where the figure came from."""
+    import torch
+
+    if backend is Backend.torch_cuda:
+        return int(torch.cuda.mem_get_info()[0]), "free device memory (torch.cuda.mem_get_info)"
+    return capacity(backend)
+
+
+def capacity(backend: Backend) -> tuple[int | None, str]:
+    """Bytes the device can hold, and where that figure came from."""
+    import torch
+
+    if backend is Backend.torch_cuda:
+        return int(torch.cuda.mem_get_info()[1]), "torch.cuda.mem_get_info total"
+    if backend is Backend.torch_mps and hasattr(torch.mps, "recommended_max_memory"):
+        # unified memory: the recommended working set of the GPU
+        return int(torch.mps.recommended_max_memory()), "torch.mps.recommended_max_memory"
+    return None, "unknown"
+
+
+def allocator_probe(backend: Backend):
+    """A function returning the caching allocator's figures, in bytes."""
+    import torch
+
+    if backend is Backend.torch_cuda:
+        return lambda: {"torch_cuda_allocated_bytes": torch.cuda.memory_allocated(),
+                        "torch_cuda_reserved_bytes": torch.cuda.memory_reserved()}
+    if backend is Backend.torch_mps:
+        return lambda: {"torch_mps_current_bytes": torch.mps.current_allocated_memory(),
+                        "torch_mps_driver_bytes": torch.mps.driver_allocated_memory()}
+    return lambda: {}
+
+
+class TorchAdapter(Adapter):
+    family = Family.torch
+
+    def __init__(self, backend: Backend):
+        import torch
+
+        self.torch = torch
+        self.backend = backend
+        self.device = backend.device
+        self.cuda, self.mps = backend is Backend.torch_cuda, backend is Backend.torch_mps
+        if self.cuda:
+            self.device_clock = "device_events"
+            self.graph_reason = ""
+            self.can_hold = True
+        elif self.mps:
+            self.device_clock = "device_events" if hasattr(torch.mps, "event") else "host_wall"
+            self.graph_reason = "torch has no graph capture on MPS"
+        else:
+            self.graph_reason = "CPU ops run synchronously; no graph capture"
+
+    def setup_context(self) -> None:
+        t = self.torch
+        if self.cuda:
+            t.cuda.init()
+        t.empty(1, device=self.device)
+        self.sync()
+
+    def sync(self) -> None:
+        if self.cuda:
+            self.torch.cuda.synchronize()
+        elif self.mps:
+            self.torch.mps.synchronize()
+
+    def set_cpu_threads(self, n: int) -> int | None:
+        if self.backend is not Backend.torch_cpu:
+            return None
+        self.torch.set_num_threads(max(1, int(n)))
+        return self.torch.get_num_threads()
+
+    def from_numpy(self, a):
+        return self.torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
+
+    def to_numpy(self, x):
+        self.sync()
+        return x.detach().to("cpu").numpy()
+
+    def dtype_of(self, dtype: DType):
+        t = self.torch
+        return {DType.fp32: t.float32, DType.fp16: t.float16, DType.bf16: t.bfloat16}[DType(dtype)]
+
+    def array(self, a: np.ndarray, dtype: DType):
+        return self.from_numpy(np.asarray(a, dtype=np.float32)).to(self.dtype_of(dtype))
+
+    def host_values(self, x) -> np.ndarray:
+        self.sync()
+        return x.detach().float().cpu().numpy()
+
+    def _event_pair(self):
+        t = self.torch
+        if self.cuda:
+            return t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+        return t.mps.event.Event(enable_timing=True), t.mps.event.Event(enable_timing=True)
+
+    def time_device(self, fn, inner, held=True):
+        if self.device_clock != "device_events":
+            return super().time_device(fn, inner)
+        if not self.cuda:
+            start, stop = self._event_pair()
+            start.record()
+            for _ in range(inner):
+                fn()
+            stop.record()
+            stop.synchronize()
+            return start.elapsed_time(stop) * 1e-3
+        # The stream is held until the host has queued the events and the op (hold.py), so the
+        # events time the op, not the host's submission gap. One event pair and the stream are
+        # looked up once: each sample waits for its stop event, so the pair is free again.
+        if getattr(self, "hold", None) is None:
+            from gapbench.backends.hold import StreamHold
+
+            self.hold = StreamHold(self.torch.cuda.current_device(), self.torch.cuda._sleep)
+            self._timing = self._event_pair()
+        stream = self.torch.cuda.current_stream()
+        return self.hold.time_events(stream.cuda_stream, stream, *self._timing, fn, inner,
+                                     lambda a, b: a.elapsed_time(b), held=held)
+
+    def graph(self, fn, inner):
+        if not self.cuda:
+            return None
+        t = self.torch
+        side = t.cuda.Stream()
+        side.wait_stream(t.cuda.current_stream())
+        with t.cuda.stream(side):  # warm up on a side stream, as capture requires
+            for _ in range(3):
+                fn()
+        t.cuda.current_stream().wait_stream(side)
+        g = t.cuda.CUDAGraph()
+        with t.cuda.graph(g):
+            for _ in range(inner):
+                fn()
+        start, stop = self._event_pair()
+
+        def replay() -> float:
+            start.record()
+            g.replay()
+            stop.record()
+            stop.synchronize()
+            return start.elapsed_time(stop) * 1e-3
+
+        return replay
+
+
+    op_text = {"add": "torch.add(a, b, out=c), {n} fp32 element(s) on {device}"}
+
+    def describe(self, op, **kw):
+        return super().describe(op, device=self.device, **kw)
+
+    def empty_like(self, x):
+        return self.torch.empty_like(x)
+
+    def add_into(self, a, b, out):
+        return self.torch.add(a, b, out=out)
+
+    def poison(self, x):
+        return x.fill_(float("nan"))

@@ -1,0 +1,255 @@
+"""The rows of one BLAS case on each backend, verified before they are timed: the native library
+(its reference kernel checked first, then its dispatcher and the vendor library) on CUDA and
+Metal, and each framework's ways of running the op (the op's FrameworkImpls).
+
+Every row is run once on a poisoned output and checked against float64 (gapbench.core.dtypes):
+a failure is a `failed` row, never timed; an impl the native side refuses (NotApplicable) is a
+not-applicable row with its reason; the rest become arms of the case's paired timing (measure.py),
+each able to run once more after timing so its last timed output is checked too."""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from gapbench.backends.base import Adapter, BackendInfo
+from gapbench.benchmarks.blas.config import Config
+from gapbench.benchmarks.blas.measure import CaseArm
+from gapbench.benchmarks.blas.params import BlasParams, CpuThreads
+from gapbench.core import dtypes, native
+from gapbench.core.dtypes import Expected, from_bytes
+from gapbench.core.names import Backend, CacheMode, DType, Precision
+from gapbench.core.result import ERROR, FAILED, NOT_APPLICABLE, UNAVAILABLE, Record
+from gapbench.ops.spec import FrameworkImpl, OpSpec, Shape, native_dims
+
+#: make_record(backend, variant, params, **record fields): a record of this case
+MakeRecord = Callable[..., Record]
+
+#: the vendor call a native case names (BlasCase.strategy) -> the row's name
+VENDOR_ROWS = {"cublas": "cublas", "cudaMemcpyAsync": "memcpy", "cublas_tf32": "cublas-tf32", "mps": "mps",
+               "blit": "blit"}
+#: The reference kernels are the simplest correct ones, and slow (gemm's reads operands straight
+#: from memory, gemv's has a warp read 32 rows): the bench checks them only up to this much work.
+#: Every one is checked on ragged shapes by tests/test_native.py.
+REFERENCE_CHECK_MAX = {"bytes": 64 * 2**20, "flops": 5e10}
+
+
+class Case:
+    """One (op, dtype, shape): its rounded inputs, its float64 reference and how to make its records."""
+
+    def __init__(self, spec: OpSpec, dtype: DType, shape: Shape, rounded: list[np.ndarray], expected: Expected,
+                 make_record: MakeRecord):
+        self.spec, self.dtype, self.shape, self.rounded, self.expected = spec, dtype, shape, rounded, expected
+        self.record = make_record
+
+    def check(self, out, precision: Precision | DType) -> tuple[bool, str]:
+        return self.spec.check(out, self.expected, precision)
+
+
+def native_case(part, spec: OpSpec, dtype: DType, shape: Shape, rounded: list[np.ndarray], *extra):
+    """A gapbench._native BlasCase (cuda or metal part) holding the inputs, rounded to the dtype."""
+    case = part.BlasCase(native.op(spec.name), native.dtype(dtype.value), *native_dims(shape), *extra)
+    for i, a in enumerate(rounded):
+        case.set_input(i, dtypes.to_bytes(a, dtype))
+    return case
+
+
+def _check_reference(case, c: Case, info: BackendInfo) -> tuple[list[Record], str]:
+    """The library's reference kernel, run once on a poisoned output against float64: the rows of
+    this case are trusted only if the simplest kernel agrees with numpy. Never timed."""
+    work = c.spec.work(c.shape, c.dtype)
+    if any(work[k] > REFERENCE_CHECK_MAX[k] for k in REFERENCE_CHECK_MAX):
+        return [], "not run at this size (see REFERENCE_CHECK_MAX)"
+    ref = native.impl("reference")
+    try:
+        ok, detail = c.check(from_bytes(case.run_once(ref), c.dtype), c.dtype)
+    except (RuntimeError, ValueError, MemoryError) as e:
+        ok, detail = False, f"{type(e).__name__}: {e}"
+    if ok:
+        return [], detail
+    return [c.record(info.backend, "reference", BlasParams(strategy=case.strategy(ref)), status=FAILED,
+                     op=case.strategy(ref), reason="reference kernel failed verification: " + detail, verified=False,
+                     verify_detail=detail, device=info.device)], detail
+
+
+def _verified_arms(c: Case, info: BackendInfo, clock: str, rows, case, samplers, verify_last, extra
+                   ) -> tuple[list[Record], list[CaseArm]]:
+    """Each native row (Impl member name, row name or None for the vendor's own, precision) run once
+    on a poisoned output and checked against float64; the rest become arms."""
+    not_applicable = native.not_applicable()
+    recs, arms = [], []
+    for impl_name, name, precision in rows:
+        impl = native.impl(impl_name)
+        desc = ""
+        try:
+            desc = case.strategy(impl)
+            name = name or VENDOR_ROWS.get(desc, desc)
+            ok, detail = c.check(from_bytes(case.run_once(impl), c.dtype), precision)
+            if not ok:
+                recs.append(c.record(info.backend, name, BlasParams(strategy=desc), status=FAILED, op=desc,
+                                     reason="verification failed, not timed: " + detail, verified=False,
+                                     verify_detail=detail, device=info.device))
+                continue
+            arms.append(CaseArm(info.backend, name, info.device_class, clock, samplers(impl), verify_last(impl, precision),
+                                detail, op=desc, params=BlasParams(strategy=desc, **extra(impl_name, desc)),
+                                device=info.device, vendor=impl_name == "vendor"))
+        except not_applicable as e:
+            recs.append(c.record(info.backend, name or "vendor", BlasParams(strategy=desc or None), status=NOT_APPLICABLE,
+                                 op=desc, reason=str(e), device=info.device))
+        except (RuntimeError, ValueError, MemoryError) as e:
+            recs.append(c.record(info.backend, name or "vendor", BlasParams(strategy=desc or None), status=ERROR,
+                                 reason=str(e), op=desc, device=info.device))
+    return recs, arms
+
+
+def native_cuda(c: Case, cfg: Config, info: BackendInfo, case, cublas_path: str, cublas_why: str
+                ) -> tuple[list[Record], list[CaseArm]]:
+    """The native CUDA rows of one case: the dispatcher (`gapbench`), the vendor (cuBLAS, or
+    cudaMemcpyAsync for a copy) and, where the op has it, cuBLAS with TF32 tensor cores."""
+    recs, ref_detail = _check_reference(case, c, info)
+    rows = [("dispatch", "gapbench", c.dtype), ("vendor", None, c.dtype)]
+    if c.spec.tf32_row and c.dtype is DType.fp32:
+        rows.append(("vendor_tf32", None, Precision.tf32))
+    if not cublas_path:  # vendor rows that need cuBLAS say why it is missing (a copy needs none)
+        keep = []
+        for impl, name, prec in rows:
+            try:
+                if impl != "dispatch":
+                    case.strategy(native.impl(impl))
+                keep.append((impl, name, prec))
+            except native.not_applicable():
+                recs.append(c.record(info.backend, "cublas" if impl == "vendor" else "cublas-tf32", BlasParams(),
+                                     status=UNAVAILABLE, reason=cublas_why, device=info.device, op="cuBLAS"))
+        rows = keep
+
+    def extra(impl: str, desc: str) -> dict:
+        return {"reference_check": ref_detail,
+                "library": cublas_path if desc.startswith("cublas") else None,
+                "precision": Precision.tf32 if impl == "vendor_tf32" else None}
+
+    invalid: dict = {}  # (impl, cache mode) -> gate timeouts dropped so far
+
+    def samplers(impl):
+        def sample(n, mode):
+            out = case.time(impl, n, 0, native.cache(mode.value))
+            invalid[impl, mode] = invalid.get((impl, mode), 0) + case.invalid_samples
+            return out
+        return {m: (lambda n, _m=m: sample(n, _m)) for m in [mo.cache for mo in cfg.modes()]}
+
+    def verify_last(impl, precision):
+        def check_last(mode: CacheMode):
+            case.time(impl, 1, 0, native.cache(mode.value))
+            return c.check(from_bytes(case.last_output(), c.dtype), precision)
+        return check_last
+
+    def mode_params(mode: CacheMode) -> dict:
+        if mode is CacheMode.hot:
+            return {"l2_resident": bool(case.l2_resident), "rotations": case.rotations}
+        return {"l2_resident": False, "rotations": 1}
+
+    more, arms = _verified_arms(c, info, "device_events", rows, case, samplers, verify_last, extra)
+    for a in arms:
+        impl = native.impl({"gapbench": "dispatch", "cublas-tf32": "vendor_tf32"}.get(a.variant, "vendor"))
+        a.invalid = lambda mode, _impl=impl: invalid.get((_impl, mode), 0)
+        a.mode_params = mode_params
+    return recs + more, arms
+
+
+def native_metal(c: Case, cfg: Config, info: BackendInfo, case) -> tuple[list[Record], list[CaseArm]]:
+    """The library's dispatcher (row `gapbench`) and the vendor path (`blit` for copy, `mps`) on
+    Metal, kernels of metal/<op>.metal compiled at run time: the reference kernel verified first,
+    each row verified, then timed with GPU timestamps, the last timed run verified too. Never run
+    on a Mac (none reachable)."""
+    recs, ref_detail = _check_reference(case, c, info)
+
+    def extra(impl: str, desc: str) -> dict:
+        return {"reference_check": ref_detail}
+
+    def verify_last(impl, precision):
+        def check_last(mode: CacheMode):
+            case.time(impl, 1, 0)
+            return c.check(from_bytes(case.last_output(), c.dtype), precision)
+        return check_last
+
+    rows = [("dispatch", "gapbench", c.dtype), ("vendor", None, c.dtype)]
+    more, arms = _verified_arms(c, info, "gpu_timestamps", rows, case,
+                                lambda impl: {CacheMode.hot: lambda n: case.time(impl, n, 0)}, verify_last, extra)
+    return recs + more, arms
+
+
+def framework(c: Case, info: BackendInfo, ad: Adapter) -> tuple[list[Record], list[CaseArm]]:
+    """Each of the op's ways of running on this framework (its FrameworkImpls), verified, as arms."""
+    recs, arms = [], []
+    ok_dtype, why = ad.supports(c.dtype)
+    for impl in c.spec.impls(ad.family):
+        if not ok_dtype:
+            recs.append(c.record(info.backend, impl.row, BlasParams(), status=UNAVAILABLE, reason=why, op=impl.text,
+                                 device=info.device))
+            continue
+        r, a = _framework_impl(c, info, ad, impl)
+        recs += r
+        arms += a
+    return recs, arms
+
+
+def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl) -> tuple[list[Record], list[CaseArm]]:
+    try:
+        arrays = [ad.array(a, c.dtype) for a in c.rounded]
+        op = impl.build(ad, arrays)
+        out = ad.host_values(op())
+        precision: Precision | DType = c.dtype
+        ok, detail = c.check(out, c.dtype)
+        variant, params = impl.row, BlasParams()
+        if not ok and c.dtype is DType.fp32:
+            # Some frameworks compute fp32 matmul at TF32 precision by default. Say so and time
+            # it as what it is, rather than as fp32.
+            ok32, detail32 = c.check(out, Precision.tf32)
+            if ok32:
+                variant, precision = f"{impl.row}@tf32", Precision.tf32
+                params = BlasParams(precision=Precision.tf32)
+                ok, detail = True, f"fails the fp32 bound ({detail}); within the TF32 bound: {detail32}"
+        if not ok:
+            return [c.record(info.backend, impl.row, BlasParams(), status=FAILED, op=impl.text, verified=False,
+                             verify_detail=detail, reason="verification failed, not timed: " + detail,
+                             device=info.device)], []
+        run = ad.evaluated(op)
+
+        def sample(n):
+            return [ad.time_device(run, 1) for _ in range(n)]
+
+        def verify_last(mode: CacheMode):
+            ok_l, d = c.check(ad.host_values(op()), precision)
+            return ok_l, "(re-run after timing: framework ops return a new output each call) " + d
+
+        hold = getattr(ad, "hold", None)
+        cpu = getattr(ad, "cpu_threads", None)
+        params = params.replace(cache="hot (framework buffers)", cpu_threads=cpu,
+                                hold=hold.method if hold is not None else None)
+        return [], [CaseArm(info.backend, variant, info.device_class, ad.device_clock, {CacheMode.hot: sample},
+                            verify_last, detail, op=impl.text, params=params, device=info.device,
+                            invalid=lambda mode: getattr(getattr(ad, "hold", None), "invalid_samples", 0))]
+    except Exception as e:  # one failing framework case must not lose the others
+        msg = f"{type(e).__name__}: {e}"
+        if "out of memory" in msg.lower() or isinstance(e, MemoryError):
+            msg = "out of memory: " + msg
+        return [c.record(info.backend, impl.row, BlasParams(), status=ERROR, reason=msg[:500], op=impl.text,
+                         device=info.device)], []
+
+
+def fit_cpu_threads(adapters: dict[Backend, Adapter]) -> None:
+    """CPU frameworks run on as many threads as there are free cores (backends.base.free_cpu_cores:
+    a thread team larger than that waits a scheduler slice at every op), unless OMP_NUM_THREADS
+    says otherwise. Each CPU row records its threads, the cores and how busy others kept them."""
+    import os
+
+    from gapbench.backends.base import free_cpu_cores
+    from gapbench.core.names import DeviceClass
+
+    cpu = [ad for b, ad in adapters.items() if b.device_class is DeviceClass.cpu]
+    if not cpu:
+        return
+    free, total, busy = free_cpu_cores()
+    for ad in cpu:
+        n = ad.set_cpu_threads(free) if free < total and not os.environ.get("OMP_NUM_THREADS") else None
+        ad.cpu_threads = CpuThreads(threads=n or total, cores=total, busy_cores_other=round(busy, 2),
+                                    reduced=n is not None)

@@ -1,0 +1,96 @@
+"""bench.blas: what a run measures (ops, dtypes, shapes, cache modes) and how long it may take."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gapbench import ops
+from gapbench.core.names import CacheMode, ColdScrub, DType, split_list
+from gapbench.ops.spec import OpSpec, Shape
+
+PROBE = "blas"
+
+
+@dataclass(frozen=True)
+class Mode:
+    """A cache mode a case is timed in: the metric its records carry and its `cache` text."""
+    cache: CacheMode
+    metric: str
+    text: str
+
+
+HOT = Mode(CacheMode.hot, "time", "hot")
+COLD = {
+    ColdScrub.read: Mode(CacheMode.cold_clean, "time_cold", "cold (L2 flushed clean: 2x-L2 read pass before each run)"),
+    ColdScrub.write: Mode(CacheMode.cold_dirty, "time_cold_dirty",
+                          "cold (L2 scrubbed dirty: 2x-L2 memset before each run)"),
+}
+
+
+@dataclass
+class Config:
+    ops: list[OpSpec] = field(default_factory=ops.all_specs)
+    dtypes: list[DType] = field(default_factory=lambda: list(DType))
+    shapes: list[Shape] | None = None  # None: each op's own list
+    samples: int = 1000  # most paired rounds per case and cache mode
+    warmup: int = 2  # untimed runs per arm before the rounds (plus 10 ms of its own run time)
+    budget_s: float = 1.0  # wall seconds per case and cache mode for the paired rounds
+    rel_hw: float = 0.01  # stop when every median's and ratio's 95% interval is within this
+    min_rounds: int = 10
+    cold: list[ColdScrub] = field(default_factory=list)  # cold-cache scrubs to time native CUDA with
+    quick: bool = False
+    seed: int | None = None
+
+    def modes(self) -> list[Mode]:
+        return [HOT] + [COLD[c] for c in self.cold]
+
+    def shapes_for(self, spec: OpSpec) -> list[Shape]:
+        """The shapes this op runs: --shapes entries of the op's own form, else the op's sweep."""
+        return [s for s in (self.shapes or spec.shapes(self.quick)) if spec.fits(s)]
+
+    def to_dict(self) -> dict:
+        """As the run file's config records it (names, not objects)."""
+        return {"ops": [s.name for s in self.ops], "dtypes": [d.value for d in self.dtypes], "shapes": self.shapes,
+                "samples": self.samples, "warmup": self.warmup, "budget_s": self.budget_s, "rel_hw": self.rel_hw,
+                "min_rounds": self.min_rounds, "cold": [c.value for c in self.cold], "quick": self.quick,
+                "seed": self.seed}
+
+
+def parse_shapes(text: str) -> list[Shape]:
+    """"4096x4096" (m x k), "8x2000x2000x2000" (batch x m x n x k), "1048576" (elements: n). Each op
+    takes the shapes of its own form."""
+    forms = {1: ("n",), 2: ("m", "k"), 4: ("batch", "m", "n", "k")}
+    out = []
+    for part in split_list(text):
+        try:
+            dims = [int(x) for x in part.lower().split("x")]
+        except ValueError:
+            raise ValueError(f"bad shape {part!r}: use N, MxK or BxMxNxK with integers") from None
+        if any(d < 1 for d in dims):
+            raise ValueError(f"bad shape {part!r}: every dimension must be >= 1")
+        if len(dims) not in forms:
+            raise ValueError(f"bad shape {part!r}: use N (copy), MxK (gemv, vjp) or BxMxNxK (gemm)")
+        out.append(dict(zip(forms[len(dims)], dims)))
+    return out
+
+
+def form_text(spec: OpSpec) -> str:
+    return "N" if spec.form == ("n",) else "x".join(d[0].upper() for d in spec.form)
+
+
+def ops_for_shapes(specs: list[OpSpec], shapes: list[Shape], explicit: bool) -> list[OpSpec]:
+    """The ops --shapes runs. Each op takes the shapes of its own form; a shape no selected op
+    takes, or (with --ops given) an op no shape fits, is an error, not a silent no-op. Without
+    --ops, the ops are those the shapes fit."""
+    from gapbench.ops.spec import shape_text
+
+    unused = [shape_text(s) for s in shapes if not any(spec.fits(s) for spec in specs)]
+    if unused:
+        raise ValueError(f"--shapes {', '.join(unused)}: no selected op takes this form; "
+                         + "; ".join(f"{s.name} takes {form_text(s)}" for s in specs))
+    if not explicit:
+        return [spec for spec in specs if any(spec.fits(s) for s in shapes)]
+    empty = [spec for spec in specs if not any(spec.fits(s) for s in shapes)]
+    if empty:
+        raise ValueError(f"--shapes gives no shape for {', '.join(s.name for s in empty)}: "
+                         + "; ".join(f"{s.name} takes {form_text(s)}" for s in empty))
+    return specs

@@ -1,0 +1,90 @@
+"""What a bench.blas record carries (Record.params), typed: every reader goes through BlasParams.of."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gapbench.core.names import DType, Precision
+from gapbench.core.params import Params
+
+
+@dataclass
+class Stop(Params):
+    """Why an arm's paired timing stopped, and how precise its median got."""
+    reason: str | None = None  # converged, budget, max_samples
+    converged: bool | None = None
+    rel_hw: float | None = None
+    drift: float | None = None
+    median_ci_s: list | None = None
+    rounds: int | None = None
+    runs_per_round: int | None = None
+    seed: int | None = None
+
+
+@dataclass
+class Paired(Params):
+    """The row's speed against its class's vendor arm, from the same interleaved rounds."""
+    vs: str | None = None  # backend/variant of the vendor arm
+    speed_ratio: float | None = None  # vendor time / this row's time, median of per-round ratios
+    lo: float | None = None
+    hi: float | None = None
+    verdict: str | None = None  # faster, level, slower
+    rounds: int | None = None
+    meaning: str | None = None
+
+
+@dataclass
+class CpuThreads(Params):
+    threads: int | None = None
+    cores: int | None = None
+    busy_cores_other: float | None = None
+    reduced: bool | None = None
+
+
+@dataclass
+class Lab(Params):
+    """A row of the kernel lab (cuda/lab): its variant and its own paired ratio against cuBLAS."""
+    id: int | None = None
+    name: str | None = None
+    config: str | None = None
+    ratio_vs_vendor: float | None = None
+    ci_lo: float | None = None
+    ci_hi: float | None = None
+    ci_coverage: float | None = None
+    rounds: int | None = None
+    seed: int | None = None
+
+
+@dataclass
+class BlasParams(Params):
+    op: str | None = None  # a gapbench.ops name
+    dtype: DType | None = None
+    shape: dict | None = None
+    shape_text: str | None = None
+    strategy: str | None = None  # the kernel (or vendor call) the row ran
+    precision: Precision | None = None  # tf32 where an fp32 row ran on TF32 tensor cores
+    library: str | None = None  # the vendor library's path
+    reference_check: str | None = None  # the library's reference kernel, checked before the case
+    cache: str | None = None  # the L2 state before each timed run, in words
+    l2_resident: bool | None = None  # hot mode's rotated sets fit in 2x L2 (memory allowed no more)
+    rotations: int | None = None  # input sets cycled through in hot mode
+    stop: Stop | None = None
+    paired: Paired | None = None
+    invalid_samples: int | None = None  # release-gate timeouts dropped and retaken
+    hold: str | None = None  # how a framework's stream was held behind the gate
+    cpu_threads: CpuThreads | None = None
+    suspect: str | None = None  # why the rate is implausible
+    source: str | None = None  # "lab" for the kernel lab's rows
+    lab: Lab | None = None
+    # the plain cuBLAS loop's rows (backend plain-cuda)
+    rounds: int | None = None
+    harness_interleaved_s: list | None = None
+    round_medians_s: list | None = None
+
+    @property
+    def key(self) -> tuple:
+        """(op, dtype, shape): the case a record belongs to."""
+        return self.op, self.dtype, self.shape_text
+
+    @property
+    def tf32(self) -> bool:
+        return self.precision is Precision.tf32
