@@ -1,64 +1,45 @@
-"""The result check (gapbench.core.dtypes.check) against injected faults: for every dtype and for
-gemv, vjp_dx, vjp_dw, gemm and copy shaped problems, correct answers (the exact result rounded to
-the dtype, and fp32 accumulations in three orders, one truncating as tensor cores do) pass, and
-each of these faults is caught: a dropped row of the reduction, 2 zeroed outputs, a stale
-accumulator (a previous result added), one NaN, and an index shifted by one or transposed.
-The old normwise bound (OLD_TOLERANCE) lets some of them through: that is what this replaces."""
+"""The result check (gapbench.core.dtypes.check, through each op's error model) against injected
+faults, for every declared op (gapbench.ops) and dtype, on the op's own fault shape: correct answers
+(the exact result rounded to the dtype, the op evaluated in float32, and, for a multilinear op, fp32
+accumulations in two orders, one truncating as tensor cores do) pass, and each of these faults is
+caught: a dropped term of the reduction, 2 zeroed outputs, a stale accumulator (a previous result
+added), one NaN, and an index shifted by one or transposed. A new op is covered by declaring its
+`fault_shape` and `term` (or `dropped`): nothing here names an op. The old normwise bound
+(OLD_TOLERANCE) lets some of the faults through: that is what this check replaces."""
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import pytest
 
+from gapbench import ops
 from gapbench.core import dtypes
+from gapbench.core.names import DType, Precision
+from gapbench.ops.spec import Bound
 
 #: The bound this check replaces: ||out - ref|| / ||ref|| against float64 (dtypes.py before).
 OLD_TOLERANCE = {"fp32": 1e-4, "tf32": 5e-3, "fp16": 5e-3, "bf16": 3e-2}
 
 
-def old_check(out, exp: dtypes.Expected, dtype):
+def rel_error(out: np.ndarray, ref: np.ndarray) -> float:
+    out, ref = np.asarray(out, dtype=np.float64).ravel(), np.asarray(ref, dtype=np.float64).ravel()
+    return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-300))
+
+
+def old_check(spec, out, exp: dtypes.Expected, precision):
     if not np.all(np.isfinite(out)):
         return False, "not finite"
-    err = dtypes.rel_error(out, exp.values)
-    return err <= OLD_TOLERANCE[dtype], f"rel. error {err:.2e}"
+    err = rel_error(out, exp.values)
+    return err <= OLD_TOLERANCE[precision.value], f"rel. error {err:.2e}"
 
 
-@dataclass
-class Problem:
-    """One op on uniform(-1, 1) inputs: its float64 reference and each term of its reduction."""
-    name: str
-    inputs: Callable[[np.random.Generator], list[np.ndarray]]
-    reference: Callable[[list[np.ndarray]], np.ndarray]
-    k: int  # terms summed per output (0: a copy)
-    term: Callable[[list[np.ndarray], int], np.ndarray] | None = None  # j-th term of every output
+def new_check(spec, out, exp, precision):
+    return spec.check(out, exp, precision)
 
 
-def _u(rng, *shape):
-    return rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
-
-
-PROBLEMS = {
-    # 2048 outputs of 4096 terms each
-    "gemv": Problem("gemv", lambda r: [_u(r, 2048, 4096), _u(r, 4096)], lambda a: a[0] @ a[1], 4096,
-                    lambda a, j: a[0][:, j] * a[1][j]),
-    # dx = W^T v: 1024 outputs, each a sum over the 16384 rows of W
-    "vjp_dx": Problem("vjp_dx", lambda r: [_u(r, 16384, 1024), _u(r, 16384)], lambda a: a[0].T @ a[1], 16384,
-                      lambda a, j: a[0][j] * a[1][j]),
-    # dW = v x^T: one product per output, nothing summed
-    "vjp_dw": Problem("vjp_dw", lambda r: [_u(r, 512), _u(r, 512)], lambda a: np.outer(a[0], a[1]), 1,
-                      lambda a, j: np.outer(a[0], a[1])),
-    # batched GEMM, 2 x (128 x 2048) @ (2048 x 128)
-    "gemm": Problem("gemm", lambda r: [_u(r, 2, 128, 2048), _u(r, 2, 2048, 128)], lambda a: np.matmul(a[0], a[1]),
-                    2048, lambda a, j: a[0][:, :, j, None] * a[1][:, None, j, :]),
-    "copy": Problem("copy", lambda r: [_u(r, 65536)], lambda a: a[0].copy(), 0),
-}
-
-
-def rounded_inputs(p: Problem, dtype: str, seed: int) -> list[np.ndarray]:
-    store = "fp32" if dtype == "tf32" else dtype
-    return [dtypes.round_to(a, store).astype(np.float64) for a in p.inputs(np.random.default_rng(seed))]
+def rounded_inputs(spec, precision: Precision, seed: int) -> list[np.ndarray]:
+    store = DType.fp32 if precision is Precision.tf32 else DType(precision.value)
+    shape = spec.fault_shape
+    return [dtypes.round_to(a, store).astype(np.float64) for a in spec.inputs(shape, np.random.default_rng(seed))]
 
 
 def to_tf32(x: np.ndarray) -> np.ndarray:
@@ -75,45 +56,55 @@ def _rz32(x: np.ndarray) -> np.ndarray:
     return y
 
 
-def accumulate(p: Problem, ins: list[np.ndarray], order: str) -> np.ndarray:
-    """The op summed in an fp32 accumulator: `sequential` (one running sum, round to nearest) or
-    `tensorcore` (exact sums of 16 products added to a running sum that truncates)."""
-    acc = np.zeros_like(p.reference(ins), dtype=np.float32)
+def accumulate(spec, ins: list[np.ndarray], k: int, order: str) -> np.ndarray:
+    """A multilinear op summed term by term in an fp32 accumulator: `sequential` (one running sum,
+    round to nearest) or `tensorcore` (exact sums of 16 products added to a running sum that
+    truncates)."""
+    acc = np.zeros_like(spec.reference(ins), dtype=np.float32)
     step = 1 if order == "sequential" else 16
-    for j0 in range(0, p.k, step):
-        chunk = sum(p.term(ins, j) for j in range(j0, min(j0 + step, p.k)))
+    for j0 in range(0, k, step):
+        chunk = sum(spec.term(ins, j) for j in range(j0, min(j0 + step, k)))
         s = acc.astype(np.float64) + chunk
         acc = s.astype(np.float32) if order == "sequential" else _rz32(s)
     return acc.astype(np.float64)
 
 
-def correct_answers(p: Problem, dtype: str, ins: list[np.ndarray]) -> dict[str, np.ndarray]:
-    store = "fp32" if dtype == "tf32" else dtype
-    mul_ins = [to_tf32(a) for a in ins] if dtype == "tf32" else ins
-    out = {"exact": p.reference(mul_ins)}
-    if p.k > 0:
-        out["fp32 blas"] = p.reference([a.astype(np.float32) for a in mul_ins]).astype(np.float64)
-        if p.name != "gemm" or dtype != "fp32":  # keeps the fp32-gemm run short; fp16/bf16 cover it
-            out["fp32 sequential"] = accumulate(p, mul_ins, "sequential")
-        out["fp32 tensor-core (truncating)"] = accumulate(p, mul_ins, "tensorcore")
-    return {k: dtypes.round_to(v.astype(np.float32), store).astype(np.float64) for k, v in out.items()}
+def _store(precision: Precision, x: np.ndarray) -> np.ndarray:
+    store = DType.fp32 if precision is Precision.tf32 else DType(precision.value)
+    return dtypes.round_to(np.asarray(x).astype(np.float32), store).astype(np.float64)
 
 
-def faults(p: Problem, ins: list[np.ndarray], exact: np.ndarray, dtype: str) -> dict[str, np.ndarray]:
+def correct_answers(spec, precision: Precision, ins: list[np.ndarray], k: int) -> dict[str, np.ndarray]:
+    mul_ins = [to_tf32(a) for a in ins] if precision is Precision.tf32 else ins
+    out = {"exact": spec.reference(mul_ins)}
+    if k > 0:
+        out["fp32 evaluation"] = np.asarray(spec.reference([a.astype(np.float32) for a in mul_ins])).astype(np.float64)
+        if spec.term is not None and k > 1:
+            if precision is not Precision.fp32 or spec.bound is not Bound.compute:  # keeps the fp32-GEMM run short
+                out["fp32 sequential"] = accumulate(spec, mul_ins, k, "sequential")
+            out["fp32 tensor-core (truncating)"] = accumulate(spec, mul_ins, k, "tensorcore")
+    return {name: _store(precision, v) for name, v in out.items()}
+
+
+def _dropped_terms(spec, ins, exact, k: int) -> list[int]:
+    """The last term (a ragged tail) and one of median effect among a sample: a term below one
+    output ulp everywhere is invisible to any check."""
+    sample = sorted(set(np.linspace(0, k - 1, min(k, 33)).astype(int).tolist()))
+    effect = {j: float(np.mean(np.abs(spec.drop(ins, j) - exact))) for j in sample}
+    median = sorted(sample, key=lambda j: effect[j])[len(sample) // 2]
+    return sorted({k - 1, median})
+
+
+def faults(spec, ins: list[np.ndarray], exact: np.ndarray, precision: Precision, k: int) -> dict[str, np.ndarray]:
     """Wrong answers a kernel bug produces, each rounded to the output dtype."""
-    store = "fp32" if dtype == "tf32" else dtype
     out: dict[str, np.ndarray] = {}
-    if p.k > 1:
-        # a reduction that skips one term: the last (a ragged tail) and one of median weight
-        # (|v_r| of a VJP row); a term below one output ulp everywhere is invisible to any check
-        weight = np.abs(ins[1]).reshape(-1) if p.name in ("gemv", "vjp_dx") else None
-        rows = {p.k - 1, int(np.argsort(weight)[weight.size // 2]) if weight is not None else p.k // 2}
-        for r in sorted(rows):
-            out[f"dropped term {r} of {p.k}"] = exact - p.term(ins, r)
+    if k > 1:
+        for j in _dropped_terms(spec, ins, exact, k):
+            out[f"dropped term {j} of {k}"] = spec.drop(ins, j)
     zeroed = exact.copy().reshape(-1)
     zeroed[[zeroed.size // 2, zeroed.size - 1]] = 0.0  # 2 outputs never written (poison aside)
     out[f"2 of {zeroed.size} outputs zeroed"] = zeroed.reshape(exact.shape)
-    prev = p.reference([np.roll(a, 1) for a in ins])  # the result of a previous input set
+    prev = spec.reference([np.roll(a, 1) for a in ins])  # the result of a previous input set
     out["stale accumulator (+ previous result)"] = exact + prev
     nan = exact.copy().reshape(-1)
     nan[nan.size // 3] = np.nan
@@ -121,73 +112,83 @@ def faults(p: Problem, ins: list[np.ndarray], exact: np.ndarray, dtype: str) -> 
     out["index shifted by one"] = np.roll(exact.reshape(-1), 1).reshape(exact.shape)
     if exact.ndim >= 2 and exact.shape[-1] == exact.shape[-2]:
         out["transposed"] = np.swapaxes(exact, -1, -2)
-    return {k: dtypes.round_to(v.astype(np.float32), store).astype(np.float64) for k, v in out.items()}
+    return {name: _store(precision, v) for name, v in out.items()}
 
 
 _CACHE: dict = {}
 
 
-def case(op: str, dtype: str):
-    key = (op, dtype)
+def case(spec, precision: Precision):
+    key = (spec.name, precision)
     if key not in _CACHE:
-        p = PROBLEMS[op]
-        ins = rounded_inputs(p, dtype, seed=15)
-        ref_ins = [to_tf32(a) for a in ins] if dtype == "tf32" else ins
-        exp = dtypes.expected(p.reference, ref_ins, p.k)
+        ins = rounded_inputs(spec, precision, seed=15)
+        ref_ins = [to_tf32(a) for a in ins] if precision is Precision.tf32 else ins
+        exp = spec.expected(ref_ins, spec.fault_shape)
         _CACHE.clear()  # one case held at a time: the dx inputs alone are 130 MB in float64
-        _CACHE[key] = (p, ins, exp)
+        _CACHE[key] = (ins, exp)
     return _CACHE[key]
 
 
-def escaped(checker, op: str, dtype: str) -> list[str]:
-    p, ins, exp = case(op, dtype)
-    return [name for name, bad in faults(p, ins, exp.values, dtype).items() if checker(bad, exp, dtype)[0]]
+def escaped(checker, spec, precision: Precision) -> list[str]:
+    ins, exp = case(spec, precision)
+    return [name for name, bad in faults(spec, ins, exp.values, precision, exp.k).items()
+            if checker(spec, bad, exp, precision)[0]]
 
 
-DTYPES = ("fp32", "tf32", "fp16", "bf16")
-OPS = tuple(PROBLEMS)
-CASES = [(op, dt) for op in OPS for dt in DTYPES if dt != "tf32" or op in ("gemm", "gemv")]
+CASES = [(spec, p) for spec in ops.all_specs() for p in Precision if p is not Precision.tf32 or spec.tf32_row]
 
 
-@pytest.mark.parametrize("op,dtype", CASES)
-def test_correct_answers_pass(op, dtype):
-    p, ins, exp = case(op, dtype)
-    for name, out in correct_answers(p, dtype, ins).items():
-        ok, detail = dtypes.check(out, exp, dtype)
+def _id(c):
+    return c.name if hasattr(c, "form") else c.value
+
+
+@pytest.mark.parametrize("spec,precision", CASES, ids=_id)
+def test_correct_answers_pass(spec, precision):
+    ins, exp = case(spec, precision)
+    for name, out in correct_answers(spec, precision, ins, exp.k).items():
+        ok, detail = spec.check(out, exp, precision)
         assert ok, (name, detail)
 
 
-@pytest.mark.parametrize("op,dtype", CASES)
-def test_every_injected_fault_is_caught(op, dtype):
-    assert escaped(dtypes.check, op, dtype) == []
+@pytest.mark.parametrize("spec,precision", CASES, ids=_id)
+def test_every_injected_fault_is_caught(spec, precision):
+    assert escaped(new_check, spec, precision) == []
+
+
+def test_every_op_declares_a_fault_model():
+    for spec in ops.all_specs():
+        assert spec.fits(spec.fault_shape), spec.name
+        k = spec.reduction(spec.fault_shape)
+        assert k <= 1 or spec.term is not None or spec.dropped is not None, spec.name
 
 
 def test_the_old_normwise_bound_misses_faults_the_new_check_catches():
     """Run against the old bound, the test above fails: bf16's 3e-2 normwise bound passes a dx that
     skips one of its 16384 rows, and a GEMV that skips one of its 4096 columns."""
-    for op in ("vjp_dx", "gemv"):
-        missed = escaped(old_check, op, "bf16")
-        assert any(name.startswith("dropped term") for name in missed), (op, missed)
-    assert escaped(dtypes.check, "vjp_dx", "bf16") == [] and escaped(dtypes.check, "gemv", "bf16") == []
+    for name in ("vjp_dx", "gemv"):
+        spec = ops.get(name)
+        missed = escaped(old_check, spec, Precision.bf16)
+        assert any(m.startswith("dropped term") for m in missed), (name, missed)
+        assert escaped(new_check, spec, Precision.bf16) == []
 
 
 def test_a_copy_must_be_exact():
-    x = dtypes.round_to(_u(np.random.default_rng(1), 4096), "bf16").astype(np.float64)
-    exp = dtypes.expected(lambda a: a[0].copy(), [x], 0)
-    assert dtypes.check(x.copy(), exp, "bf16")[0]
-    one_ulp = x.copy()
+    x = dtypes.round_to(np.random.default_rng(1).uniform(-1, 1, 4096).astype(np.float32), DType.bf16)
+    exp = dtypes.expected(lambda a: a[0].copy(), [x.astype(np.float64)], 0)
+    assert dtypes.check(x.astype(np.float64), exp, Precision.bf16)[0]
+    one_ulp = x.astype(np.float64)
     one_ulp[7] = np.nextafter(np.float32(x[7]), np.float32(np.inf))  # fp32 neighbour: not even a bf16 value
-    assert not dtypes.check(one_ulp, exp, "bf16")[0]
+    assert not dtypes.check(one_ulp, exp, Precision.bf16)[0]
 
 
 def test_bound_is_hand_computable():
     # k = 4 terms, |ref| = 1, sum|a_j b_j| = 2, bf16: u = 2^-8; fp32 accumulation of 4 terms is
     # min(4, 4 + sqrt(4)/20) = 4 ulps of 2^-23; the bound is 2^-8 + (1 + 2^-8) * 4 * 2^-23 * 2 + 2^-134
-    b = dtypes.bound(np.array([1.0]), np.array([2.0]), "bf16", 4)
+    b = dtypes.bound(np.array([1.0]), np.array([2.0]), Precision.bf16, 4)
     assert b[0] == pytest.approx(2.0 ** -8 + (1 + 2.0 ** -8) * 8 * 2.0 ** -23, rel=1e-12)
     # the check needs the reduction length and the scale: no silent default
     with pytest.raises(TypeError):
-        dtypes.check(np.ones(3), np.ones(3), "fp32")
+        dtypes.check(np.ones(3), np.ones(3), Precision.fp32)
 
 
 def test_magnitude_is_the_op_on_absolute_inputs():

@@ -74,16 +74,6 @@ def from_bytes(buf: bytes, dtype: DType) -> np.ndarray:
     return np.frombuffer(buf, dtype=np.float32)
 
 
-def rel_error(out: np.ndarray, ref: np.ndarray) -> float:
-    out = np.asarray(out, dtype=np.float64).ravel()
-    ref = np.asarray(ref, dtype=np.float64).ravel()
-    if out.shape != ref.shape:
-        raise ValueError(f"output has {out.size} elements, reference {ref.size}")
-    if not np.all(np.isfinite(out)):
-        return float("inf")
-    return float(np.linalg.norm(out - ref) / max(np.linalg.norm(ref), 1e-300))
-
-
 @dataclass(frozen=True)
 class Expected:
     """What a result is checked against: the float64 result on the rounded inputs (`values`), the

@@ -55,7 +55,6 @@ from gapbench.core import stats
 
 #: Practical-equivalence band for verdicts: ratios within 1 +- LEVEL_BAND are "level".
 LEVEL_BAND = 0.01
-CONFIDENCE = 0.95
 #: Consecutive calls returning no valid sample after which an arm is declared broken.
 MAX_EMPTY_CALLS = 8
 

@@ -71,7 +71,3 @@ def op_list(text: str) -> list[OpSpec]:
     if not nested:
         raise argparse.ArgumentTypeError("give at least one op")
     return list(dict.fromkeys(s for specs in nested for s in specs))
-
-
-def by_form(shape: dict, specs: list[OpSpec]) -> list[OpSpec]:
-    return [s for s in specs if s.fits(shape)]

@@ -46,7 +46,8 @@ from gapbench.benchmarks.launch.config import PHASES, PROBE, Config
 from gapbench.benchmarks.launch.config import check_add as _check_add  # noqa: F401 (tests and callers)
 from gapbench.benchmarks.launch.config import random_inputs as _random_inputs  # noqa: F401
 from gapbench.benchmarks.launch.pairing import PLAIN_MISSING, new_seed, plain_check, plain_row, pool_paired
-from gapbench.benchmarks.launch.tables import build_table, floor_record, markdown_table, overhead, plain_comparison, report_tables, unavailable_table
+from gapbench.benchmarks.launch.tables import (build_table, markdown_table, overhead, plain_comparison,  # noqa: F401
+                                               report_tables, unavailable_table)
 
 # ============================================================== parent (orchestration)
 def spawn_worker(backend: Backend, cfg: Config, warm: bool, plain_round: bool = False) -> dict:

@@ -30,23 +30,6 @@ def _cell(rec: Record | None, with_range: bool = False) -> str:
     return txt
 
 
-def floor_record(records: list[Record], backend: str, metric: str) -> Record | None:
-    """The native floor's own row for a framework row: the native backend of its device class (from
-    the name alone, nothing imported), on the same op (add1) where it exists, the binding floor
-    (noop) on the CPU. The table's ratios do not use it (they are paired in the framework's own
-    processes: see `overhead`); it places the two rows side by side."""
-    b = Backend.of(backend)
-    if b is None or not b.is_framework:
-        return None
-    idx = {(r.backend, r.variant, r.metric): r for r in records if r.status == OK}
-    for cls in b.classes:
-        for variant in ("add1", "noop"):
-            r = idx.get((cls.floor.value, variant, metric))
-            if r is not None:
-                return r
-    return None
-
-
 def _x(v: float) -> str:
     return f"{v:.2f}" if abs(v) < 10 else f"{v:.1f}" if abs(v) < 100 else f"{v:.0f}"
 

@@ -12,6 +12,7 @@ import numpy as np
 from gapbench.backends import registry
 from gapbench.benchmarks.launch.params import LaunchParams, Pairing
 from gapbench.core.names import Backend
+from gapbench.core import native
 from gapbench.core.measure import Arm, adaptive
 from gapbench.core.result import FAILED, NOT_APPLICABLE, OK, Record
 from gapbench.benchmarks.launch.config import PROBE, WARM_METRICS, Config, add_work, check_add, random_inputs
@@ -128,7 +129,7 @@ def _worker_native_gpu(cfg: Config, warm: bool, out: _Out, plain_round: bool = F
     probes = {}
     for variant, kernel, n in _native_gpu_variants(cfg):
         out.phase(variant, "import", import_s)
-        kernel = getattr(nat.LaunchKernel, kernel)
+        kernel = native.launch_kernel(kernel)
         if cuda:
             out.phase(variant, "context", ctx_s)
             p = part.LaunchProbe(kernel, n, 0)
