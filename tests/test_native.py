@@ -155,7 +155,7 @@ def test_enums_round_trip_by_name(enum_name):
               "LaunchKernel": native.launch_kernel}[enum_name]
     for m in members:
         assert helper(m.name) is m
-    with pytest.raises(ValueError, match=f"unknown {enum_name} 'nope'"):
+    with pytest.raises(ValueError, match=r"(?i)unknown .*'nope'"):
         helper("nope")
 
 

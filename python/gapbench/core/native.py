@@ -7,6 +7,8 @@ import importlib
 from types import ModuleType
 from typing import Any
 
+from gapbench.core.names import CacheMode, DType
+
 _native: ModuleType | None = None
 _error: str | None = None
 
@@ -47,9 +49,9 @@ def op(name: str) -> Any:
     return _member("Op", name)
 
 
-def dtype(name: str) -> Any:
-    """_native.DType for a dtype name (fp32, fp16, bf16)."""
-    return _member("DType", name)
+def dtype(dt: DType) -> Any:
+    """_native.DType for an element type."""
+    return _member("DType", dt.value if isinstance(dt, DType) else DType.parse(dt).value)
 
 
 def impl(name: str) -> Any:
@@ -57,9 +59,9 @@ def impl(name: str) -> Any:
     return _member("Impl", name)
 
 
-def cache(name: str) -> Any:
-    """_native.Cache for hot, cold_clean or cold_dirty."""
-    return _member("Cache", name)
+def cache(mode: CacheMode) -> Any:
+    """_native.Cache for an L2 mode (hot, cold_clean, cold_dirty)."""
+    return _member("Cache", mode.value if isinstance(mode, CacheMode) else CacheMode.parse(mode).value)
 
 
 def launch_kernel(name: str) -> Any:

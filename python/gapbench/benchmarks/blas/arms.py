@@ -48,7 +48,7 @@ class Case:
 
 def native_case(part, spec: OpSpec, dtype: DType, shape: Shape, rounded: list[np.ndarray], *extra):
     """A gapbench._native BlasCase (cuda or metal part) holding the inputs, rounded to the dtype."""
-    case = part.BlasCase(native.op(spec.name), native.dtype(dtype.value), *native_dims(shape), *extra)
+    case = part.BlasCase(native.op(spec.name), native.dtype(dtype), *native_dims(shape), *extra)
     for i, a in enumerate(rounded):
         case.set_input(i, dtypes.to_bytes(a, dtype))
     return case
@@ -131,14 +131,14 @@ def native_cuda(c: Case, cfg: Config, info: BackendInfo, case, cublas_path: str,
 
     def samplers(impl):
         def sample(n, mode):
-            out = case.time(impl, n, 0, native.cache(mode.value))
+            out = case.time(impl, n, 0, native.cache(mode))
             invalid[impl, mode] = invalid.get((impl, mode), 0) + case.invalid_samples
             return out
         return {m: (lambda n, _m=m: sample(n, _m)) for m in [mo.cache for mo in cfg.modes()]}
 
     def verify_last(impl, precision):
         def check_last(mode: CacheMode):
-            case.time(impl, 1, 0, native.cache(mode.value))
+            case.time(impl, 1, 0, native.cache(mode))
             return c.check(from_bytes(case.last_output(), c.dtype), precision)
         return check_last
 

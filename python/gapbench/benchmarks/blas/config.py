@@ -18,7 +18,7 @@ class Mode:
     text: str
 
 
-HOT = Mode(CacheMode.hot, "time", "hot")
+HOT = Mode(CacheMode.hot, "time", CacheMode.hot.value)
 COLD = {
     ColdScrub.read: Mode(CacheMode.cold_clean, "time_cold", "cold (L2 flushed clean: 2x-L2 read pass before each run)"),
     ColdScrub.write: Mode(CacheMode.cold_dirty, "time_cold_dirty",

@@ -14,7 +14,7 @@ from gapbench.benchmarks.blas.params import BlasParams
 from gapbench.benchmarks.blas.tables import rows
 from gapbench.core import native
 from gapbench.core.dtypes import round_to
-from gapbench.core.names import Backend
+from gapbench.core.names import CacheMode, Backend
 from gapbench.core.result import ERROR, Record
 
 #: the ops cuda/plain/blas.cu calls cuBLAS for
@@ -69,7 +69,7 @@ def plain_check(records: list[Record], cfg: Config, rounds: int = 6, every_dtype
                 with PacedCommand(args, timeout=600) as loop:
                     got, _ = interleave({"plain": lambda: loop.round()["samples"],
                                          "harness": lambda: case.time(native.impl("vendor"), per, cfg.warmup,
-                                                                      native.cache("hot"))},
+                                                                      native.cache(CacheMode.hot))},
                                         rounds, seed=cfg.seed or 0)
                 plain = [x for pl in got["plain"] for x in pl]
                 harness = [x for hs in got["harness"] for x in hs]
