@@ -2,7 +2,8 @@
 configure time (it runs this file) and by the tests and gapbench.core.env (they import it).
 
 - source_hash: sha256 over the sorted relative paths and contents of every file under csrc/,
-  cuda/, metal/ and python/, build outputs left out (EXCLUDED_DIRS, EXCLUDED_SUFFIXES,
+  cuda/, metal/, python/ and bench/ (the entry points), and the generators of committed tables
+  (docs/results/*.py), build outputs left out (EXCLUDED_DIRS, EXCLUDED_SUFFIXES,
   GENERATED);
 - source_commit: `git rev-parse HEAD` of the checkout, or "unknown" without git;
 - dirty: the sources differ from that commit's (the same hash over HEAD's files), or no git.
@@ -13,6 +14,7 @@ whose change must re-run it (one a line: the hashed files and git's HEAD, ref an
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import hashlib
 import json
 import os
@@ -20,9 +22,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-SOURCE_DIRS = ("csrc", "cuda", "metal", "python")
+SOURCE_DIRS = ("csrc", "cuda", "metal", "python", "bench")
 #: top-level files that shape the build
 SOURCE_FILES = ("CMakeLists.txt", "pyproject.toml", "cmake/native.exports")
+#: what generates committed tables, hashed too (a generator's change changes the tables)
+GENERATOR_GLOBS = ("docs/results/*.py",)
 EXCLUDED_DIRS = {"__pycache__", ".pytest_cache", ".import_linter_cache"}
 #: build output folders, excluded only directly under a source folder (python/build, not gapbench/dist:
 #: until 2026-11-23 a bare "dist" rule left python/gapbench/dist, bench.dist's code, out of the hash)
@@ -33,7 +37,7 @@ GENERATED = {"python/gapbench/_provenance.py"}  # what this script writes into a
 
 def _wanted(rel: str) -> bool:
     parts = rel.split("/")
-    if rel in SOURCE_FILES:
+    if rel in SOURCE_FILES or any(fnmatch.fnmatchcase(rel, g) for g in GENERATOR_GLOBS):
         return True
     if len(parts) > 2 and parts[1] in EXCLUDED_TOP:
         return False
@@ -44,6 +48,7 @@ def _wanted(rel: str) -> bool:
 def source_files(root: Path) -> list[str]:
     """The hashed files under `root`, as sorted '/'-separated relative paths."""
     out = [f for f in SOURCE_FILES if (root / f).is_file()]
+    out += [p.relative_to(root).as_posix() for g in GENERATOR_GLOBS for p in root.glob(g) if p.is_file()]
     for top in SOURCE_DIRS:
         for dirpath, dirnames, filenames in os.walk(root / top):
             dirnames[:] = sorted(d for d in dirnames if d not in EXCLUDED_DIRS and not d.endswith(".egg-info"))
@@ -86,7 +91,8 @@ def git_commit(root: Path) -> str | None:
 def commit_hash(root: Path, commit: str) -> str | None:
     """source_hash of the files as they are in `commit` (symlinks left out, as on disk)."""
     try:
-        ls = _git(root, "ls-tree", "-r", "-z", commit, "--", *SOURCE_DIRS, *SOURCE_FILES)
+        ls = _git(root, "ls-tree", "-r", "-z", commit, "--", *SOURCE_DIRS, *SOURCE_FILES,
+                  *{g.rsplit("/", 1)[0] for g in GENERATOR_GLOBS})
         if ls.returncode != 0:
             return None
         entries = []
@@ -109,6 +115,20 @@ def commit_hash(root: Path, commit: str) -> str | None:
         items.append((rel, data[nl + 1:nl + 1 + size]))
         pos = nl + 1 + size + 1
     return hash_contents(items)
+
+
+def commit_for_hash(root: Path, digest: str, max_commits: int = 300) -> str | None:
+    """The newest of the last `max_commits` commits whose sources hash to `digest`, else None: a
+    result built where there was no git (the lent GPU machine gets a copy of the tree) or from a
+    stale checkout still names the commit of its code, found by content."""
+    try:
+        p = _git(root, "rev-list", f"--max-count={max_commits}", "HEAD")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for commit in p.stdout.split() if p.returncode == 0 else []:
+        if commit_hash(root, commit) == digest:
+            return commit
+    return None
 
 
 def provenance(root: Path) -> dict:

@@ -12,6 +12,7 @@ from gapbench.benchmarks.blas.config import HOT
 from gapbench.core import dtypes
 from gapbench.backends import registry
 from gapbench import ops
+from gapbench.benchmarks.blas.params import BlasParams, Paired
 from gapbench.benchmarks.blas import tables as blas
 from gapbench.benchmarks.blas.config import parse_shapes
 from gapbench.core.result import FAILED, NOT_APPLICABLE, OK, UNAVAILABLE, Record, load_run
@@ -174,6 +175,52 @@ def test_failed_verification_is_not_timed(monkeypatch):
     assert recs[0].status == FAILED and not recs[0].samples_s and "not timed" in recs[0].reason
 
 
+def test_a_framework_on_a_gpu_rotates_the_sets_its_conditions_name(monkeypatch):
+    """The cache state a framework row records is what it did: on a (stand-in) GPU with a 1 MiB L2,
+    its timed runs cycle through as many distinct input sets as `conditions.rotations` says, and
+    together they pass 2x the L2, so the row is labeled rotated (not l2-resident, not one buffer)."""
+    pytest.importorskip("torch")
+    if not registry.info(Backend.torch_cpu).available:
+        pytest.skip("torch-cpu not available")
+    import dataclasses
+
+    from gapbench.backends.base import BackendInfo
+    from gapbench.benchmarks.blas import arms as rows
+    from gapbench.benchmarks.blas.run import record
+    from gapbench.core.conditions import Cache
+    from gapbench.core.names import Family
+    from gapbench.ops.spec import FrameworkImpl
+
+    gemv = ops.get("gemv")
+    ran = []
+
+    def build(ad, a):
+        op = gemv.impls(Family.torch)[0].build(ad, a)
+
+        def run():
+            ran.append(id(a[0]))
+            return op()
+        return run
+
+    spec = dataclasses.replace(gemv, frameworks=(FrameworkImpl(Family.torch, "torch.mv", build),))
+    shape, dt, l2 = {"m": 64, "k": 64}, DType.fp32, 2**20
+    rounded = [dtypes.round_to(a, dt) for a in spec.inputs(shape, np.random.default_rng(0))]
+    case = rows.Case(spec, dt, shape, rounded, spec.expected(rounded, shape),
+                     lambda b, v, p=None, **kw: record(spec, dt, shape, b, v, p, **kw))
+    ad = registry.make_adapter(Backend.torch_cpu)
+    ad.setup_context()
+    gpu = BackendInfo(Backend.torch_cuda, True, "", registry.info(Backend.torch_cpu).device)
+    recs, arms = rows.framework(case, gpu, ad, l2_bytes=l2, free_bytes=2**30)
+    assert not recs and len(arms) == 1
+    ran.clear()
+    cond = arms[0].conditions(CacheMode.hot)
+    arms[0].samplers[CacheMode.hot](3 * cond.rotations)
+    assert cond.cache == Cache.ROTATED and cond.rotations * case.set_bytes >= 2 * l2
+    assert len(set(ran)) == cond.rotations > 1
+    ok, detail = arms[0].verify_last(CacheMode.hot)
+    assert ok, detail
+
+
 def _fake_arm(variant, seconds, vendor=False, last_ok=True, cls=DeviceClass.cuda):
     from gapbench.benchmarks.blas.measure import CaseArm
 
@@ -200,6 +247,57 @@ def test_case_arms_are_timed_paired_against_the_vendor_and_checked_after():
     assert by["broken"].status == FAILED and "last timed run" in by["broken"].reason
     assert by["gapbench"].status == OK and by["gapbench"].samples_s
     assert ratio_text(by["gapbench"]).startswith("1.1x") and ratio_text(by["cublas"]) == ""
+
+
+def test_a_ratio_between_unequal_conditions_is_refused():
+    """Two arms timed in the same rounds, one reading rotated inputs from memory and one a single
+    buffer from L2: no ratio, and the row says which condition differs."""
+    from gapbench.benchmarks.blas.measure import measure_case, ratio_text
+    from gapbench.core.conditions import Cache, Clock, Conditions
+
+    native = _fake_arm("cublas", 1.0e-3, vendor=True)
+    native.conditions = lambda mode: Conditions(cache=Cache.ROTATED, data="randn", clock=Clock.GATED, process="paired")
+    fw = _fake_arm("torch", 0.7e-3)
+    fw.conditions = lambda mode: Conditions(cache=Cache.L2_RESIDENT, data="randn", clock=Clock.GATED, process="paired")
+    same = _fake_arm("gapbench", 0.9e-3)
+    same.conditions = native.conditions
+    recs = measure_case(lambda b, v, p, **kw: Record(probe="blas", backend=b, variant=v, params=p.to_dict(), **kw),
+                        [native, fw, same], [HOT], budget_s=1.0, rel_hw=0.01, max_rounds=20, min_rounds=10,
+                        warmup=0, seed=0)
+    by = {r.variant: r for r in recs}
+    p = by["torch"].params["paired"]
+    assert "speed_ratio" not in p and p["not_comparable"].startswith("cache: l2-resident vs rotated")
+    assert ratio_text(by["torch"]) == "n/c (cache)"
+    assert by["gapbench"].params["paired"]["speed_ratio"] == pytest.approx(1.0e-3 / 0.9e-3)
+    assert by["torch"].conditions["cache"] == Cache.L2_RESIDENT and by["cublas"].conditions["cache"] == Cache.ROTATED
+
+
+def test_an_arm_that_pairing_slows_is_marked_and_its_ratio_is_from_standalone_medians():
+    """torch runs 1.5x slower right after another arm ran (as if the other arm evicted its caches):
+    in the interleaved rounds it reads 1.5 ms, alone 1.0 ms. The row is marked perturbed, naming
+    what moved, and its ratio is cuBLAS alone / torch alone (1.0), not the paired 0.67."""
+    from gapbench.benchmarks.blas.measure import measure_case, ratio_text
+
+    last = {"who": None}
+
+    def sampler(who, base, sensitive):
+        def sample(n):
+            first = base * (1.5 if sensitive and last["who"] != who else 1.0)
+            last["who"] = who
+            return [first] + [base] * (n - 1)
+        return sample
+
+    torch = _fake_arm("torch", 1e-3)
+    torch.samplers = {CacheMode.hot: sampler("torch", 1e-3, True)}
+    ref = _fake_arm("cublas", 1e-3, vendor=True)
+    ref.samplers = {CacheMode.hot: sampler("cublas", 1e-3, False)}
+    recs = measure_case(lambda b, v, p, **kw: Record(probe="blas", backend=b, variant=v, params=p.to_dict(), **kw),
+                        [ref, torch], [HOT], budget_s=1.0, rel_hw=0.01, max_rounds=30, min_rounds=10, warmup=0,
+                        seed=0)
+    p = BlasParams.of(next(r for r in recs if r.variant == "torch")).paired
+    assert p.speed_ratio == pytest.approx(1 / 1.5) and "native-cuda/torch 1500 us paired vs 1000 us alone" in p.perturbed
+    assert p.speed_ratio_alone == pytest.approx(1.0)
+    assert ratio_text(next(r for r in recs if r.variant == "torch")) == "1x alone (paired perturbed)"
 
 
 def test_case_arms_of_different_device_classes_are_not_paired():
@@ -323,3 +421,43 @@ def test_default_run_leaves_cpu_backends_out_only_beside_a_gpu(monkeypatch):
     assert sorted(left) == ["mlx-cpu", "native-cpu", "torch-cpu"]
     assert "native-cuda" in run and "torch-cuda" in run and not set(left) & set(run)
     assert "cupy" in run  # unavailable GPU backends stay, as rows that say why
+
+
+def test_a_row_faster_than_the_measured_ceiling_is_implausible_unless_l2_resident():
+    """A synthetic run: the native copy sets the memory ceiling; a torch GEMV that moves 1.5x that
+    many bytes per second while claiming to rotate its inputs past the L2 is implausible (and its
+    ratio carries no verdict); the same row labeled l2-resident is not; a slower one is not."""
+    from gapbench.benchmarks.blas import tables
+    from gapbench.benchmarks.blas.params import BlasParams, Paired, Stop
+    from gapbench.benchmarks.blas.run import record
+    from gapbench.core.conditions import Cache, Conditions
+
+    def row(op, shape, backend, variant, bytes_per_s, cache, dt=DType.fp16):
+        spec = ops.get(op)
+        t = spec.work(shape, dt)["bytes"] / bytes_per_s
+        p = BlasParams(stop=Stop(converged=True, median_ci_s=[t * 0.99, t * 1.01]),
+                       paired=Paired(vs="native-cuda/cublas", speed_ratio=1.5, lo=1.45, hi=1.55, verdict="faster",
+                                     converged=True))
+        return record(spec, dt, shape, backend, variant, p, status=OK, samples_s=[t] * 11,
+                      conditions=Conditions(cache=cache).to_dict())
+
+    copy = row("copy", {"n": 2**26}, Backend.native_cuda, "memcpy", 3.0e12, Cache.ROTATED)
+    fast = row("gemv", {"m": 1024, "k": 16384}, Backend.torch_cuda, "torch", 4.5e12, Cache.ROTATED)
+    labeled = row("gemv", {"m": 16384, "k": 1024}, Backend.torch_cuda, "torch", 4.5e12, Cache.L2_RESIDENT)
+    slower = row("gemv", {"m": 4096, "k": 16384}, Backend.torch_cuda, "torch", 2.9e12, Cache.ROTATED)
+    l2_copy = row("copy", {"n": 2**16}, Backend.native_cuda, "memcpy", 9.0e12, Cache.L2_RESIDENT)
+    recs = [copy, fast, labeled, slower, l2_copy]
+    roof = tables.roofline(recs)
+    assert roof["cuda"][tables.BANDWIDTH]["value"] == pytest.approx(3.0e12)  # the L2-resident copy sets nothing
+    assert "beats the ceiling" in tables.implausible(fast, roof)
+    assert tables.implausible(labeled, roof) == "" and tables.implausible(slower, roof) == ""
+    assert tables.mark_suspects(recs, roof) == 1 and BlasParams.of(fast).implausible
+    import io
+
+    from rich.console import Console
+
+    c = Console(width=200, record=True, file=io.StringIO(), color_system=None)
+    for t in tables.build_tables(recs, roof):
+        c.print(t)
+    line = next(ln for ln in c.export_text().splitlines() if "1024x16384" in ln)
+    assert "implausible" in line and "faster" not in line

@@ -449,7 +449,7 @@ def test_bench_rows_fail_when_the_last_timed_run_is_wrong(monkeypatch):
         rows = {r.variant: r for r in recs}
         assert rows["vendor"].status == NOT_APPLICABLE and "no vendor" in rows["vendor"].reason
         g = rows["gapbench"]
-        assert g.params["strategy"] == "gemv_dispatch" and g.params["rotations"] == 9
+        assert g.params["strategy"] == "gemv_dispatch" and g.conditions["rotations"] == 9 and g.conditions["cache"] == "rotated"
         if last_bad:
             assert g.status == FAILED and "last timed run" in g.reason and not g.samples_s
         else:

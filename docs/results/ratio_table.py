@@ -15,18 +15,44 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from gapbench.benchmarks.blas.params import BlasParams
 from gapbench.core.result import NOT_APPLICABLE, OK, UNAVAILABLE, load_run
 
 ROWS = ("gapbench", "torch", "cupy", "cublas-tf32")
 
 
 def cell(r) -> str:
-    p = r.params.get("paired")
-    if not p:
+    """vendor time / this row's time: the paired ratio as the file holds it (never inverted), * when
+    the ratio's own interval stopped short of its target, n/c (field) when the two arms ran under
+    different conditions."""
+    p = BlasParams.of(r).paired
+    if p is None:
         return ""
-    star = "" if r.params.get("stop", {}).get("converged", True) else "*"
-    word = {"faster": "**faster**", "slower": "**slower**"}.get(p["verdict"], p["verdict"])
-    return f"{p['speed_ratio']:.3f} [{p['lo']:.3f}-{p['hi']:.3f}] {word}{star}"
+    if p.not_comparable:
+        return f"n/c ({p.not_comparable})"
+    if p.speed_ratio is None:
+        return ""
+    if p.perturbed:
+        return f"{p.speed_ratio_alone:.3f} alone (paired perturbed)"
+    star = "*" if p.converged is False else ""
+    word = {"faster": "**faster**", "slower": "**slower**"}.get(p.verdict, p.verdict)
+    return f"{p.speed_ratio:.3f} [{p.lo:.3f}-{p.hi:.3f}]{star} {word}"
+
+
+def commit_of(env: dict) -> str:
+    """The commit of the code that wrote the file: its recorded source_commit where the build's
+    sources were that commit's, else the commit whose sources hash to the file's source_hash (the
+    lent machine builds from a copy of the tree without git), else says it is unknown."""
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "cmake"))
+    import provenance
+
+    digest = env.get("source_hash", "")
+    found = provenance.commit_for_hash(root, digest) if digest else None
+    if found:
+        return f"source commit {found[:7]} (found by the content hash {digest[:12]})"
+    return (f"source commit {env.get('source_commit', '?')[:7]}{' (dirty)' if env.get('dirty') else ''}, "
+            f"content hash {digest[:12] or '?'} (no commit of this repository has those sources)")
 
 
 def header(path: str, run) -> list[str]:
@@ -36,8 +62,7 @@ def header(path: str, run) -> list[str]:
             f"- file: [{Path(path).name}]({Path(path).name})",
             f"- command: `{cfg.get('command', '?')}`",
             f"- date: {cfg.get('started', '?')} to {cfg.get('finished', 'not finished (cut short)')}",
-            f"- source commit {env.get('source_commit', '?')[:7]} (the lent machine's stale checkout), "
-            f"content hash {env.get('source_hash', '?')[:12]}; torch {env.get('libraries', {}).get('torch', '-')}, "
+            f"- {commit_of(env)}; torch {env.get('libraries', {}).get('torch', '-')}, "
             f"cupy {env.get('libraries', {}).get('cupy-cuda13x', '-')}", ""]
 
 
@@ -78,8 +103,7 @@ def table(path: str) -> str:
             f"- file: [{Path(path).name}]({Path(path).name})",
             f"- command: `{cfg.get('command', '?')}`",
             f"- date: {cfg.get('started', '?')} to {cfg.get('finished', 'not finished (cut short)')}",
-            f"- source commit {env.get('source_commit', '?')[:7]} (the lent machine's stale checkout), "
-            f"content hash {env.get('source_hash', '?')[:12]}; torch {env.get('libraries', {}).get('torch', '-')}, "
+            f"- {commit_of(env)}; torch {env.get('libraries', {}).get('torch', '-')}, "
             f"cupy {env.get('libraries', {}).get('cupy-cuda13x', '-')}",
             f"- wall time by phase (s): {cfg.get('wall_s', 'not recorded')}", ""]
     cases: dict = {}
@@ -102,8 +126,9 @@ def table(path: str) -> str:
         g = by.get("gapbench")
         lines.append(f"| {op} | {dt} | {shape} | {g.params.get('strategy', '') if g else ''} | "
                      + " | ".join(cell(by[v]) if v in by else "" for v in ROWS) + " |")
-    foot = ["", "Speed ratio = vendor time / row time (> 1: faster than the vendor); hot cache; * the row's "
-            "interval did not reach its 1% target within the case's budget. torch rows at fp32 may run at TF32 "
+    foot = ["", "Speed ratio = vendor time / row time (> 1: faster than the vendor), hot cache; * the ratio's "
+            "interval did not reach its 1% target within the case's budget; n/c: the row and the vendor ran under "
+            "different conditions (the field named), so no ratio. torch rows at fp32 may run at TF32 "
             "(`torch@tf32` in the file)."]
     foot += ["", "Rows that failed verification or errored: " + (str(len(bad)) if bad else "none."), ""]
     foot += [f"- {b}" for b in bad]

@@ -76,3 +76,18 @@ def uniform(rng: np.random.Generator, shape: tuple[int, ...], low: float = -1.0,
 
     map_chunks(lambda i, _: part(i), len(parts), chunk=1)
     return out.reshape(shape)
+
+
+def normal(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """float32 values from the standard normal distribution, drawn in chunks as `uniform` is."""
+    n = int(np.prod(shape, dtype=np.int64))
+    out = np.empty(n, dtype=np.float32)
+    parts = spans(n, 4 * CHUNK)
+    gens = rng.spawn(len(parts)) if parts else []
+
+    def part(i):
+        lo, hi = parts[i]
+        gens[i].standard_normal(out=out[lo:hi], dtype=np.float32)
+
+    map_chunks(lambda i, _: part(i), len(parts), chunk=1)
+    return out.reshape(shape)

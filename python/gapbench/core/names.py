@@ -194,6 +194,19 @@ def device_class_of(name: str) -> DeviceClass | None:
     return b.device_class if b is not None else None
 
 
+class Data(_Named):
+    """The input data of an op (--data): randn (standard normal, the default), uniform (in [-1, 1)),
+    zeros. Bit patterns that toggle less draw less power, so a GEMM runs at a higher clock on zeros
+    than on random data; every record names the data it ran on."""
+    randn = "randn"
+    uniform = "uniform"
+    zeros = "zeros"
+
+    @classmethod
+    def _what(cls) -> str:
+        return "--data distribution"
+
+
 class CacheMode(_Named):
     """The L2 state before each timed run (gapbench._native.Cache): hot (input sets rotate past the
     L2), cold_clean (a 2x-L2 read pass first: nothing of the op in L2, no dirty lines), cold_dirty
@@ -243,6 +256,20 @@ def parse_list(parse: Callable[[str], T]) -> Callable[[str], list[T]]:
         return list(dict.fromkeys(items))
 
     convert.__name__ = getattr(parse, "__qualname__", "list").split(".")[0].lower() + " list"
+    return convert
+
+
+def parse_one(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """An argparse `type=` for one name that `parse` reads: a bad name is an argparse error (exit 2)
+    with parse's one-line message."""
+
+    def convert(text: str) -> T:
+        try:
+            return parse(text)
+        except UnknownName as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    convert.__name__ = getattr(parse, "__qualname__", "name").split(".")[0].lower()
     return convert
 
 

@@ -61,6 +61,9 @@ class Record:
     verify_detail: str = ""
     device: dict[str, Any] = field(default_factory=dict)  # backend's device and driver
     time: str = field(default_factory=lambda: now_iso())
+    #: what the measurement ran under (gapbench.core.conditions.Conditions): a ratio between two
+    #: records is taken only where their compared conditions match
+    conditions: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # typed names (gapbench.core.names: str enums) are stored as their plain names

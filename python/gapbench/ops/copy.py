@@ -1,6 +1,6 @@
 """copy: device-memory copy, the measured bandwidth ceiling (bytes = read + write).
 Kernels: cuda/ and metal/ (csrc/ops.def). Run: python -m bench.blas --ops copy"""
-from gapbench.ops.spec import Bound, C, FrameworkImpl, M, OpSpec, T, uniform
+from gapbench.ops.spec import Bound, C, FrameworkImpl, M, OpSpec, T, draw
 
 
 def _shapes(quick: bool):
@@ -12,7 +12,7 @@ def _shapes(quick: bool):
 SPEC = OpSpec(
     name="copy", form=("n",),
     shapes=_shapes,
-    inputs=lambda s, rng: [uniform(rng, s["n"])],
+    inputs=lambda s, rng: [draw(rng, s["n"])],
     reference=lambda a: a[0],  # exact: checked bit for bit
     reduction=lambda s: 0,
     elements=lambda s: (s["n"], s["n"]),

@@ -3,7 +3,7 @@ size: held against the vendor GEMM's rate at the largest size. Kernels: cuda/ an
 (csrc/ops.def). Run: python -m bench.blas --ops gemm"""
 import numpy as np
 
-from gapbench.ops.spec import Bound, C, FrameworkImpl, M, OpSpec, T, uniform
+from gapbench.ops.spec import Bound, C, FrameworkImpl, M, OpSpec, T, draw
 
 
 def _shapes(quick: bool):
@@ -17,7 +17,7 @@ def _shapes(quick: bool):
 SPEC = OpSpec(
     name="gemm", form=("batch", "m", "n", "k"),
     shapes=_shapes,
-    inputs=lambda s, rng: [uniform(rng, s["batch"], s["m"], s["k"]), uniform(rng, s["batch"], s["k"], s["n"])],
+    inputs=lambda s, rng: [draw(rng, s["batch"], s["m"], s["k"]), draw(rng, s["batch"], s["k"], s["n"])],
     reference=lambda a: np.matmul(a[0], a[1]),
     reduction=lambda s: s["k"],
     elements=lambda s: (s["batch"] * (s["m"] * s["k"] + s["k"] * s["n"]), s["batch"] * s["m"] * s["n"]),

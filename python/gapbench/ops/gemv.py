@@ -1,6 +1,6 @@
 """gemv: y = A x, A row-major m x k (paper Figure 6). Memory-bound: held against the copy
 bandwidth. Kernels: cuda/ and metal/ (csrc/ops.def). Run: python -m bench.blas --ops gemv"""
-from gapbench.ops.spec import C, FrameworkImpl, M, OpSpec, T, uniform
+from gapbench.ops.spec import C, FrameworkImpl, M, OpSpec, T, draw
 
 SQUARE = [256, 1024, 4096, 16384]
 SKINNY = [(1024, 16384), (16384, 1024), (4096, 16384)]
@@ -15,7 +15,7 @@ def shapes(quick: bool):
 SPEC = OpSpec(
     name="gemv", form=("m", "k"),
     shapes=shapes,
-    inputs=lambda s, rng: [uniform(rng, s["m"], s["k"]), uniform(rng, s["k"])],
+    inputs=lambda s, rng: [draw(rng, s["m"], s["k"]), draw(rng, s["k"])],
     reference=lambda a: a[0] @ a[1],
     reduction=lambda s: s["k"],
     elements=lambda s: (s["m"] * s["k"] + s["k"], s["m"]),

@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from gapbench.core import dtypes, hostpar
-from gapbench.core.names import DType, Family, Precision
+from gapbench.core.names import Data, DType, Family, Precision
 
 Shape = dict  # dims of the op's form (n; m, k; batch, m, n, k) -> int
 Arrays = Sequence[np.ndarray]
@@ -47,8 +47,8 @@ class OpSpec:
     form: tuple[str, ...]
     #: quick -> the shapes of the default sweep
     shapes: Callable[[bool], list[Shape]]
-    #: (shape, rng) -> float32 inputs, unrounded, in the native buffers' order
-    inputs: Callable[[Shape, np.random.Generator], list[np.ndarray]]
+    #: (shape, source) -> float32 inputs, unrounded, in the native buffers' order (ops.spec.draw)
+    inputs: Callable[[Shape, Source], list[np.ndarray]]
     #: float64 inputs -> float64 output
     reference: Callable[[Arrays], np.ndarray]
     #: terms summed per output (0: a copy, which must be exact); sets the check's error bound
@@ -126,10 +126,24 @@ def native_dims(shape: Shape) -> tuple[int, int, int, int]:
     return (shape.get("batch", 1), shape.get("m", 1), shape.get("n", 1), shape.get("k", 1))
 
 
-def uniform(rng: np.random.Generator, *shape: int) -> np.ndarray:
-    """float32 inputs uniform in [-1, 1): symmetric around zero, never all zeros (a result on zeros
-    proves nothing); drawn on the host's cores (gapbench.core.hostpar.uniform)."""
-    return hostpar.uniform(rng, tuple(shape))
+@dataclass(frozen=True)
+class Source:
+    """Where an op's inputs come from: a distribution (--data) and a seeded generator."""
+    data: Data
+    rng: np.random.Generator
+
+
+def draw(src: Source | np.random.Generator, *shape: int) -> np.ndarray:
+    """float32 inputs of `shape` from the source's distribution (a bare Generator: randn), drawn on
+    the host's cores (gapbench.core.hostpar). Random inputs are symmetric around zero and never all
+    zeros, so a check on them shows every output computed; zeros show only that each was written."""
+    if isinstance(src, np.random.Generator):
+        src = Source(Data.randn, src)
+    if src.data is Data.zeros:
+        return np.zeros(shape, dtype=np.float32)
+    if src.data is Data.uniform:
+        return hostpar.uniform(src.rng, tuple(shape))
+    return hostpar.normal(src.rng, tuple(shape))
 
 
 T, C, M = Family.torch, Family.cupy, Family.mlx

@@ -17,8 +17,9 @@ from gapbench.benchmarks.blas.config import Config
 from gapbench.benchmarks.blas.measure import CaseArm
 from gapbench.benchmarks.blas.params import BlasParams, CpuThreads
 from gapbench.core import dtypes, native
+from gapbench.core.conditions import Cache, Clock, Conditions, Process
 from gapbench.core.dtypes import Expected, from_bytes
-from gapbench.core.names import Backend, CacheMode, DType, Precision
+from gapbench.core.names import Backend, CacheMode, Data, DType, Precision
 from gapbench.core.result import ERROR, FAILED, NOT_APPLICABLE, UNAVAILABLE, Record
 from gapbench.ops.spec import FrameworkImpl, OpSpec, Shape, native_dims
 
@@ -35,15 +36,42 @@ REFERENCE_CHECK_MAX = {"bytes": 64 * 2**20, "flops": 5e10}
 
 
 class Case:
-    """One (op, dtype, shape): its rounded inputs, its float64 reference and how to make its records."""
+    """One (op, dtype, shape): its rounded inputs, its float64 reference, the data they were drawn
+    from, how its records are made, and (once a native CUDA case of it exists) the number of input
+    sets its hot mode rotates, which every framework on the same device rotates too."""
 
     def __init__(self, spec: OpSpec, dtype: DType, shape: Shape, rounded: list[np.ndarray], expected: Expected,
-                 make_record: MakeRecord):
+                 make_record: MakeRecord, data: Data = Data.randn, seed: int | None = None):
         self.spec, self.dtype, self.shape, self.rounded, self.expected = spec, dtype, shape, rounded, expected
         self.record = make_record
+        self.data, self.seed = data, seed
+        self.rotations: int | None = None  # set by the native CUDA case
+
+    @property
+    def set_bytes(self) -> int:
+        """Bytes of one set of inputs and output."""
+        r, w = self.spec.elements(self.shape)
+        return (r + w) * self.dtype.itemsize
+
+    def conditions(self, cache: str, clock: str, **kw) -> Conditions:
+        return Conditions(cache=cache, data=self.data.value, clock=clock, process=Process.PAIRED, seed=self.seed, **kw)
 
     def check(self, out, precision: Precision | DType) -> tuple[bool, str]:
         return self.spec.check(out, self.expected, precision)
+
+
+def rotation_plan(set_bytes: int, l2_bytes: int, free_bytes: int | None) -> tuple[int, bool]:
+    """(input sets, L2-resident) as the native case plans them (cuda/blas.cu): enough sets that one
+    pass over them is at least 2x the L2, as far as a quarter of the free memory and MAX_SETS allow;
+    fewer than that is L2-resident."""
+    want = max(1, -(-2 * l2_bytes // max(set_bytes, 1)))
+    fit = MAX_SETS if free_bytes is None else min(max(free_bytes // 4 // max(set_bytes, 1), 1), MAX_SETS)
+    n = max(1, min(want, fit))
+    return n, n * set_bytes < 2 * l2_bytes
+
+
+#: the most input sets a hot mode rotates (cuda/blas.cu kMaxSets)
+MAX_SETS = 4096
 
 
 def native_case(part, spec: OpSpec, dtype: DType, shape: Shape, rounded: list[np.ndarray], *extra):
@@ -142,16 +170,21 @@ def native_cuda(c: Case, cfg: Config, info: BackendInfo, case, cublas_path: str,
             return c.check(from_bytes(case.last_output(), c.dtype), precision)
         return check_last
 
-    def mode_params(mode: CacheMode) -> dict:
+    c.rotations = case.rotations
+    l2 = int(info.device.get("l2_bytes") or 0) or None
+
+    def conditions(mode: CacheMode) -> Conditions:
         if mode is CacheMode.hot:
-            return {"l2_resident": bool(case.l2_resident), "rotations": case.rotations}
-        return {"l2_resident": False, "rotations": 1}
+            cache = Cache.L2_RESIDENT if case.l2_resident else Cache.ROTATED
+            return c.conditions(cache, Clock.GATED, rotations=case.rotations, set_bytes=c.set_bytes, l2_bytes=l2)
+        cache = Cache.FLUSHED_CLEAN if mode is CacheMode.cold_clean else Cache.FLUSHED_DIRTY
+        return c.conditions(cache, Clock.GATED, rotations=1, set_bytes=c.set_bytes, l2_bytes=l2)
 
     more, arms = _verified_arms(c, info, "device_events", rows, case, samplers, verify_last, extra)
     for a in arms:
         impl = native.impl({"gapbench": "dispatch", "cublas-tf32": "vendor_tf32"}.get(a.variant, "vendor"))
         a.invalid = lambda mode, _impl=impl: invalid.get((_impl, mode), 0)
-        a.mode_params = mode_params
+        a.conditions = conditions
     return recs + more, arms
 
 
@@ -174,11 +207,19 @@ def native_metal(c: Case, cfg: Config, info: BackendInfo, case) -> tuple[list[Re
     rows = [("dispatch", "gapbench", c.dtype), ("vendor", None, c.dtype)]
     more, arms = _verified_arms(c, info, "gpu_timestamps", rows, case,
                                 lambda impl: {CacheMode.hot: lambda n: case.time(impl, n, 0)}, verify_last, extra)
+    for a in arms:  # one set of buffers: what the system cache holds between runs is not controlled here
+        a.conditions = lambda mode: c.conditions(Cache.L2_RESIDENT, Clock.GPU_TIMESTAMPS, rotations=1,
+                                                 set_bytes=c.set_bytes)
     return recs + more, arms
 
 
-def framework(c: Case, info: BackendInfo, ad: Adapter) -> tuple[list[Record], list[CaseArm]]:
-    """Each of the op's ways of running on this framework (its FrameworkImpls), verified, as arms."""
+def framework(c: Case, info: BackendInfo, ad: Adapter, l2_bytes: int | None = None,
+              free_bytes: int | None = None) -> tuple[list[Record], list[CaseArm]]:
+    """Each of the op's ways of running on this framework (its FrameworkImpls), verified, as arms.
+    On a GPU they time under the native rows' conditions: the same host data, in as many input sets
+    (outputs kept until their set comes round again, so they rotate too) as the native case rotates
+    past the L2 (`l2_bytes`), each run held behind the release gate where the framework's queue can
+    be held."""
     recs, arms = [], []
     ok_dtype, why = ad.supports(c.dtype)
     for impl in c.spec.impls(ad.family):
@@ -186,13 +227,30 @@ def framework(c: Case, info: BackendInfo, ad: Adapter) -> tuple[list[Record], li
             recs.append(c.record(info.backend, impl.row, BlasParams(), status=UNAVAILABLE, reason=why, op=impl.text,
                                  device=info.device))
             continue
-        r, a = _framework_impl(c, info, ad, impl)
+        r, a = _framework_impl(c, info, ad, impl, l2_bytes, free_bytes)
         recs += r
         arms += a
     return recs, arms
 
 
-def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl) -> tuple[list[Record], list[CaseArm]]:
+def _framework_sets(c: Case, info: BackendInfo, l2_bytes: int | None, free_bytes: int | None) -> tuple[int, str]:
+    """(input sets, cache state) for a framework's hot mode: the native case's count where one ran,
+    else the same rule; one set on the host (CPU caches are not rotated here)."""
+    from gapbench.core.names import DeviceClass
+
+    if info.device_class is DeviceClass.cpu:
+        return 1, Cache.HOST
+    if not l2_bytes:
+        return 1, Cache.L2_RESIDENT
+    n, resident = rotation_plan(c.set_bytes, l2_bytes, free_bytes)
+    if c.rotations is not None:
+        n = c.rotations
+        resident = n * c.set_bytes < 2 * l2_bytes
+    return n, Cache.L2_RESIDENT if resident else Cache.ROTATED
+
+
+def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl, l2_bytes: int | None,
+                    free_bytes: int | None) -> tuple[list[Record], list[CaseArm]]:
     try:
         arrays = [ad.array(a, c.dtype) for a in c.rounded]
         op = impl.build(ad, arrays)
@@ -212,21 +270,37 @@ def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl
             return [c.record(info.backend, impl.row, BlasParams(), status=FAILED, op=impl.text, verified=False,
                              verify_detail=detail, reason="verification failed, not timed: " + detail,
                              device=info.device)], []
-        run = ad.evaluated(op)
+        n_sets, cache = _framework_sets(c, info, l2_bytes, free_bytes)
+        # Set 0 is the verified one; the others hold copies of the same host data.
+        ops_ = [op] + [impl.build(ad, [ad.array(a, c.dtype) for a in c.rounded]) for _ in range(n_sets - 1)]
+        outs: list = [None] * n_sets
+        turn = [0]
+
+        def run_next():
+            i = turn[0] % n_sets
+            turn[0] += 1
+            outs[i] = ops_[i]()  # kept until its set comes round: outputs rotate with the inputs
+            return outs[i]
+
+        run = ad.evaluated(run_next)
 
         def sample(n):
             return [ad.time_device(run, 1) for _ in range(n)]
 
         def verify_last(mode: CacheMode):
-            ok_l, d = c.check(ad.host_values(op()), precision)
-            return ok_l, "(re-run after timing: framework ops return a new output each call) " + d
+            last = outs[(turn[0] - 1) % n_sets]
+            ok_l, d = c.check(ad.host_values(last), precision)
+            return ok_l, "(the last timed run's own output) " + d
 
         hold = getattr(ad, "hold", None)
         cpu = getattr(ad, "cpu_threads", None)
-        params = params.replace(cache="hot (framework buffers)", cpu_threads=cpu,
-                                hold=hold.method if hold is not None else None)
+        params = params.replace(cache=f"hot ({n_sets} input set(s) rotated)" if n_sets > 1 else "hot (one input set)",
+                                cpu_threads=cpu, hold=hold.method if hold is not None else None)
+        clock = Clock.GATED if ad.can_hold else Clock.HOST
+        cond = c.conditions(cache, clock, rotations=n_sets, set_bytes=c.set_bytes, l2_bytes=l2_bytes)
         return [], [CaseArm(info.backend, variant, info.device_class, ad.device_clock, {CacheMode.hot: sample},
                             verify_last, detail, op=impl.text, params=params, device=info.device,
+                            conditions=lambda mode: cond,
                             invalid=lambda mode: getattr(getattr(ad, "hold", None), "invalid_samples", 0))]
     except Exception as e:  # one failing framework case must not lose the others
         msg = f"{type(e).__name__}: {e}"

@@ -14,7 +14,7 @@ from gapbench.benchmarks.blas.run import Phases, iterate
 from gapbench.benchmarks.blas.run import __doc__ as _BLAS_DOC
 from gapbench.core.benchmark import Benchmark, print_lines
 from gapbench.core.cli import UsageError
-from gapbench.core.names import Backend, ColdScrub, DeviceClass, DType, parse_list
+from gapbench.core.names import Backend, ColdScrub, Data, DeviceClass, DType, parse_list, parse_one
 from gapbench.core.result import ERROR, NOT_APPLICABLE, UNAVAILABLE, Record
 
 
@@ -59,7 +59,11 @@ class BlasBenchmark(Benchmark):
                         metavar="SCRUBS",
                         help="also time native CUDA kernels with L2 scrubbed before each run: read (default: a read "
                              "pass, L2 left clean), write (a memset, L2 left dirty), or read,write for both")
-        ap.add_argument("--seed", type=int, default=None, help="random seed (default: fresh data every run)")
+        ap.add_argument("--seed", type=int, default=None,
+                        help="random seed of the input data (default: a fresh one, recorded with every row)")
+        ap.add_argument("--data", type=parse_one(Data.parse), default=Data.randn,
+                        help="input data: randn (default), uniform (in [-1, 1)) or zeros; GEMMs draw less power and "
+                             "clock higher on data that toggles fewer bits")
         ap.add_argument("--out", help="result JSON (default results/blas-<time>.json); CSV written beside it")
         ap.add_argument("--no-plots", action="store_true", help="skip the PNG figures (written next to the JSON)")
         ap.add_argument("--plain", choices=("one", "all", "none"), default="one",
@@ -74,7 +78,7 @@ class BlasBenchmark(Benchmark):
 
     @staticmethod
     def config(args) -> Config:
-        cfg = Config(quick=args.quick, cold=args.cold or [], seed=args.seed)
+        cfg = Config(quick=args.quick, cold=args.cold or [], seed=args.seed, data=args.data)
         if args.quick:
             cfg.samples, cfg.min_rounds, cfg.budget_s = 10, 5, 0.3
         cfg.ops = args.ops or cfg.ops
@@ -103,6 +107,7 @@ class BlasBenchmark(Benchmark):
             cfg = self.config(args)
         except ValueError as e:
             raise UsageError(str(e)) from None
+        cfg.run_seed()  # drawn now, so the run file's config names it
         names = args.backends or Backend.selectable()
         lab_ops = []
         if args.variants == "all":
@@ -151,8 +156,9 @@ class BlasBenchmark(Benchmark):
                           f"CPU frameworks ran on {busy.threads} thread(s), so CPU rows measure a shared machine",
                           highlight=False)
         if n_suspect:
-            console.print(f"[red]{n_suspect} suspect row(s)[/red]: a rate under 1% of the roofline measured in this run; "
-                          "is the machine busy? (reasons in the JSON, params.suspect)", highlight=False)
+            console.print(f"[red]{n_suspect} suspect or implausible row(s)[/red]: a rate under 1% of the roofline "
+                          "measured in this run (is the machine busy?) or above its ceiling without being "
+                          "L2-resident (reasons in the JSON, params.suspect / params.implausible)", highlight=False)
         console.print(f"wall time {wall['total']:.1f} s: " + ", ".join(f"{k} {v:.1f} s" for k, v in wall.items()
                                                                   if k != "total"), highlight=False)
         ratios = tables.plain_ratios(writer.records)

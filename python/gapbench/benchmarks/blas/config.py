@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gapbench import ops
-from gapbench.core.names import CacheMode, ColdScrub, DType, split_list
+from gapbench.core.names import CacheMode, ColdScrub, Data, DType, split_list
 from gapbench.ops.spec import OpSpec, Shape
 
 PROBE = "blas"
@@ -38,7 +38,16 @@ class Config:
     min_rounds: int = 10
     cold: list[ColdScrub] = field(default_factory=list)  # cold-cache scrubs to time native CUDA with
     quick: bool = False
-    seed: int | None = None
+    seed: int | None = None  # None: a fresh seed, drawn once per run and recorded with every row
+    data: Data = Data.randn
+
+    def run_seed(self) -> int:
+        """The seed of this run's input data: --seed, or one drawn now (and recorded)."""
+        if self.seed is None:
+            import secrets
+
+            self.seed = secrets.randbits(31)
+        return self.seed
 
     def modes(self) -> list[Mode]:
         return [HOT] + [COLD[c] for c in self.cold]
@@ -52,7 +61,7 @@ class Config:
         return {"ops": [s.name for s in self.ops], "dtypes": [d.value for d in self.dtypes], "shapes": self.shapes,
                 "samples": self.samples, "warmup": self.warmup, "budget_s": self.budget_s, "rel_hw": self.rel_hw,
                 "min_rounds": self.min_rounds, "cold": [c.value for c in self.cold], "quick": self.quick,
-                "seed": self.seed}
+                "seed": self.seed, "data": self.data.value}
 
 
 def parse_shapes(text: str) -> list[Shape]:

@@ -16,9 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+import numpy as np
+
 from gapbench.benchmarks.blas.config import Mode
 from gapbench.benchmarks.blas.params import BlasParams, Paired, Stop
-from gapbench.core.measure import Arm, MeasureError, paired
+from gapbench.core.conditions import Conditions, mismatch, not_comparable
+from gapbench.core.measure import Arm, MeasureError, paired, perturbation
 from gapbench.core.names import Backend, CacheMode, DeviceClass
 from gapbench.core.result import ERROR, FAILED, OK, Record
 
@@ -38,8 +41,8 @@ class CaseArm:
     verify_detail: str
     op: str = ""
     params: BlasParams = field(default_factory=BlasParams)
-    #: cache mode -> what that mode's records add (rotated sets, L2 residency)
-    mode_params: Callable[[CacheMode], dict] = lambda mode: {}
+    #: cache mode -> the conditions of that mode's records (L2 state, data, clock, process)
+    conditions: Callable[[CacheMode], Conditions] = lambda mode: Conditions()
     device: dict = field(default_factory=dict)
     vendor: bool = False  # the arm every other arm of its class is compared with
     #: cache mode -> samples the release gate found invalid (timed out) and dropped, if it gates
@@ -50,15 +53,52 @@ class CaseArm:
         return f"{self.backend.value}/{self.variant}"
 
 
-def _pair_params(res, arm: CaseArm, ref: CaseArm | None) -> dict:
+#: runs of each arm timed alone after the paired rounds (at least), to check the pairing moved none
+ALONE_RUNS = 20
+
+
+def _time_alone(live: list[CaseArm], res, mode: CacheMode) -> dict[str, list[float]]:
+    """Each arm of a pairing timed alone, briefly (ALONE_RUNS runs or ten rounds' worth), right
+    after the paired rounds: what it does without the other arms between its runs."""
+    out = {}
+    if len(live) < 2:
+        return out
+    for a in live:
+        try:
+            out[a.key] = [float(x) for x in a.samplers[mode](max(ALONE_RUNS, 10 * res.k))]
+        except (MeasureError, RuntimeError, ValueError, MemoryError):
+            pass  # no standalone check for this arm; its paired numbers stand as they are
+    return out
+
+
+def _moved(res, arm: CaseArm, alone: dict) -> str:
+    if arm.key not in alone:
+        return ""
+    d = perturbation(alone[arm.key], res.arms[arm.key].samples)
+    if d is None:
+        return ""
+    return (f"{arm.key} {res.arms[arm.key].median * 1e6:.4g} us paired vs "
+            f"{float(np.median(alone[arm.key])) * 1e6:.4g} us alone ({100 * d:+.1f}%)")
+
+
+def _pair_params(res, arm: CaseArm, ref: CaseArm | None, mode: CacheMode, alone: dict | None = None) -> dict:
     m = res.arms[arm.key]
     out: dict = {"stop": Stop(reason=m.reason.value, converged=bool(m.converged), rel_hw=m.rel_hw, drift=m.drift,
                               median_ci_s=[m.lo, m.hi], rounds=res.n_rounds, runs_per_round=res.k, seed=res.seed)}
     if ref is not None and ref is not arm:
+        why = mismatch(arm.conditions(mode), ref.conditions(mode))
+        if why:  # timed in the same rounds, but not under the same conditions: no ratio
+            out["paired"] = Paired(vs=ref.key, not_comparable=why)
+            return out
         r = res.ratio(arm.key, ref.key)
         out["paired"] = Paired(vs=ref.key, speed_ratio=r.median, lo=r.lo, hi=r.hi, verdict=r.verdict.value,
-                               rounds=r.n_rounds, meaning=f"{ref.variant} time / {arm.variant} time, median of "
-                                                       "per-round ratios")
+                               rounds=r.n_rounds, converged=bool(r.rel_hw <= res.rel_hw),
+                               meaning=f"{ref.variant} time / {arm.variant} time, median of per-round ratios")
+        alone = alone or {}
+        moved = "; ".join(m for m in (_moved(res, arm, alone), _moved(res, ref, alone)) if m)
+        if moved:
+            out["paired"] = out["paired"].replace(
+                perturbed=moved, speed_ratio_alone=float(np.median(alone[ref.key]) / np.median(alone[arm.key])))
     return out
 
 
@@ -86,8 +126,10 @@ def measure_case(make_record: Callable[..., Record], arms: list[CaseArm], modes:
                                             status=ERROR, op=a.op, device=a.device,
                                             reason=f"timing failed: {type(e).__name__}: {e}"[:500]))
                 continue
+            alone = _time_alone(live, res, mode.cache)
             for a in live:
-                params = a.params.replace(cache=mode.text, **a.mode_params(mode.cache), **_pair_params(res, a, ref))
+                params = a.params.replace(cache=mode.text, **_pair_params(res, a, ref, mode.cache, alone))
+                cond = a.conditions(mode.cache).to_dict()
                 if a.invalid is not None:
                     params.invalid_samples = int(a.invalid(mode.cache))
                 try:
@@ -97,12 +139,12 @@ def measure_case(make_record: Callable[..., Record], arms: list[CaseArm], modes:
                 if not ok:
                     recs.append(make_record(a.backend, a.variant, params, metric=mode.metric, status=FAILED, op=a.op,
                                             reason="the last timed run's output failed verification: " + last,
-                                            verified=False, verify_detail=last, device=a.device))
+                                            verified=False, verify_detail=last, device=a.device, conditions=cond))
                     continue
                 recs.append(make_record(a.backend, a.variant, params, metric=mode.metric, status=OK, op=a.op,
                                         clock=a.clock, samples_s=list(res.arms[a.key].samples), warmup=warmup,
                                         verified=True, verify_detail=f"{a.verify_detail}; last timed run: {last}",
-                                        device=a.device))
+                                        device=a.device, conditions=cond))
     return recs
 
 
@@ -110,9 +152,14 @@ def ratio_text(r: Record) -> str:
     """The row's paired speed against its class's vendor arm, e.g. "1.02x [1.01-1.03] faster"; ""
     for the vendor arm itself and rows timed without pairing."""
     p = BlasParams.of(r).paired
+    if p is not None and p.not_comparable:
+        return not_comparable(p.not_comparable)
     if p is None or p.speed_ratio is None:
         return ""
-    return f"{p.speed_ratio:.3g}x [{p.lo:.3g}-{p.hi:.3g}] {p.verdict}"
+    if p.perturbed:
+        return f"{p.speed_ratio_alone:.3g}x alone (paired perturbed)"
+    mark = "*" if p.converged is False else ""
+    return f"{p.speed_ratio:.3g}x [{p.lo:.3g}-{p.hi:.3g}]{mark} {p.verdict}"
 
 
 def converged_mark(r: Record) -> str:

@@ -30,6 +30,15 @@ class Paired(Params):
     verdict: str | None = None  # faster, level, slower
     rounds: int | None = None
     meaning: str | None = None
+    #: the ratio's own 95% interval reached the run's target half-width (False: it stopped at its
+    #: budget first; the table marks it *)
+    converged: bool | None = None
+    #: why no ratio is given: the two arms ran under different conditions (the differing field)
+    not_comparable: str | None = None
+    #: an arm ran at another speed in the pairing than alone (timed briefly after it), beyond both
+    #: intervals: what moved. Then speed_ratio_alone, the standalone medians' ratio, is the row's.
+    perturbed: str | None = None
+    speed_ratio_alone: float | None = None
 
 
 @dataclass
@@ -72,7 +81,9 @@ class BlasParams(Params):
     invalid_samples: int | None = None  # release-gate timeouts dropped and retaken
     hold: str | None = None  # how a framework's stream was held behind the gate
     cpu_threads: CpuThreads | None = None
-    suspect: str | None = None  # why the rate is implausible
+    suspect: str | None = None  # why the rate is implausibly low (under 1% of the roofline)
+    #: why the rate is implausibly high: over the ceiling measured in the run, not L2-resident
+    implausible: str | None = None
     source: str | None = None  # "lab" for the kernel lab's rows
     lab: Lab | None = None
     # the plain cuBLAS loop's rows (backend plain-cuda)

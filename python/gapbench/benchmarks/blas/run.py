@@ -28,7 +28,7 @@ from gapbench.benchmarks.blas.params import BlasParams
 from gapbench.core.dtypes import round_to
 from gapbench.core.names import Backend, DeviceClass, DType
 from gapbench.core.result import ERROR, NOT_APPLICABLE, UNAVAILABLE, Record
-from gapbench.ops.spec import OpSpec, Shape, shape_text
+from gapbench.ops.spec import OpSpec, Shape, Source, shape_text
 
 
 def record(spec: OpSpec, dtype: DType, shape: Shape, backend: Backend, variant: str, params: BlasParams | None = None,
@@ -112,12 +112,15 @@ class Session:
                 self.records.append(Record(probe=PROBE, backend=b.value, metric="all", status=ERROR,
                                            reason=f"setup failed: {e}", device=self.infos[b].device))
         rows.fit_cpu_threads(self.adapters)
+        cuda = registry.info(Backend.native_cuda)  # the L2 every CUDA arm's input sets rotate past
+        self.l2_bytes = int(cuda.device.get("l2_bytes") or 0) or None if cuda.available else None
 
 
 def iterate(cfg: Config, backends: list[Backend], on_case: Callable[[str], None] | None = None,
             phases: Phases | None = None) -> Iterator[Record]:
     """Every record of the run, case by case (each op, shape and dtype of `cfg`)."""
     phases = Phases() if phases is None else phases
+    seed = cfg.run_seed()
     s = Session(backends)
     yield from s.records
     for spec in cfg.ops:
@@ -135,11 +138,12 @@ def iterate(cfg: Config, backends: list[Backend], on_case: Callable[[str], None]
                     on_case(f"{spec.name} {dtype} {shape_text(shape)}")
                 with phases("inputs and float64 references"):
                     if inputs is None:
-                        inputs = spec.inputs(shape, np.random.default_rng(cfg.seed))
+                        inputs = spec.inputs(shape, Source(cfg.data, np.random.default_rng(seed)))
                     rounded = [round_to(a, dtype) for a in inputs]
                     expected = spec.expected(rounded, shape)
                 c = rows.Case(spec, dtype, shape, rounded, expected,
-                              lambda b, v, p=None, _s=spec, _d=dtype, _sh=shape, **kw: record(_s, _d, _sh, b, v, p, **kw))
+                              lambda b, v, p=None, _s=spec, _d=dtype, _sh=shape, **kw: record(_s, _d, _sh, b, v, p, **kw),
+                              data=cfg.data, seed=seed)
                 yield from run_case(c, cfg, s, [b for b in s.live if b not in too_big], phases)
 
 
@@ -178,7 +182,11 @@ def _backend_rows(b: Backend, c: rows.Case, cfg: Config, s: Session, cases: list
             cases.append(case)
             return rows.native_metal(c, cfg, s.infos[b], case)
         if b in s.adapters:
-            return rows.framework(c, s.infos[b], s.adapters[b])
+            from gapbench.core.names import DeviceClass
+
+            on_cuda = b.device_class is DeviceClass.cuda
+            return rows.framework(c, s.infos[b], s.adapters[b], s.l2_bytes if on_cuda else None,
+                                  memfit.device_available(b)[0] if on_cuda else None)
     except (RuntimeError, ValueError, MemoryError) as e:
         return [c.record(b, "-", status=ERROR, reason=str(e), device=s.infos[b].device)], []
     return [], []

@@ -10,6 +10,7 @@ from gapbench import ops
 from gapbench.benchmarks.blas.measure import converged_mark, ratio_text
 from gapbench.benchmarks.blas.params import BlasParams, CpuThreads
 from gapbench.core import reportkit as rk
+from gapbench.core.conditions import Cache, Conditions
 from gapbench.core.names import Backend, DeviceClass, Family, device_class_of
 from gapbench.core.result import OK, Record
 from gapbench.ops.spec import Bound, OpSpec
@@ -54,6 +55,19 @@ class Row:
     @property
     def rate(self) -> float:
         return self.rec.rates().get(self.rate_key, 0.0)
+
+    @property
+    def l2_resident(self) -> bool:
+        """The row read its inputs from L2 (labeled so): its rate may beat the memory ceiling."""
+        return Conditions.of(self.rec).cache == Cache.L2_RESIDENT
+
+    @property
+    def rate_at_slow_end(self) -> float:
+        """The rate at the slow end of the median's interval (the most its interval lets it be)."""
+        stop = self.p.stop
+        hi = stop.median_ci_s[1] if stop is not None and stop.median_ci_s and stop.median_ci_s[1] else None
+        med = self.rec.summary().median
+        return self.rate * med / hi if hi and med and hi > 0 else self.rate
 
     @property
     def unit(self) -> tuple[str, float]:
@@ -108,12 +122,23 @@ def cpu_threads_reduced(records: list[Record]) -> CpuThreads | None:
 def roofline(records: list[Record]) -> dict:
     """Per device class: peak bandwidth (the best rate of the run's memory-ceiling op, the copy, in
     bytes read + written per second) and peak compute per precision (the best rate of its
-    compute-ceiling op, the GEMM), both measured here. The best rates come from the largest sizes;
-    the record each came from is named."""
-    out: dict = {}
+    compute-ceiling op, the GEMM), both measured here by the native rows (the vendor's and the
+    library's own: a framework row is what is held against the ceiling, not what sets it; a class
+    with no native row, e.g. the CPU, takes its frameworks'). The best rates come from the largest
+    sizes; the record each came from is named. A copy that read from L2 (labeled l2-resident) does
+    not set the memory ceiling: it measured the cache."""
+    cands = []
     for row in rows(records):
         if row.spec is None or row.spec.ceiling is None or row.backend is None or row.backend.is_plain:
             continue  # a plain-loop row checks the harness: not another implementation
+        if row.spec.bound is Bound.memory and row.l2_resident:
+            continue
+        cands.append(row)
+    native_classes = {row.device_class for row in cands if row.backend.family is Family.native}
+    out: dict = {}
+    for row in cands:
+        if row.device_class in native_classes and row.backend.family is not Family.native:
+            continue
         cls = row.device_class.value
         cur = out.setdefault(cls, {}).get(row.roof_key)
         if cur is None or row.rate > cur["value"]:
@@ -157,13 +182,32 @@ def suspect(r: Record, roof: dict) -> str:
             "likely a busy or oversubscribed machine; re-run")
 
 
+def implausible(r: Record, roof: dict) -> str:
+    """Why an ok row beats physics ('' when it does not): not labeled l2-resident, yet even at the
+    slow end of its median's interval its rate is above the ceiling of its device class measured in
+    this run (the copy bandwidth for memory-bound ops, the vendor GEMM for compute-bound ones). It
+    timed less work than it claims, or read from a cache it says it rotated past."""
+    row = _as_row(r)
+    if row is None or row.l2_resident or row.backend is None or row.backend.is_plain:
+        return ""
+    peak = _peak(roof, row)
+    if not peak or row.rate_at_slow_end <= peak:
+        return ""
+    src = roof[row.device_class.value][row.roof_key]["from"]
+    if src.startswith(f"{r.backend}/{r.variant} ") and row.rate == peak:
+        return ""  # the ceiling's own row
+    return (f"rate {row.rate_at_slow_end:.3g} {row.rate_key.replace('_per_s', '')}/s at the slow end of its interval "
+            f"beats the ceiling {peak:.3g} measured in this run ({src}), and the row is not labeled l2-resident")
+
+
 def mark_suspects(records: list[Record], roof: dict) -> int:
-    """Write each implausible row's reason into its params ("suspect"); returns how many."""
+    """Write each implausible row's reason into its params: "suspect" (far under the roofline) or
+    "implausible" (over the ceiling, not L2-resident); returns how many rows were marked."""
     n = 0
     for r in records:
-        why = suspect(r, roof)
-        if why:
-            r.params = BlasParams.of(r).replace(suspect=why).to_dict()
+        slow, fast = suspect(r, roof), implausible(r, roof)
+        if slow or fast:
+            r.params = BlasParams.of(r).replace(suspect=slow or None, implausible=fast or None).to_dict()
             n += 1
     return n
 
@@ -194,9 +238,11 @@ def build_tables(records: list[Record], roof: dict | None = None):
                       Col("95% CI us", 2), Col("speed vs vendor [95% CI]", 1), Col(unit, right=True),
                       Col("% roof", 1, right=True), Col("% sheet", 3, right=True), Col("check")],
                      caption="Speed vs vendor: the vendor's time / this row's, median of interleaved per-round "
-                             "ratios, its 95% interval and verdict. * stopped at its budget before its interval "
-                             "reached the target. ~ noisy (IQR > 10% of median). suspect: under 1% of the "
-                             "roofline measured in this run (the reason is in the JSON).")
+                             "ratios, its 95% interval and verdict; * after a median or a ratio: it stopped at its "
+                             "budget before its interval reached the target; n/c (field): the two rows ran under "
+                             "different conditions (that field), so no ratio. ~ noisy (IQR > 10% of median). "
+                             "suspect: under 1% of the roofline measured in this run; implausible: above the ceiling measured in "
+                             "this run and not labeled l2-resident (reasons in the JSON).")
         for row in op_rows:
             r, p = row.rec, row.p
             base = [p.shape_text or "", str(p.dtype or ""), r.backend, r.variant]
@@ -209,12 +255,17 @@ def build_tables(records: list[Record], roof: dict | None = None):
             ps = (f"{100 * val / sheet[row.roof_key]:.0f}%" if sheet.get(row.roof_key)
                   and row.device_class is DeviceClass.cuda else "")
             noisy = "~" if s.noisy else ""
-            bad = p.suspect or suspect(r, roof)
+            over = p.implausible or implausible(r, roof)
+            bad = over or p.suspect or suspect(r, roof)
             lo_hi = p.stop.median_ci_s if p.stop is not None else None
             ci = (f"{lo_hi[0] * 1e6:.4g}-{lo_hi[1] * 1e6:.4g}" if lo_hi and None not in lo_hi
                   else f"{s.p10 * 1e6:.4g}-{s.p90 * 1e6:.4g} (p10-p90)")
-            t.add_row(*base, f"{s.median * 1e6:.4g}{noisy}{converged_mark(r)}", ci, ratio_text(r),
-                      f"{val / scale:.4g}", pr, ps, "suspect" if bad else ("ok" if r.verified else ""),
+            ratio = ratio_text(r)
+            if over and ratio:  # a ratio of a row that beats physics is no verdict
+                ratio = ratio.rsplit(" ", 1)[0] + " implausible"
+            check = "implausible" if over else "suspect" if bad else ("ok" if r.verified else "")
+            t.add_row(*base, f"{s.median * 1e6:.4g}{noisy}{converged_mark(r)}", ci, ratio,
+                      f"{val / scale:.4g}", pr, ps, check,
                       style="red" if bad else "")
         out.append(t)
     return out

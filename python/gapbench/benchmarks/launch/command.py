@@ -45,7 +45,8 @@ from gapbench.core.worker import WorkerError, run_in_worker  # noqa: F401 (Worke
 from gapbench.benchmarks.launch.config import PHASES, PROBE, Config
 from gapbench.benchmarks.launch.config import check_add as _check_add  # noqa: F401 (tests and callers)
 from gapbench.benchmarks.launch.config import random_inputs as _random_inputs  # noqa: F401
-from gapbench.benchmarks.launch.pairing import PLAIN_MISSING, new_seed, plain_check, plain_row, pool_paired
+from gapbench.benchmarks.launch.pairing import (PLAIN_MISSING, check_perturbation, new_seed, plain_check,
+                                                plain_row, pool_paired)
 from gapbench.benchmarks.launch.tables import (build_table, markdown_table, overhead, plain_comparison,  # noqa: F401
                                                report_tables, unavailable_table)
 
@@ -304,8 +305,13 @@ class LaunchBenchmark(Benchmark):
             for name in names:
                 prog_bar.describe(f"launch: {name}")
                 writer.extend(measure_backend(name, cfg, on_step=prog_bar.advance))
+        n_perturbed = check_perturbation(writer.records)
         writer.finish()
         print_lines(console, self.tables(writer.records))
+        if n_perturbed:
+            console.print(f"[yellow]{n_perturbed} pairing(s) perturbed an arm[/yellow]: its speed paired with the floor "
+                          "differed from its speed alone beyond both intervals; those rows give the standalone medians' "
+                          "ratio (params.paired.perturbed says what moved)", highlight=False)
         cmp_rows = plain_comparison(writer.records)
         if cmp_rows:
             console.print("harness / plain C++ loop (native-cuda null kernel, median of paired rounds [95% interval]): "

@@ -26,10 +26,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from gapbench.core.measure import Arm, MeasureError, paired
+from gapbench.core.measure import Arm, MeasureError, paired, perturbation
 from gapbench.benchmarks.launch.params import LaunchParams, Pairing
 from gapbench.core.names import Backend
-from gapbench.core.result import ERROR, UNAVAILABLE, Record
+from gapbench.core.result import ERROR, OK, UNAVAILABLE, Record
 from gapbench.core.plaincheck import interleave
 from gapbench.core.stats import ratio_median_ci
 from gapbench.benchmarks.launch.config import PROBE, Config, check_add, random_inputs
@@ -83,6 +83,46 @@ def pool_paired(pairings: list[Pairing]) -> Pairing:
                           stop=[p.stop for p in done], seed=[p.seed for p in done], k=[p.k for p in done],
                           wall_s=None, unpaired_processes=failed or None)
     return summarize_paired(out)
+
+
+def _median(values) -> float:
+    return float(np.median([v for v in values if v is not None and math.isfinite(v)]))
+
+
+def _moved(alone, in_pairing, what: str) -> str:
+    """'' when the arm runs at the same speed alone and in the pairing (gapbench.core.measure.
+    perturbation); else what moved, e.g. "framework 19.4 us paired vs 13.1 us alone (+48%)"."""
+    d = perturbation(list(alone), list(in_pairing))
+    if d is None:
+        return ""
+    return f"{what} {_median(in_pairing) * 1e6:.3g} us paired vs {_median(alone) * 1e6:.3g} us alone ({100 * d:+.0f}%)"
+
+
+def check_perturbation(records: list[Record]) -> int:
+    """Pairing must not change what it measures. Each framework row timed alone (its own samples)
+    and in the rounds paired with the floor (per_round["framework"]); the floor alone (its own
+    process's row) and in those rounds. Where an arm's two medians disagree beyond both intervals,
+    the pairing is marked perturbed, with what moved, and the row's ratio becomes the standalone
+    medians' (x_standalone; unpaired, so no interval). Returns how many pairings were perturbed."""
+    by = {(r.backend, r.variant, r.metric): r for r in records if r.status == OK}
+    n = 0
+    for r in records:
+        lp = LaunchParams.of(r) if r.status == OK else None
+        p = lp.paired if lp is not None else None
+        if p is None or p.x_floor is None or not p.per_round or not p.vs:
+            continue
+        fb, _, fv = p.vs.partition("/")
+        floor = by.get((fb, fv, r.metric))
+        moved = [_moved(r.per_op(), p.per_round.get("framework") or [], "framework")]
+        if floor is not None:
+            moved.append(_moved(floor.per_op(), p.per_round.get("floor") or [], "floor"))
+        why = "; ".join(m for m in moved if m)
+        if not why:
+            continue
+        x = _median(r.per_op()) / _median(floor.per_op()) if floor is not None else None
+        r.params = lp.replace(paired=p.replace(perturbed=why, x_standalone=x)).to_dict()
+        n += 1
+    return n
 
 
 def pair_with_floor(fw_sample: Callable[[int], list[float]], floor_sample: Callable[[int], list[float]], vs: str,

@@ -23,6 +23,12 @@ class Pairing(Params):
     wall_s: float | None = None
     reason: str | None = None  # why there is no ratio
     unpaired_processes: list | None = None
+    #: an arm timed slower or faster in the pairing than alone, beyond both intervals: what moved
+    #: (then x_standalone, not x_floor, is the row's ratio)
+    perturbed: str | None = None
+    #: the framework's standalone median over the floor's standalone median (unpaired; set where
+    #: the pairing perturbed an arm)
+    x_standalone: float | None = None
 
 
 @dataclass

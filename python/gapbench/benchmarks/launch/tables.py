@@ -39,6 +39,8 @@ def paired_text(p: Pairing | None) -> str:
     there is none (not paired, or the pairing failed: the record's params say why)."""
     if p is None or p.x_floor is None:
         return ""
+    if p.perturbed:
+        return f"{_x(p.x_standalone)}x alone (paired perturbed)" if p.x_standalone else "perturbed by pairing"
     lo, hi = p.lo, p.hi
     return f"{_x(p.x_floor)}x [{_x(lo) if lo is not None else '0'}-{_x(hi) if hi is not None else 'inf'}]"
 
@@ -60,7 +62,9 @@ def build_table(records: list[Record], title: str = "Launch latency (us): median
                          Col("graph/node", 3), Col("xfloor sync", 1), Col("xfloor b2b", 2), Col("xfloor kernel", 2)],
                  caption="~ noisy (IQR > 10% of median). xfloor: framework time / native floor of the same device "
                          "(add1; CPU: binding floor), median of per-round ratios of rounds interleaved in the "
-                         "framework's own processes [95% interval]. Full samples and spread in the JSON.")
+                         "framework's own processes [95% interval]; 'alone (paired perturbed)': an arm ran at another speed "
+                         "in the pairing than alone, beyond both intervals, so the ratio is of the standalone medians "
+                         "(unpaired, no interval; what moved is in the JSON). Full samples and spread in the JSON.")
     by_key = {(r.backend, r.variant, r.metric): r for r in records}
     rows = list(dict.fromkeys((r.backend, r.variant) for r in records))
     for backend, variant in rows:

@@ -1,0 +1,93 @@
+"""The conditions a measurement ran under, as one typed part of every record (Record.conditions),
+and the rule that a ratio is taken only between arms whose conditions match.
+
+A ratio is gapbench's product (framework against native, native against vendor, harness against
+plain), and it means something only when both arms saw the same machine state: the L2 (flushed,
+or inputs rotated past it, or resident in it), the same input data, the same clock, the same
+process arrangement. Fields that describe the state the work ran in are *compared*; fields that
+describe what happened during the work (the SM clock range, throttle reasons, samples dropped at a
+low clock) are *recorded*. `mismatch(a, b)` names the first compared field that differs, and every
+table, ratio and report says `n/c (<field>)` there instead of a number.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from gapbench.core.params import Params
+
+
+class Cache:
+    """The L2 state before each timed run, in the words records use."""
+    ROTATED = "rotated"  # input sets cycled, together at least 2x the L2: each run reads from memory
+    FLUSHED_CLEAN = "flushed-clean"  # a 2x-L2 read pass before each run: nothing of the op in L2
+    FLUSHED_DIRTY = "flushed-dirty"  # a 2x-L2 memset before each run: the op writes back dirty lines too
+    L2_RESIDENT = "l2-resident"  # the inputs fit the L2 and were read from it (one set, or too few)
+    HOST = "host"  # CPU backends: caches of the host, not rotated
+
+
+class Clock:
+    GATED = "device events, gated"  # events around the work, the queue held until it is all queued
+    ISSUED = "device events, as issued"  # events around the work as the host issues it
+    HOST = "host wall"  # the host's clock around the calls and a final synchronise
+    GPU_TIMESTAMPS = "gpu timestamps"  # Metal command buffer GPU start/end
+
+
+class Process:
+    PAIRED = "paired"  # interleaved rounds with the other arms, in one process
+    STANDALONE = "standalone"  # alone in its process
+
+
+@dataclass
+class Conditions(Params):
+    # ---- compared: a ratio needs these equal
+    cache: str | None = None
+    data: str | None = None  # the input distribution: randn, uniform, zeros
+    clock: str | None = None
+    process: str | None = None
+    optimizer: str | None = None  # training: fused, foreach, for-loop
+    attention: str | None = None  # training: sdpa, eager, flash
+    compile: str | None = None  # training: none, default, reduce-overhead, max-autotune
+    # ---- recorded: how the state was reached, and what happened while it ran
+    rotations: int | None = None  # input sets cycled (rotated)
+    set_bytes: int | None = None  # bytes of one set (inputs and output)
+    l2_bytes: int | None = None  # the device's L2
+    seed: int | None = None
+    sm_clock_mhz: list | None = None  # [min, max] over the measurement
+    max_sm_clock_mhz: int | None = None  # the device's maximum SM clock
+    throttle: list | None = None  # throttle reasons seen while it ran
+    low_clock_dropped: int | None = None  # samples or rounds dropped below LOW_CLOCK of the max clock
+    event_pair_s: float | None = None  # the cost of an empty event pair, measured in the run
+
+    def compared(self) -> dict:
+        return {f: getattr(self, f) for f in COMPARED}
+
+    @classmethod
+    def of(cls, record) -> "Conditions":
+        """The conditions of a record (empty for files written before records carried them)."""
+        return cls.from_dict(getattr(record, "conditions", None))
+
+
+#: the fields a ratio needs equal, in the order a mismatch is reported
+COMPARED = ("cache", "data", "clock", "process", "optimizer", "attention", "compile")
+#: samples taken below this fraction of the maximum SM clock are dropped (nvbench's default)
+LOW_CLOCK = 0.75
+
+
+def mismatch(a: Conditions | None, b: Conditions | None) -> str | None:
+    """The first compared field whose values differ ("cache: rotated vs l2-resident"), None when
+    the two arms ran under the same conditions. A field one side does not record (older files,
+    conditions a backend cannot have) is a mismatch only if the other side records it."""
+    a, b = a or Conditions(), b or Conditions()
+    for f in COMPARED:
+        x, y = getattr(a, f), getattr(b, f)
+        if x != y:
+            return f"{f}: {x or 'not recorded'} vs {y or 'not recorded'}"
+    return None
+
+
+def not_comparable(why: str) -> str:
+    """The cell a table shows where a ratio would compare unequal conditions."""
+    return f"n/c ({why.split(':')[0]})"
+
+
+assert set(COMPARED) <= {f.name for f in fields(Conditions)}
