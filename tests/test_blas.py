@@ -295,7 +295,7 @@ def test_an_arm_that_pairing_slows_is_marked_and_its_ratio_is_from_standalone_me
                         [ref, torch], [HOT], budget_s=1.0, rel_hw=0.01, max_rounds=30, min_rounds=10, warmup=0,
                         seed=0)
     p = BlasParams.of(next(r for r in recs if r.variant == "torch")).paired
-    assert p.speed_ratio == pytest.approx(1 / 1.5) and "native-cuda/torch 1500 us paired vs 1000 us alone" in p.perturbed
+    assert p.speed_ratio == pytest.approx(1 / 1.5) and "native-cuda/torch 1500 us paired vs 1000 us alone (+50.0%)" in p.perturbed
     assert p.speed_ratio_alone == pytest.approx(1.0)
     assert ratio_text(next(r for r in recs if r.variant == "torch")) == "1x alone (paired perturbed)"
 

@@ -661,10 +661,11 @@ def test_pairing_takes_whole_runs_and_reports_per_op():
 
 
 def test_a_pairing_that_moves_an_arm_is_marked_and_the_ratio_comes_from_standalone_medians():
-    """Synthetic rows: torch alone 13 us; paired with the floor its rounds say 19 us (the floor 10 us
-    both ways). The pairing is marked perturbed, naming the framework arm, and the row's ratio is
-    13/10 from the standalone medians, not the paired 1.9. An unmoved pairing keeps its ratio."""
-    from gapbench.benchmarks.launch.pairing import check_perturbation, summarize_paired
+    """Synthetic pairings: torch alone 13 us (timed in its process after the rounds), 19 us in the
+    rounds; the floor 10 us both ways. The pairing is marked perturbed, naming the framework arm,
+    and the row's ratio is 13/10 from the standalone medians, not the paired 1.9. A pairing whose
+    arms did not move keeps its paired ratio."""
+    from gapbench.benchmarks.launch.pairing import check_perturbation, pool_paired, summarize_paired
     from gapbench.benchmarks.launch.params import LaunchParams, Pairing
     from gapbench.benchmarks.launch.tables import paired_text
     from gapbench.core.result import OK, Record
@@ -675,16 +676,16 @@ def test_a_pairing_that_moves_an_arm_is_marked_and_the_ratio_comes_from_standalo
         return list(us * 1e-6 * rng.lognormal(0, 0.01, n))
 
     def fw(backend, alone_us, paired_us):
-        p = summarize_paired(Pairing(vs="native-cuda/add1", per_round={"framework": noisy(paired_us), "floor": noisy(10)}))
+        p = summarize_paired(Pairing(vs="native-cuda/add1", per_round={"framework": noisy(paired_us), "floor": noisy(10)},
+                                     alone={"framework": noisy(alone_us), "floor": noisy(10)}))
+        p = pool_paired([p, p])  # as the parent pools processes: the standalone samples pool too
         return Record(probe="launch", backend=backend, variant="add", metric="roundtrip", status=OK,
                       samples_s=noisy(alone_us), inner=1, params=LaunchParams(paired=p).to_dict())
 
-    floor = Record(probe="launch", backend="native-cuda", variant="add1", metric="roundtrip", status=OK,
-                   samples_s=noisy(10), inner=1)
     moved, steady = fw("torch-cuda", 13, 19), fw("cupy", 13, 13)
-    assert check_perturbation([floor, moved, steady]) == 1
+    assert check_perturbation([moved, steady]) == 1
     p = LaunchParams.of(moved).paired
-    assert p.perturbed.startswith("framework 19") and "+4" in p.perturbed
+    assert p.perturbed.startswith("framework 19") and "+4" in p.perturbed and len(p.alone["framework"]) == 120
     assert p.x_standalone == pytest.approx(1.3, rel=0.02)
     assert paired_text(p) == f"{p.x_standalone:.2f}x alone (paired perturbed)"
     q = LaunchParams.of(steady).paired

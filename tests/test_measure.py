@@ -365,3 +365,26 @@ def test_verdict_band():
     assert measure.verdict(1.005, 1.02, band=0.0) is Verdict.faster
     assert measure.verdict(0.9, 0.98) is Verdict.slower
     assert measure.verdict(-math.inf, math.inf) is Verdict.level
+
+
+def test_rounds_read_at_a_low_clock_are_dropped_and_counted():
+    """A clock that reads 600 of 1980 MHz (under 75%) after every third round: those rounds are
+    dropped from every arm (their slow values with them), counted, and the range seen is kept."""
+    reads = {"i": 0}
+
+    def read():
+        reads["i"] += 1
+        return 600.0 if reads["i"] % 3 == 0 else 1980.0
+
+    def arm(name):
+        calls = {"i": 0}
+
+        def sample(n):
+            calls["i"] += 1
+            return [3e-3 if calls["i"] % 3 == 0 else 1e-3] * n  # slow exactly in the low-clock rounds
+        return Arm(name, sample)
+
+    r = paired([arm("a"), arm("b")], k=1, min_rounds=30, max_rounds=30, seed=0, warmup=0, warmup_s=0.0,
+               clock=FakeClock(), watch=measure.ClockWatch(read, 1980.0))
+    assert r.low_clock_dropped == 10 and r.clock_mhz == [600.0, 1980.0]
+    assert r.arms["a"].median == pytest.approx(1e-3) and max(r.arms["a"].samples) == pytest.approx(1e-3)

@@ -62,6 +62,18 @@ class NVML:
                 pass
         return out
 
+    def sm_clock_mhz(self) -> float | None:
+        try:
+            return float(self.nv.nvmlDeviceGetClockInfo(self.handle, self.nv.NVML_CLOCK_SM))
+        except Exception:
+            return None
+
+    def max_sm_clock_mhz(self) -> float | None:
+        try:
+            return float(self.nv.nvmlDeviceGetMaxClockInfo(self.handle, self.nv.NVML_CLOCK_SM))
+        except Exception:
+            return None
+
     def throttle_reasons(self) -> list[str]:
         """Active clock-throttle reasons other than idle, as NVML names them."""
         try:
@@ -83,6 +95,41 @@ class NVML:
                     "power_limit_w": self.nv.nvmlDeviceGetPowerManagementLimit(self.handle) / 1000.0}
         except Exception as e:
             return {"error": str(e)}
+
+
+def clock_watch(index: int = 0):
+    """A gapbench.core.measure.ClockWatch over NVML's SM clock of GPU `index`, or (None, why not)."""
+    from gapbench.core.measure import ClockWatch
+
+    nv = NVML(index)
+    if not nv.ok:
+        return None, nv.reason
+    top = nv.max_sm_clock_mhz()
+    if not top:
+        return None, "NVML gives no maximum SM clock"
+    return ClockWatch(nv.sm_clock_mhz, top, throttle=nv.throttle_reasons), ""
+
+
+def event_pair_seconds(samples: int = 200) -> float | None:
+    """The device time of an empty CUDA event pair (two events recorded back to back, no work
+    between), the median over `samples` pairs: the floor under every event-timed sample. None
+    where torch with CUDA is not here to record the events."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        vals = []
+        for _ in range(samples):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            b.record()
+            b.synchronize()
+            vals.append(a.elapsed_time(b) * 1e-3)
+        vals.sort()
+        return vals[len(vals) // 2]
+    except Exception:
+        return None
 
 
 # ---------------------------------------------------------------------------- IOReport (macOS)

@@ -176,6 +176,10 @@ class PairedResult:
     converged: bool
     rel_hw: float
     wall_s: float
+    #: [min, max] SM clock read after the rounds (ClockWatch), None without a watch
+    clock_mhz: list | None = None
+    #: rounds dropped because the clock read below ClockWatch.low of its maximum
+    low_clock_dropped: int = 0
 
     @property
     def n_rounds(self) -> int:
@@ -244,17 +248,30 @@ def adaptive(arm: Arm, *, rel_hw: float = 0.01, min_samples: int = 10, max_sampl
     return _measurement(arm.name, samples, reason, n_warm, clock() - t0, rel_hw)
 
 
+@dataclass
+class ClockWatch:
+    """The device clock, read after every paired round: a round read below `low` of `max_mhz` is
+    dropped (nvbench drops samples below 75% of the peak clock), the range seen is kept. `read`
+    returns MHz now (None where it cannot tell); `throttle` the active throttle reasons."""
+    read: Callable[[], float | None]
+    max_mhz: float
+    low: float = 0.75
+    throttle: Callable[[], list[str]] | None = None
+
+
 def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, max_rounds: int = 100_000,
            budget_s: float = 5.0, seed: int = 0, k: int | None = None, pairs: Sequence[tuple[str, str]] | None = None,
            warmup: int = 2, warmup_s: float = 0.01, batch_s: float = 0.002,
-           clock: Callable[[], float] = time.perf_counter) -> PairedResult:
+           clock: Callable[[], float] = time.perf_counter, watch: ClockWatch | None = None) -> PairedResult:
     """Interleaved rounds: in each, every arm runs `k` times in an order drawn from a seeded rng;
     an arm's value for the round is the median of its k runs. Drift shared by a round cancels in
     the per-round ratios. Stops when every arm's median and every ratio in `pairs` (default: each
     arm against the first) have a 95% interval within `rel_hw` and no ratio drifts, or at
     `max_rounds`, or when the next round no longer fits in `budget_s` (wall time, warm-up
     included); the first `min_rounds` rounds always run, so a slow case overruns its budget rather
-    than report a median of one or two rounds. k=None sizes k from the warm-up so that a round takes about `batch_s`."""
+    than report a median of one or two rounds. k=None sizes k from the warm-up so that a round takes about `batch_s`.
+    With a `watch`, the device clock is read after each round and a round at a low clock is
+    dropped (its values become nan for every arm) and counted."""
     _check_settings(rel_hw, min_rounds, max_rounds, budget_s, warmup, warmup_s, batch_s)
     names = [a.name for a in arms]
     if not arms or len(set(names)) != len(names):
@@ -274,6 +291,8 @@ def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, m
         per_round_s = sum(c.per for c in callers)
         k = 1 if math.isnan(per_round_s) else max(1, int(batch_s / per_round_s))
     per_round: dict[str, list[float]] = {n: [] for n in names}
+    seen: list[float] = []
+    dropped = 0
     next_check, reason = min_rounds, None
     while reason is None:
         n_done = len(per_round[names[0]])
@@ -283,6 +302,14 @@ def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, m
         for i in rng.permutation(len(callers)):
             vals = callers[i](k)
             per_round[names[i]].append(float(np.median(vals)) if len(vals) else math.nan)
+        if watch is not None:
+            mhz = watch.read()
+            if mhz:
+                seen.append(float(mhz))
+                if mhz < watch.low * watch.max_mhz:
+                    for n in names:
+                        per_round[n][-1] = math.nan
+                    dropped += 1
         if n_done + 1 >= next_check or n_done + 1 >= max_rounds:
             if _paired_settled(per_round, pairs, rel_hw):
                 reason = Stop.converged
@@ -297,17 +324,20 @@ def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, m
     for n in names:
         vals = [x for x in per_round[n] if not math.isnan(x)]
         if not vals:
-            raise MeasureError(f"arm {n!r} produced no valid samples in {len(per_round[n])} rounds")
+            low = f" ({dropped} dropped at a low clock)" if dropped else ""
+            raise MeasureError(f"arm {n!r} produced no valid samples in {len(per_round[n])} rounds{low}")
         m = _measurement(n, vals, reason, n_warm[n], wall, rel_hw)
         m.converged = m.rel_hw <= rel_hw
         measured[n] = m
     return PairedResult(arms=measured, per_round=per_round, k=k, seed=seed, pairs=pairs, reason=reason,
-                        converged=reason is Stop.converged, rel_hw=rel_hw, wall_s=wall)
+                        converged=reason is Stop.converged, rel_hw=rel_hw, wall_s=wall,
+                        clock_mhz=[min(seen), max(seen)] if seen else None, low_clock_dropped=dropped)
 
 
 #: an arm whose paired and standalone medians differ by more than this (and beyond both intervals)
-#: was perturbed by the pairing
-PERTURB_MIN = 0.02
+#: was perturbed by the pairing: 5%, the tolerance the like-for-like issue sets; smaller shifts
+#: between two phases of one process (clocks, L2 placement) are common and are not the pairing's
+PERTURB_MIN = 0.05
 
 
 def perturbation(alone: Sequence[float], in_pairing: Sequence[float]) -> float | None:

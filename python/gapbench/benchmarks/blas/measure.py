@@ -21,7 +21,7 @@ import numpy as np
 from gapbench.benchmarks.blas.config import Mode
 from gapbench.benchmarks.blas.params import BlasParams, Paired, Stop
 from gapbench.core.conditions import Conditions, mismatch, not_comparable
-from gapbench.core.measure import Arm, MeasureError, paired, perturbation
+from gapbench.core.measure import Arm, ClockWatch, MeasureError, paired, perturbation
 from gapbench.core.names import Backend, CacheMode, DeviceClass
 from gapbench.core.result import ERROR, FAILED, OK, Record
 
@@ -103,9 +103,12 @@ def _pair_params(res, arm: CaseArm, ref: CaseArm | None, mode: CacheMode, alone:
 
 
 def measure_case(make_record: Callable[..., Record], arms: list[CaseArm], modes: list[Mode], *, budget_s: float,
-                 rel_hw: float, max_rounds: int, min_rounds: int, warmup: int, seed: int) -> list[Record]:
+                 rel_hw: float, max_rounds: int, min_rounds: int, warmup: int, seed: int,
+                 watch: ClockWatch | None = None, event_pair_s: float | None = None) -> list[Record]:
     """Records of every arm in every cache mode it supports. `make_record(backend, variant, params,
-    **fields)` builds a record of this case."""
+    **fields)` builds a record of this case. On CUDA, `watch` reads the SM clock after every round
+    (rounds at a low clock are dropped and counted) and `event_pair_s`, the run's empty event pair,
+    is recorded with the conditions."""
     recs: list[Record] = []
     classes = list(dict.fromkeys(a.device_class for a in arms))
     for cls in classes:
@@ -116,10 +119,11 @@ def measure_case(make_record: Callable[..., Record], arms: list[CaseArm], modes:
                 continue
             ref = next((a for a in live if a.vendor), None)
             pairs = [(a.key, ref.key) for a in live if ref is not None and a is not ref]
+            w = watch if cls is DeviceClass.cuda else None
             try:
                 res = paired([Arm(a.key, a.samplers[mode.cache]) for a in live], rel_hw=rel_hw, budget_s=budget_s,
                              max_rounds=max_rounds, min_rounds=min(min_rounds, max_rounds), warmup=warmup,
-                             seed=seed, pairs=pairs)
+                             seed=seed, pairs=pairs, watch=w)
             except (MeasureError, RuntimeError, ValueError, MemoryError) as e:
                 for a in live:
                     recs.append(make_record(a.backend, a.variant, a.params.replace(cache=mode.text), metric=mode.metric,
@@ -127,9 +131,16 @@ def measure_case(make_record: Callable[..., Record], arms: list[CaseArm], modes:
                                             reason=f"timing failed: {type(e).__name__}: {e}"[:500]))
                 continue
             alone = _time_alone(live, res, mode.cache)
+            seen = {}
+            if w is not None:
+                seen = {"sm_clock_mhz": res.clock_mhz, "max_sm_clock_mhz": int(w.max_mhz),
+                        "low_clock_dropped": res.low_clock_dropped,
+                        "throttle": (w.throttle() if w.throttle else None) or None}
+            if cls is DeviceClass.cuda and event_pair_s is not None:
+                seen["event_pair_s"] = event_pair_s
             for a in live:
                 params = a.params.replace(cache=mode.text, **_pair_params(res, a, ref, mode.cache, alone))
-                cond = a.conditions(mode.cache).to_dict()
+                cond = a.conditions(mode.cache).replace(**seen).to_dict()
                 if a.invalid is not None:
                     params.invalid_samples = int(a.invalid(mode.cache))
                 try:

@@ -114,6 +114,15 @@ class Session:
         rows.fit_cpu_threads(self.adapters)
         cuda = registry.info(Backend.native_cuda)  # the L2 every CUDA arm's input sets rotate past
         self.l2_bytes = int(cuda.device.get("l2_bytes") or 0) or None if cuda.available else None
+        # The SM clock, read after every paired round on CUDA, and the cost of an empty event pair
+        # (through torch, where torch-cuda is in the run: no framework is imported for it alone).
+        self.watch, self.event_pair_s = None, None
+        if any(b.device_class is DeviceClass.cuda for b in self.live):
+            from gapbench.backends.monitor import clock_watch, event_pair_seconds
+
+            self.watch, _ = clock_watch(0)
+            if Backend.torch_cuda in self.adapters:
+                self.event_pair_s = event_pair_seconds()
 
 
 def iterate(cfg: Config, backends: list[Backend], on_case: Callable[[str], None] | None = None,
@@ -159,7 +168,8 @@ def run_case(c: rows.Case, cfg: Config, s: Session, live: list[Backend], phases:
             arms += a
     with phases("paired timing, last runs verified"):
         recs += measure_case(c.record, arms, cfg.modes(), budget_s=cfg.budget_s, rel_hw=cfg.rel_hw,
-                             max_rounds=cfg.samples, min_rounds=cfg.min_rounds, warmup=cfg.warmup, seed=cfg.seed or 0)
+                             max_rounds=cfg.samples, min_rounds=cfg.min_rounds, warmup=cfg.warmup, seed=cfg.seed or 0,
+                             watch=s.watch, event_pair_s=s.event_pair_s)
     del cases  # free the device buffers before the next case
     return recs
 

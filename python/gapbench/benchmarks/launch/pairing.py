@@ -79,7 +79,9 @@ def pool_paired(pairings: list[Pairing]) -> Pairing:
         fw += p.per_round["framework"][:n]
         fl += p.per_round["floor"][:n]
     failed = [p.reason or "not paired" for p in pairings if not p.per_round]
+    alone = {arm: [x for p in done for x in (p.alone or {}).get(arm, [])] for arm in ("framework", "floor")}
     out = done[0].replace(per_round={"framework": fw, "floor": fl}, processes=sum(p.processes or 1 for p in done),
+                          alone=alone if any(alone.values()) else None,
                           stop=[p.stop for p in done], seed=[p.seed for p in done], k=[p.k for p in done],
                           wall_s=None, unpaired_processes=failed or None)
     return summarize_paired(out)
@@ -99,27 +101,23 @@ def _moved(alone, in_pairing, what: str) -> str:
 
 
 def check_perturbation(records: list[Record]) -> int:
-    """Pairing must not change what it measures. Each framework row timed alone (its own samples)
-    and in the rounds paired with the floor (per_round["framework"]); the floor alone (its own
-    process's row) and in those rounds. Where an arm's two medians disagree beyond both intervals,
-    the pairing is marked perturbed, with what moved, and the row's ratio becomes the standalone
-    medians' (x_standalone; unpaired, so no interval). Returns how many pairings were perturbed."""
-    by = {(r.backend, r.variant, r.metric): r for r in records if r.status == OK}
+    """Pairing must not change what it measures. Each pairing also timed both arms alone, in the
+    same process, right after its rounds (Pairing.alone: a process's own state moves launch figures
+    by several percent, so only the same process is a fair standalone). Where an arm's median in
+    the rounds and alone disagree (gapbench.core.measure.perturbation), the pairing is marked
+    perturbed, with what moved, and the row's ratio becomes the standalone medians' (x_standalone;
+    unpaired, so no interval). Returns how many pairings were perturbed."""
     n = 0
     for r in records:
         lp = LaunchParams.of(r) if r.status == OK else None
         p = lp.paired if lp is not None else None
-        if p is None or p.x_floor is None or not p.per_round or not p.vs:
+        if p is None or p.x_floor is None or not p.per_round or not p.alone:
             continue
-        fb, _, fv = p.vs.partition("/")
-        floor = by.get((fb, fv, r.metric))
-        moved = [_moved(r.per_op(), p.per_round.get("framework") or [], "framework")]
-        if floor is not None:
-            moved.append(_moved(floor.per_op(), p.per_round.get("floor") or [], "floor"))
+        moved = [_moved(p.alone.get(arm) or [], p.per_round.get(arm) or [], arm) for arm in ("framework", "floor")]
         why = "; ".join(m for m in moved if m)
         if not why:
             continue
-        x = _median(r.per_op()) / _median(floor.per_op()) if floor is not None else None
+        x = _median(p.alone["framework"]) / _median(p.alone["floor"]) if p.alone.get("floor") else None
         r.params = lp.replace(paired=p.replace(perturbed=why, x_standalone=x)).to_dict()
         n += 1
     return n
@@ -140,8 +138,15 @@ def pair_with_floor(fw_sample: Callable[[int], list[float]], floor_sample: Calla
         return Pairing(vs=vs, reason=f"pairing failed: {e}")
     ops = {"framework": 1, "floor": 1, **(ops_per_run or {})}
     per_round = {n: [None if math.isnan(x) else float(x) / ops[n] for x in v] for n, v in res.per_round.items()}
+    # Each arm alone right after, as many runs as ten rounds hold: the check that pairing moved neither.
+    alone = {}
+    for name, sample in (("framework", fw_sample), ("floor", floor_sample)):
+        try:
+            alone[name] = [float(x) / ops[name] for x in sample(max(20, 10 * res.k))]
+        except (RuntimeError, ValueError):  # no standalone check for this arm; its rounds stand
+            alone[name] = []
     return summarize_paired(Pairing(vs=vs, per_round=per_round, k=res.k, seed=seed, stop=res.reason.value,
-                                    wall_s=res.wall_s, processes=1))
+                                    wall_s=res.wall_s, processes=1, alone=alone))
 
 
 class Floor:

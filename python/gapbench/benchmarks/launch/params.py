@@ -23,6 +23,9 @@ class Pairing(Params):
     wall_s: float | None = None
     reason: str | None = None  # why there is no ratio
     unpaired_processes: list | None = None
+    #: {"framework": [...], "floor": [...]}: per-op seconds of each arm timed alone, in the same
+    #: process, right after the paired rounds (several processes' pooled)
+    alone: dict | None = None
     #: an arm timed slower or faster in the pairing than alone, beyond both intervals: what moved
     #: (then x_standalone, not x_floor, is the row's ratio)
     perturbed: str | None = None

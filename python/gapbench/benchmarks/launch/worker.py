@@ -11,6 +11,7 @@ import numpy as np
 
 from gapbench.backends import registry
 from gapbench.benchmarks.launch.params import LaunchParams, Pairing
+from gapbench.core.conditions import Clock, Conditions, Process
 from gapbench.core.names import Backend
 from gapbench.core import native
 from gapbench.core.measure import Arm, adaptive
@@ -19,6 +20,10 @@ from gapbench.benchmarks.launch.config import PROBE, WARM_METRICS, Config, add_w
 from gapbench.benchmarks.launch.pairing import Floor, new_seed, pair_with_floor, plain_samples_per_round
 
 perf_ns = time.perf_counter_ns
+
+
+#: the records' clock names in the words of gapbench.core.conditions
+_CLOCKS = {"host_wall": Clock.HOST, "device_events": Clock.ISSUED, "gpu_timestamps": Clock.GPU_TIMESTAMPS}
 
 
 class _Out:
@@ -33,6 +38,7 @@ class _Out:
         self.device: dict | None = None  # the device as bk.info saw it in this process (frameworks)
         self.unavailable: str | None = None  # bk.info's reason when the framework cannot run here
         self.plain_round: dict | None = None  # one harness round of the plain check (plain-round processes)
+        self.seed: int | None = None
 
     def phase(self, variant: str, name: str, seconds: float) -> None:
         self.phases.setdefault(variant, {})[name] = float(seconds)
@@ -41,7 +47,13 @@ class _Out:
                clock: str | None, op: str, work: dict | None = None, status: str = OK, reason: str = "",
                params: LaunchParams | None = None) -> None:
         v_ok, v_detail = self.verify.get(variant, (None, ""))
-        rec = Record(probe=PROBE, backend=self.backend, variant=variant, metric=metric, status=status,
+        # Each metric is timed alone in its process (process: standalone); its pairing with the
+        # floor, where there is one, carries its own rounds and standalone check.
+        held = metric == "device_kernel"  # the queue held behind the release gate
+        cond = Conditions(clock=Clock.GATED if held else _CLOCKS.get(clock or "", clock), process=Process.STANDALONE,
+                          data="uniform[0.5, 2)",
+                          seed=self.seed).to_dict() if status == OK else {}
+        rec = Record(probe=PROBE, backend=self.backend, variant=variant, metric=metric, status=status, conditions=cond,
                      reason=reason, op=op, clock=clock if status == OK else None,
                      samples_s=list(samples or []), inner=inner if status == OK else 1,
                      warmup=warmup, work=work or {}, params=(params or LaunchParams()).to_dict(), verified=v_ok,
@@ -354,6 +366,7 @@ def worker_main(backend: Backend, cfg: Config, warm: bool, plain_round: bool = F
     plain check, returned as doc["plain_round"]. A framework that cannot run here answers
     {"unavailable": reason, "device": ...} instead of measurements."""
     out = _Out(backend)
+    out.seed = cfg.seed
     if not backend.is_native:
         _worker_framework(cfg, warm, out)
     elif backend is Backend.native_cpu:
