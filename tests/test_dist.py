@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from gapbench.benchmarks.collectives import pattern
-from gapbench.benchmarks.collectives.config import ConfigError, bus_factor, elements, parse_bytes, sweep
+from gapbench.core.cli import UsageError
+from gapbench.benchmarks.collectives.config import bus_factor, elements, parse_bytes, sweep
 from gapbench.benchmarks.collectives.ncclinfo import algo_for, parse_nccl_log
 from gapbench.core.result import ERROR, OK, load_run
 
@@ -68,9 +69,9 @@ def test_bus_factors_are_nccl_tests_values():
 def test_sweep_and_sizes():
     assert sweep(1024, 1 << 20, 4) == [1024, 4096, 16384, 65536, 262144, 1048576]
     assert parse_bytes("256M") == 256 << 20 and parse_bytes("1G") == 1 << 30 and parse_bytes("8") == 8
-    with pytest.raises(ConfigError):
+    with pytest.raises(UsageError):
         parse_bytes("12 parsecs")
-    with pytest.raises(ConfigError):
+    with pytest.raises(UsageError):
         sweep(1024, 2048, 1.0)
     # per-rank chunks: rounded down to a multiple of the world size; too small -> 0
     assert elements("all_gather", 1000, "bf16", 3) == 498
@@ -202,7 +203,7 @@ def test_mlx_launch_ring_two_ranks(tmp_path):
 
 @needs_gloo
 def test_torchrun_two_nodes_on_localhost(tmp_path):
-    from gapbench.benchmarks.collectives.launcher import free_ports
+    from gapbench.core.process import free_ports
 
     port = free_ports(1)[0]
     out = tmp_path / "r.json"

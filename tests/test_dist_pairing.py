@@ -12,7 +12,8 @@ import pytest
 import gapbench.benchmarks.collectives.rungs as rungs_pkg
 from gapbench.benchmarks.collectives.config import DistConfig
 from gapbench.benchmarks.collectives.rungs.base import RankContext, Rung
-from gapbench.benchmarks.collectives.worker import RankLog, run_group
+from gapbench.core.ranks import RankLog
+from gapbench.benchmarks.collectives.worker import run_group
 from gapbench.core.result import ERROR, FAILED, OK, Record
 
 A, B = "nccl", "torch"
