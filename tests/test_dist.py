@@ -127,7 +127,7 @@ host:1:2 [0] NCCL INFO AllGather: 524288 Bytes -> Algo RING proto SIMPLE channel
 
 def test_bad_input_is_one_line_exit_2():
     p = run("-m", "bench.dist", "--device", "cpu", "--ops", "all_reduce,frobnicate")
-    assert p.returncode == 2 and "unknown op frobnicate" in p.stderr
+    assert p.returncode == 2 and "unknown collective op 'frobnicate'; choose from all_reduce" in p.stderr
     p = run("-m", "bench.dist", "--device", "cpu", "--plain-rounds", "-1")
     assert p.returncode == 2 and "--plain-rounds" in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
@@ -142,7 +142,7 @@ def test_benchmark_interface(tmp_path):
                                                    "world": 2, "rank_median_s": [t, t]})
             for b, t in (("nccl", 10e-6), ("torch", 30e-6))]
     md = BENCHMARK.markdown(recs)
-    assert "| all_reduce bf16 | 1K | 10.0 |" in md and "3.00x" in md
+    assert "| all_reduce bf16 | out | 1K | 10.0 |" in md and "3.00x" in md
     assert BENCHMARK.tables(recs)
     pytest.importorskip("matplotlib")
     paths = BENCHMARK.figures(recs, tmp_path / "x")

@@ -525,7 +525,8 @@ def test_report_has_the_gap_table_and_the_scaling_table_beside_its_prediction(tm
     (row,) = gap.rows  # one op, one size
     cols = dict(zip(gap.columns, row))
     assert cols["torch / NCCL"] == "1.20x [1.10-1.30]"  # paired with its own launch's NCCL
-    assert cols["MLX / NCCL"] == "1.25x [1.10-1.50]"  # paired with the MLX launch's NCCL, not the main one
+    assert cols["MLX / its NCCL"] == "1.25x [1.10-1.50]"  # paired with the MLX launch's NCCL, not the main one
+    assert cols["MLX's NCCL us"] == "30.0" and cols["pl"] == "out"  # ... which the row shows beside it
     assert cols["CuPy / NCCL"] == "2.00x (unpaired)" and cols["machine"].endswith("x2")
     ok_row, err_row = (dict(zip(scale.columns, r)) for r in scale.rows)
     assert (ok_row["weak scaling"], ok_row["predicted"], ok_row["peak GiB/rank"]) == ("96%", "92%", "3.0")

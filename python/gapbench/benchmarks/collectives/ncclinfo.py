@@ -123,7 +123,7 @@ def nvlink_topology() -> dict:
                     rb = rb.decode() if isinstance(rb, bytes) else rb
                     j = next((k for k, b in enumerate(bus) if b.lower().endswith(rb.lower()[-12:])), None)
                     if j is not None:
-                        pairs[f"{i}-{j}"] = pairs.get(f"{i}-{j}", 0) + 1
+                        pairs[(i, j)] = pairs.get((i, j), 0) + 1
                 except Exception:  # noqa: BLE001
                     pass
             try:
@@ -136,9 +136,8 @@ def nvlink_topology() -> dict:
                          "nvlink_generation": NVLINK_NAME.get(version or 0),
                          "nvlink_GBps_per_dir": rate, "pcie_gen": gen, "pcie_width": width, "pcie_GBps_per_dir": pcie})
         pair_rates = {}
-        for k, cnt in pairs.items():
-            i = int(k.split("-")[0])
-            pair_rates[k] = {"nvlinks": cnt, "GBps_per_dir": NVLINK_GBPS.get(gpus[i]["nvlink_version"] or 0, 25.0) * cnt}
+        for (i, j), cnt in pairs.items():
+            pair_rates[f"{i}-{j}"] = {"nvlinks": cnt, "GBps_per_dir": NVLINK_GBPS.get(gpus[i]["nvlink_version"] or 0, 25.0) * cnt}
         return {"gpus": gpus, "pairs": pair_rates}
     finally:
         try:

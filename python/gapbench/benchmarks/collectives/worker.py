@@ -22,6 +22,7 @@ from pathlib import Path
 from gapbench.core import process
 from gapbench.core.ranks import RankLog, rank_from_env
 from gapbench.benchmarks.collectives.config import DistConfig, elements, shaping_env
+from gapbench.core.names import Rung
 
 UNSUPPORTED = re.compile(r"not supported|unsupported|not implemented|has no (CUDA|CPU|GPU) implementation", re.I)
 TIMEOUT_WORDS = ("timed out", "timeout", "aborted", "Connection closed", "connection reset", "NCCL error")
@@ -228,9 +229,9 @@ def main(argv: list[str] | None = None) -> int:
         from gapbench.benchmarks.collectives.p2p import run_p2p
 
         run_p2p(cfg, log, only=a.p2p_only)
-        rungs.remove("p2p")
+        rungs.remove(Rung.p2p)
     control = None
-    if any(r in ("nccl", "torch", "cupy") for r in rungs) or (a.merge_to and rungs != ["mlx"]):
+    if any(Rung(r).on_nccl for r in rungs) or (a.merge_to and rungs != [Rung.mlx]):
         control = init_control(cfg.op_timeout_s)
     ctx = RankContext(rank=rank, world=world, local_rank=local, cfg=cfg, control=control)
     try:
