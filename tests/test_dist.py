@@ -283,3 +283,13 @@ def test_gpu_all_rungs_checked(tmp_path):
     assert any(r.backend == "p2p" and r.status == OK for r in recs)
     assert any(r.backend == "nccl-plain" and r.status == OK for r in recs)
     assert all(v.get("version") for v in run_.run["nccl"].values())  # per launch group: NCCL said its version
+
+
+def test_collective_ops_are_typed_in_the_native_order():
+    """gapbench.core.names.CollOp names the ops of gapbench._native.dist.CollOp, in its order."""
+    from gapbench import _native
+    from gapbench.core.names import CollOp
+
+    if not hasattr(_native, "dist"):
+        pytest.skip("this build has no _native.dist")
+    assert [op.value for op in CollOp] == list(_native.dist.CollOp.__members__)
