@@ -41,6 +41,23 @@ CompletedProcess, TimeoutExpired = subprocess.CompletedProcess, subprocess.Timeo
 #: after SIGTERM, how long a group gets before SIGKILL
 GRACE_S = 2.0
 LINUX = sys.platform.startswith("linux")
+PR_SET_PDEATHSIG = 1
+
+
+def _libc_prctl():
+    """libc's prctl, looked up once here: a preexec_fn must not import or load anything (another
+    thread of the parent may have held the import lock at fork)."""
+    if not LINUX:
+        return None
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _libc_prctl()
 
 
 class ChildTimeout(subprocess.TimeoutExpired):
@@ -103,13 +120,8 @@ def _child_setup(parent: int, cpus: Sequence[int] | None) -> Callable[[], None]:
     def setup() -> None:
         if cpus:
             os.sched_setaffinity(0, list(cpus))
-        if LINUX:
-            import ctypes
-
-            try:
-                ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-            except (OSError, AttributeError):
-                pass
+        if _PRCTL is not None:
+            _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             if os.getppid() != parent:  # the parent died before the line above: nobody will signal us
                 os._exit(1)
 
@@ -245,13 +257,8 @@ def die_with_parent(parent: int) -> None:
     """Called first thing in a Python child: die when `parent` does. Linux: PR_SET_PDEATHSIG (set
     again: an exec'd interpreter keeps it, but a child started by another tool may not have it);
     elsewhere a thread that polls os.getppid() and kills the child's group."""
-    if LINUX:
-        import ctypes
-
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):
-            _watch_parent(parent)
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     else:
         _watch_parent(parent)
     if parent and os.getppid() != parent:
