@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from gapbench.benchmarks.collectives import pattern
-from gapbench.benchmarks.collectives.config import ConfigError, bus_factor, elements, parse_bytes, sweep
+from gapbench.core.cli import UsageError
+from gapbench.benchmarks.collectives.config import bus_factor, elements, parse_bytes, sweep
 from gapbench.benchmarks.collectives.ncclinfo import algo_for, parse_nccl_log
 from gapbench.core.result import ERROR, OK, load_run
 
@@ -68,9 +69,9 @@ def test_bus_factors_are_nccl_tests_values():
 def test_sweep_and_sizes():
     assert sweep(1024, 1 << 20, 4) == [1024, 4096, 16384, 65536, 262144, 1048576]
     assert parse_bytes("256M") == 256 << 20 and parse_bytes("1G") == 1 << 30 and parse_bytes("8") == 8
-    with pytest.raises(ConfigError):
+    with pytest.raises(UsageError):
         parse_bytes("12 parsecs")
-    with pytest.raises(ConfigError):
+    with pytest.raises(UsageError):
         sweep(1024, 2048, 1.0)
     # per-rank chunks: rounded down to a multiple of the world size; too small -> 0
     assert elements("all_gather", 1000, "bf16", 3) == 498
@@ -126,7 +127,7 @@ host:1:2 [0] NCCL INFO AllGather: 524288 Bytes -> Algo RING proto SIMPLE channel
 
 def test_bad_input_is_one_line_exit_2():
     p = run("-m", "bench.dist", "--device", "cpu", "--ops", "all_reduce,frobnicate")
-    assert p.returncode == 2 and "unknown op frobnicate" in p.stderr
+    assert p.returncode == 2 and "unknown collective op 'frobnicate'; choose from all_reduce" in p.stderr
     p = run("-m", "bench.dist", "--device", "cpu", "--plain-rounds", "-1")
     assert p.returncode == 2 and "--plain-rounds" in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
@@ -141,7 +142,7 @@ def test_benchmark_interface(tmp_path):
                                                    "world": 2, "rank_median_s": [t, t]})
             for b, t in (("nccl", 10e-6), ("torch", 30e-6))]
     md = BENCHMARK.markdown(recs)
-    assert "| all_reduce bf16 | 1K | 10.0 |" in md and "3.00x" in md
+    assert "| all_reduce bf16 | out | 1K | 10.0 |" in md and "3.00x" in md
     assert BENCHMARK.tables(recs)
     pytest.importorskip("matplotlib")
     paths = BENCHMARK.figures(recs, tmp_path / "x")
@@ -202,7 +203,7 @@ def test_mlx_launch_ring_two_ranks(tmp_path):
 
 @needs_gloo
 def test_torchrun_two_nodes_on_localhost(tmp_path):
-    from gapbench.benchmarks.collectives.launcher import free_ports
+    from gapbench.core.process import free_ports
 
     port = free_ports(1)[0]
     out = tmp_path / "r.json"
@@ -282,3 +283,13 @@ def test_gpu_all_rungs_checked(tmp_path):
     assert any(r.backend == "p2p" and r.status == OK for r in recs)
     assert any(r.backend == "nccl-plain" and r.status == OK for r in recs)
     assert all(v.get("version") for v in run_.run["nccl"].values())  # per launch group: NCCL said its version
+
+
+def test_collective_ops_are_typed_in_the_native_order():
+    """gapbench.core.names.CollOp names the ops of gapbench._native.dist.CollOp, in its order."""
+    from gapbench import _native
+    from gapbench.core.names import CollOp
+
+    if not hasattr(_native, "dist"):
+        pytest.skip("this build has no _native.dist")
+    assert [op.value for op in CollOp] == list(_native.dist.CollOp.__members__)

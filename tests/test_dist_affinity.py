@@ -1,13 +1,12 @@
-"""Rank binding (gapbench.benchmarks.collectives.affinity): which CPUs each rank gets, from a topology given here,
+"""Rank binding (gapbench.core.affinity): which CPUs each rank gets, from a topology given here,
 and that the binding reaches the child process."""
 import os
-import subprocess
 import sys
 
 import pytest
 
-from gapbench.benchmarks.collectives.affinity import parse_cpu_list, physical_cores, preexec, rank_cpus, rank_local_cpus
-from gapbench.benchmarks.collectives.ncclinfo import gpu_local_cpus
+from gapbench.core import process
+from gapbench.core.affinity import gpu_local_cpus, parse_cpu_list, physical_cores, rank_cpus, rank_local_cpus
 
 #: `nvidia-smi topo -m` as the 2 x H200 machine printed it (2026-11-23), ANSI underline included
 TOPO_2xH200 = ("\x1b[4m\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
@@ -63,5 +62,6 @@ def test_too_few_cores_leaves_ranks_unbound_and_says_why():
 def test_binding_reaches_the_child():
     cpu = min(os.sched_getaffinity(0))
     code = "import os; print(sorted(os.sched_getaffinity(0)))"
-    out = subprocess.run([sys.executable, "-c", code], preexec_fn=preexec([cpu]), capture_output=True, text=True)
-    assert out.stdout.strip() == f"[{cpu}]"
+    with process.start([sys.executable, "-c", code], cpus=[cpu], stdout=process.PIPE, text=True) as child:
+        out, _ = child.communicate(timeout=60)
+    assert out.strip() == f"[{cpu}]"

@@ -12,7 +12,8 @@ import pytest
 import gapbench.benchmarks.collectives.rungs as rungs_pkg
 from gapbench.benchmarks.collectives.config import DistConfig
 from gapbench.benchmarks.collectives.rungs.base import RankContext, Rung
-from gapbench.benchmarks.collectives.worker import RankLog, run_group
+from gapbench.core.ranks import RankLog
+from gapbench.benchmarks.collectives.worker import run_group
 from gapbench.core.result import ERROR, FAILED, OK, Record
 
 A, B = "nccl", "torch"
@@ -249,15 +250,15 @@ def test_merge_failed_rank_fails_the_record():
 MAIN, MLXG = "nccl+torch+cupy", "nccl+mlx"
 
 
-def _rec(backend, group, round_us, *, reference_only=False, samples_us=None, size=1 << 20):
-    params = {"size": size, "dtype": "bf16", "placement": "out", "group": group, "bus_factor": 1.0, "rounds": 6}
+def _rec(backend, group, round_us, *, reference_only=False, samples_us=None, size=1 << 20, placement="out"):
+    params = {"size": size, "dtype": "bf16", "placement": placement, "group": group, "bus_factor": 1.0, "rounds": 6}
     if round_us is not None:
         params["round_medians_s"] = [x * 1e-6 for x in round_us]
     if reference_only:
         params["reference_only"] = True
     samples = samples_us if samples_us is not None else round_us
     return Record(probe="dist", backend=backend, metric="all_reduce",
-                  variant=f"bf16/out/{size}" + (f"@{group}" if reference_only else ""), status=OK,
+                  variant=f"bf16/{placement}/{size}" + (f"@{group}" if reference_only else ""), status=OK,
                   clock="host_wall", samples_s=[x * 1e-6 for x in samples], params=params)
 
 
@@ -286,9 +287,39 @@ def test_gap_rows_pair_each_framework_with_its_own_launch_reference():
     est, lo, hi, how = row["mlx_gap"]
     assert how == "paired"
     assert (est, lo, hi) == pytest.approx((1.25, 1.1, 1.5))  # against the main reference it would be 2.5
+    assert row["mlx_ref_us"] == pytest.approx(30.0)  # ... so the row shows the reference it was taken against
+    assert "torch_ref_us" not in row  # torch's reference is the NCCL column itself
     est, lo, hi, how = row["cupy_gap"]
     assert how == "unpaired" and est == pytest.approx(2.0)  # 30 us / 15 us, ratio of medians
     assert math.isnan(lo) and math.isnan(hi)
+
+
+def test_a_gap_is_taken_against_the_nccl_placement_shown_beside_it():
+    """torch measures all_reduce in place; direct NCCL ran both ways, in place twice as slow. Each
+    row's gap must be the framework over the NCCL time in that row (same placement), never over
+    the other placement's run; a framework with no NCCL run of its placement in its launch gets
+    no gap and a reason."""
+    from gapbench.benchmarks.collectives.tables import gap_rows, markdown
+
+    recs = [_rec("nccl", MAIN, [10] * 6), _rec("nccl", MAIN, [20] * 6, placement="in"),
+            _rec("torch", MAIN, [24] * 6, placement="in"),
+            _rec("cupy", MAIN, [30] * 6, placement="in", size=4 << 20)]  # no NCCL in place at 4M
+    rows = {(r["placement"], r["size"]): r for r in gap_rows(recs)}
+    checked = 0
+    for row in rows.values():
+        for fw in ("torch", "cupy", "mlx"):
+            if f"{fw}_gap" in row:
+                shown = row.get(f"{fw}_ref_us", row.get("nccl_us"))
+                assert shown is not None
+                assert row[f"{fw}_gap"][0] == pytest.approx(row[f"{fw}_us"] / shown)
+                checked += 1
+    assert checked == 1
+    assert rows[("in", 1 << 20)]["nccl_us"] == pytest.approx(20.0)
+    assert rows[("in", 1 << 20)]["torch_gap"][0] == pytest.approx(1.2)  # 24 / 20, not 24 / 10
+    assert "torch_gap" not in rows[("out", 1 << 20)]
+    cupy = rows[("in", 4 << 20)]
+    assert "cupy_gap" not in cupy and "no direct NCCL in place" in cupy["cupy_why"]
+    assert "not comparable: no direct NCCL in place" in markdown(recs)
 
 
 def test_gap_with_fewer_than_six_rounds_has_an_open_interval():
@@ -494,7 +525,8 @@ def test_report_has_the_gap_table_and_the_scaling_table_beside_its_prediction(tm
     (row,) = gap.rows  # one op, one size
     cols = dict(zip(gap.columns, row))
     assert cols["torch / NCCL"] == "1.20x [1.10-1.30]"  # paired with its own launch's NCCL
-    assert cols["MLX / NCCL"] == "1.25x [1.10-1.50]"  # paired with the MLX launch's NCCL, not the main one
+    assert cols["MLX / its NCCL"] == "1.25x [1.10-1.50]"  # paired with the MLX launch's NCCL, not the main one
+    assert cols["MLX's NCCL us"] == "30.0" and cols["pl"] == "out"  # ... which the row shows beside it
     assert cols["CuPy / NCCL"] == "2.00x (unpaired)" and cols["machine"].endswith("x2")
     ok_row, err_row = (dict(zip(scale.columns, r)) for r in scale.rows)
     assert (ok_row["weak scaling"], ok_row["predicted"], ok_row["peak GiB/rank"]) == ("96%", "92%", "3.0")

@@ -9,9 +9,9 @@ import argparse
 from rich.console import Console
 
 import gapbench.benchmarks.collectives.command as bench_mod
-import gapbench.benchmarks.collectives.launcher as launcher_mod
+import gapbench.core.process as process_mod
 from gapbench.benchmarks.collectives.config import DistConfig
-from gapbench.benchmarks.collectives.launcher import RankOutcome
+from gapbench.core.process import RankOutcome
 from gapbench.benchmarks.collectives.merge import stage_times
 from gapbench.benchmarks.collectives.p2p import cases
 from gapbench.core.result import ERROR, OK
@@ -66,7 +66,7 @@ def _run_p2p(monkeypatch, tmp_path, first_outcome):
         return [RankOutcome(0, 1, 0, "exited", lines=_p2p_lines(want[0], want[1], want[2], want[3]))]
 
     monkeypatch.setattr(bench_mod, "gpu_count", lambda: 2)
-    monkeypatch.setattr(launcher_mod, "launch_local", fake_launch)
+    monkeypatch.setattr(process_mod, "run_ranks", fake_launch)
     args = argparse.Namespace(timeout=60.0, hang_timeout=60.0, allow_multicast=False)
     cfg = DistConfig(sizes=sizes, device="cuda")
     recs = bench_mod.DistBenchmark()._p2p(args, cfg, tmp_path, Console(file=open("/dev/null", "w")))

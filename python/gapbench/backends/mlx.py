@@ -1,7 +1,9 @@
 """MLX (mlx-cpu, mlx-gpu: Metal on a Mac, CUDA on Linux): whether it can run here, and its adapter."""
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -132,3 +134,20 @@ class MLXAdapter(Adapter):
 
     def poison(self, x):
         return self.mx.full(x.shape, float("nan"), dtype=x.dtype)
+
+
+def rank_env(nproc: int, device: str, d: Path):
+    """What mlx.launch would set, per rank, for `nproc` ranks on this machine (a function of the
+    rank for gapbench.core.process.run_ranks): on CPU the ring's hostfile (one 127.0.0.1:port per
+    rank, written in `d`) and MLX_RANK; on CUDA NCCL_HOST_IP/NCCL_PORT/MLX_WORLD_SIZE and one
+    visible GPU per rank."""
+    from gapbench.core.process import free_ports
+
+    ports = free_ports(nproc + 1)
+    if device == "cpu":
+        hf = d / "mlx-hosts.json"
+        hf.write_text(json.dumps([[f"127.0.0.1:{p}"] for p in ports[:nproc]]))
+        return lambda r: {"MLX_RANK": str(r), "MLX_HOSTFILE": str(hf), "GAPBENCH_MLX_BACKEND": "ring"}
+    return lambda r: {"MLX_RANK": str(r), "MLX_WORLD_SIZE": str(nproc), "NCCL_HOST_IP": "127.0.0.1",
+                      "NCCL_PORT": str(ports[-1]), "CUDA_VISIBLE_DEVICES": str(r), "LOCAL_RANK": "0",
+                      "GAPBENCH_MLX_BACKEND": "nccl"}

@@ -219,3 +219,12 @@ class TorchAdapter(Adapter):
 
     def poison(self, x):
         return x.fill_(float("nan"))
+
+
+def gpu_count() -> int:
+    """CUDA devices torch can see (0 without torch or a GPU): one rank per GPU in multi-process runs."""
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -6,12 +6,12 @@ import os
 import importlib.util
 import platform
 import shutil
-import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
 
 from gapbench import __version__
+from gapbench.core import process
 from gapbench.core.native import build_info
 from gapbench.core.result import now_iso
 
@@ -33,11 +33,9 @@ def library_versions() -> dict[str, str]:
 
 def cpu_model() -> str:
     if sys.platform == "darwin":
-        try:
-            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True,
-                                  text=True, timeout=5).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            pass
+        p = process.query(["sysctl", "-n", "machdep.cpu.brand_string"], timeout=5)
+        if p is not None and p.stdout.strip():
+            return p.stdout.strip()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -54,12 +52,8 @@ def nvidia_smi() -> list[dict]:
         return []
     fields = ["name", "driver_version", "memory.total", "clocks.max.sm", "clocks.sm",
               "temperature.gpu", "power.limit", "pci.bus_id"]
-    try:
-        p = subprocess.run([exe, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
-                           capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    if p.returncode != 0:
+    p = process.query([exe, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"], timeout=20)
+    if p is None or p.returncode != 0:
         return []
     gpus = []
     for line in p.stdout.strip().splitlines():
@@ -73,13 +67,11 @@ def git_sha() -> str | None:
     here = Path.cwd()
     if not (here / "bench").is_dir() or not (here / ".git").exists():
         return None
-    try:
-        p = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return p.stdout.strip() + ("-dirty" if dirty else "") if p.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
+    p = process.query(["git", "rev-parse", "HEAD"], timeout=5)
+    dirty = process.query(["git", "status", "--porcelain", "--untracked-files=no"], timeout=5)
+    if p is None or p.returncode != 0 or dirty is None:
         return None
+    return p.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
 def provenance() -> dict:

@@ -8,10 +8,14 @@ import ctypes
 import hashlib
 import os
 import shutil
-import subprocess
 import tempfile
 from importlib import resources
 from pathlib import Path
+
+from gapbench.core import process
+
+#: seconds one compile of a .metal file as C++ may take
+COMPILE_TIMEOUT_S = 600.0
 
 
 def metal_dir() -> Path:
@@ -59,11 +63,12 @@ def build(metal_file: str | os.PathLike, driver_source: str, cache_dir: str | os
         src = out_dir / f"{metal_file.stem}-{key}.cpp"
         src.write_text(f'#define GB_METAL_FILE "{metal_file}"\n' + driver_source)
         cxx = compiler()
-        is_clang = "clang" in subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
+        version = process.query([cxx, "--version"], timeout=60)
+        is_clang = version is not None and "clang" in version.stdout
         cmd = [cxx, f"-std={std}", "-O1", "-shared", "-fPIC", "-pthread", "-Wall", "-Werror", "-Wno-attributes",
                *(["-Wno-unknown-attributes"] if is_clang else []), f"-I{compat}",
                "-include", str(compat / "metal_cpu.h"), str(src), "-o", str(lib) + ".tmp"]
-        p = subprocess.run(cmd, capture_output=True, text=True)
+        p = process.run(cmd, timeout=COMPILE_TIMEOUT_S, name=f"the C++ compile of {metal_file.name}")
         if p.returncode != 0:
             raise RuntimeError(f"compiling {metal_file.name} as C++ failed:\n{p.stderr}")
         os.replace(str(lib) + ".tmp", lib)

@@ -234,6 +234,68 @@ class ColdScrub(_Named):
         return "--cold scrub"
 
 
+class CollOp(_Named):
+    """The collective operations of bench.dist, in the order of gapbench._native.dist.CollOp
+    (tests/test_dist.py checks they agree)."""
+    all_reduce = "all_reduce"
+    all_gather = "all_gather"
+    reduce_scatter = "reduce_scatter"
+    broadcast = "broadcast"
+    all_to_all = "all_to_all"
+    sendrecv = "sendrecv"
+
+    @property
+    def reduces(self) -> bool:
+        return self in (CollOp.all_reduce, CollOp.reduce_scatter)
+
+    @property
+    def splits(self) -> bool:
+        """Its `size` buffer is cut into one chunk per rank (nccl-tests' size convention)."""
+        return self in (CollOp.all_gather, CollOp.reduce_scatter, CollOp.all_to_all)
+
+    @property
+    def out_of_place_only(self) -> bool:
+        """all_to_all and send/recv exist out of place only (nccl-tests' grouped p2p form)."""
+        return self in (CollOp.all_to_all, CollOp.sendrecv)
+
+    def bus_factor(self, n: int) -> float:
+        """nccl-tests' bus bandwidth factor (doc/PERFORMANCE.md): busbw = algbw * factor."""
+        if self is CollOp.all_reduce:
+            return 2.0 * (n - 1) / n
+        if self.splits:
+            return (n - 1) / n
+        return 1.0
+
+    @classmethod
+    def _what(cls) -> str:
+        return "collective op"
+
+
+class Placement(_Named):
+    """Where a collective writes: out of place, in place, or (a choice only) each API's own form."""
+    out = "out"
+    in_ = "in"
+    auto = "auto"
+
+
+class Rung(_Named):
+    """bench.dist's engines, lowest first: the p2p copy floor, direct NCCL, then the frameworks."""
+    p2p = "p2p"
+    nccl = "nccl"
+    torch = "torch"
+    cupy = "cupy"
+    mlx = "mlx"
+
+    @property
+    def is_framework(self) -> bool:
+        return self in (Rung.torch, Rung.cupy, Rung.mlx)
+
+    @property
+    def on_nccl(self) -> bool:
+        """Its collectives go through NCCL on GPUs (so NCCL's algorithm log applies)."""
+        return self in (Rung.nccl, Rung.torch, Rung.cupy)
+
+
 T = TypeVar("T")
 
 
@@ -271,6 +333,20 @@ def parse_one(parse: Callable[[str], T]) -> Callable[[str], T]:
 
     convert.__name__ = getattr(parse, "__qualname__", "name").split(".")[0].lower()
     return convert
+
+
+def one_of(what: str, choices: Iterable[str]) -> Callable[[str], str]:
+    """A parser of a name from a benchmark's own vocabulary (a model size, a training strategy):
+    the name itself, or UnknownName listing the choices. With parse_list, an argparse `type=`."""
+    allowed = tuple(choices)
+
+    def parse(text: str) -> str:
+        if text.strip() not in allowed:
+            raise UnknownName(what, text.strip(), allowed)
+        return text.strip()
+
+    parse.__qualname__ = what
+    return parse
 
 
 def parse_ints(text: str, what: str, minimum: int = 1) -> list[int]:

@@ -8,8 +8,9 @@ left behind however either side ends. On timeout, Ctrl-C, SIGTERM (turned into a
 `benchmark.run_cli`) or any other exception in the parent, the worker's whole process group is
 killed before the exception goes on.
 
-Child side: the first thing the worker does is arrange to die with its parent: on Linux
-prctl(PR_SET_PDEATHSIG, SIGKILL), elsewhere a thread that polls os.getppid(). So a parent killed
+Child side: the first thing the worker does is arrange to die with its parent
+(process.die_with_parent: on Linux prctl(PR_SET_PDEATHSIG, SIGKILL), elsewhere a thread that
+polls os.getppid()). The process is started by gapbench.core.process, like every child. So a parent killed
 with SIGKILL (which runs no handler) leaves no worker behind. The target's own children (if any)
 are in the worker's process group and go with it on timeout or interrupt.
 
@@ -23,17 +24,14 @@ import importlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
-import time
 from typing import Any, Callable
+
+from gapbench.core import process
 
 PROGRESS_MARK = "@progress "
 PARENT_ENV = "GAPBENCH_WORKER_PARENT"
-#: NVLink multicast stays off in every process gapbench starts
-WORKER_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1",
-              "PYTHONUNBUFFERED": "1"}
 
 
 class WorkerError(RuntimeError):
@@ -51,18 +49,6 @@ class WorkerError(RuntimeError):
 
 
 # ============================================================== parent side
-def _kill_group(p: subprocess.Popen) -> None:
-    """SIGKILL the worker's process group (its pid is the group id: start_new_session)."""
-    try:  # before reaping the leader, so its pid (the group id) cannot have been reused
-        os.killpg(p.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        p.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        pass
-
-
 def run_in_worker(target: str, payload: dict, timeout_s: float, *,
                   on_progress: Callable[[str], None] | None = None, env: dict[str, str] | None = None,
                   fast_exit: bool = False) -> Any:
@@ -75,12 +61,11 @@ def run_in_worker(target: str, payload: dict, timeout_s: float, *,
     if timeout_s <= 0:
         raise ValueError(f"timeout must be > 0 seconds, got {timeout_s}")
     rfd, wfd = os.pipe()
-    child_env = dict(os.environ, **WORKER_ENV, **(env or {}), **{PARENT_ENV: str(os.getpid())})
     try:
         cmd = [sys.executable, "-m", "gapbench.core.worker", target, str(wfd)] + (["--fast-exit"] if fast_exit else [])
-        p = subprocess.Popen(cmd,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             pass_fds=(wfd,), start_new_session=True, env=child_env)
+        p = process.start(cmd, env=dict(os.environ, **(env or {}), **{PARENT_ENV: str(os.getpid())}),
+                          stdin=process.PIPE, stdout=process.PIPE, stderr=process.STDOUT, pass_fds=(wfd,),
+                          name=f"worker {target}").popen
     finally:
         os.close(wfd)
     result_chunks: list[bytes] = []
@@ -120,14 +105,14 @@ def run_in_worker(target: str, payload: dict, timeout_s: float, *,
         try:
             waiter.join(timeout_s)
             if waiter.is_alive():
-                raise subprocess.TimeoutExpired(p.args, timeout_s)
+                raise TimeoutError
             rc = p.returncode
-        except subprocess.TimeoutExpired:
-            _kill_group(p)
+        except TimeoutError:
+            process.kill_group(p)
             raise WorkerError("timeout", f"timed out after {timeout_s:g} s and was stopped (raise the timeout)",
                               tail) from None
     except BaseException:
-        _kill_group(p)
+        process.kill_group(p)
         raise
     for t in readers:
         t.join(timeout=10)
@@ -147,33 +132,12 @@ def run_in_worker(target: str, payload: dict, timeout_s: float, *,
     return doc["result"]
 
 
-def _pdeathsig() -> None:  # runs in the child between fork and exec (Linux)
-    import ctypes
-
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-
-
-def run_command(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:
-    """A non-Python helper program (the plain C++ loops) under the same rules as a worker: its
-    own process group, killed with it on timeout or interrupt, dead with its parent on Linux.
-    Output captured as text; raises subprocess.TimeoutExpired on timeout."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                         env=dict(os.environ, **WORKER_ENV),
-                         preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None)
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except BaseException:
-        _kill_group(p)
-        raise
-    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
-
-
 class PacedCommand:
     """A plain C++ loop started once and run round by round (the loops' ROUNDS argument): each
     `round()` writes one line to its stdin, and the loop answers with one line of JSON (that
     round's samples) and then waits for the next line. So a plain loop pays its start (the CUDA
     context, loading cuBLAS: about 2 s) once, and the harness can run its own round between two
-    of the loop's, which pairs the two in time. Same rules as `run_command`: its own process
+    of the loop's, which pairs the two in time. Started through gapbench.core.process: its own process
     group, killed on timeout, error or interrupt, dead with its parent on Linux.
 
         with PacedCommand([exe, ..., "6"], timeout=60) as loop:
@@ -184,9 +148,7 @@ class PacedCommand:
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
         self.cmd, self.timeout = list(cmd), float(timeout)
-        self._p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   text=True, start_new_session=True, env=dict(os.environ, **WORKER_ENV),
-                                   preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None)
+        self._p = process.start(cmd, stdin=process.PIPE, stdout=process.PIPE, stderr=process.PIPE, text=True).popen
         import queue
 
         self._lines: queue.Queue = queue.Queue()
@@ -207,7 +169,7 @@ class PacedCommand:
             del self._err[:-20]
 
     def _failure(self, what: str) -> RuntimeError:
-        _kill_group(self._p)
+        process.kill_group(self._p)
         self._err_reader.join(timeout=2)  # its last words, once the pipe closes
         rc = self._p.returncode
         tail = " | ".join(self._err[-3:])[-400:]
@@ -243,8 +205,8 @@ class PacedCommand:
             pass
         try:
             return self._p.wait(timeout=min(self.timeout, 30))
-        except subprocess.TimeoutExpired:
-            _kill_group(self._p)
+        except process.TimeoutExpired:
+            process.kill_group(self._p)
             return self._p.returncode
 
     def __enter__(self) -> "PacedCommand":
@@ -254,40 +216,13 @@ class PacedCommand:
         if exc_type is None:
             self.close()
         else:
-            _kill_group(self._p)
+            process.kill_group(self._p)
 
 
 # ============================================================== child side
 def die_with_parent(parent: int | None = None) -> None:
     """Make this process die when its parent does (called first thing in a worker)."""
-    parent = parent if parent is not None else int(os.environ.get(PARENT_ENV, "0") or 0)
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        PR_SET_PDEATHSIG = 1
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):
-            _watch_parent(parent)
-    else:
-        _watch_parent(parent)
-    # The parent may have died before the line above ran: then nobody will signal us.
-    if parent and os.getppid() != parent:
-        os._exit(1)
-
-
-def _watch_parent(parent: int) -> None:
-    def watch():
-        while True:
-            if os.getppid() != parent:
-                try:
-                    os.killpg(0, signal.SIGKILL)  # this worker and whatever it started
-                finally:
-                    os._exit(1)
-            time.sleep(0.5)
-
-    if parent:
-        threading.Thread(target=watch, daemon=True, name="gapbench-parent-watch").start()
+    process.die_with_parent(parent if parent is not None else int(os.environ.get(PARENT_ENV, "0") or 0))
 
 
 def progress(text: str) -> None:

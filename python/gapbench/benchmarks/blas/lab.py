@@ -20,13 +20,12 @@ import glob
 import importlib.util
 import json
 import os
-import signal
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from gapbench.core import process
 from gapbench.core.result import ERROR, FAILED, NOT_APPLICABLE, OK, Record
 
 OPS = ("copy", "gemv", "vjp_dx", "vjp_dw", "gemm")
@@ -178,18 +177,11 @@ def run(op: str, args: Sequence[str] = (), *, timeout_s: float = 1800.0, binary:
     with tempfile.TemporaryDirectory(prefix="gapbench-lab-") as tmp:
         out = Path(tmp) / "lab.json"
         cmd += ["--json", str(out)]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
         try:
-            stdout, stderr = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise LabError("timeout", f"{exe.name} ran past {timeout_s:g} s and was killed")
-        except BaseException:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            raise
+            proc = process.run(cmd, timeout_s, name=exe.name)
+        except process.ChildTimeout:
+            raise LabError("timeout", f"{exe.name} ran past {timeout_s:g} s and was killed") from None
+        stdout, stderr = proc.stdout, proc.stderr
         last = (stderr.strip().splitlines() or [""])[-1]
         if proc.returncode == 2:
             raise LabError("usage", f"{exe.name}: {last}")

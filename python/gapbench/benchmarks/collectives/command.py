@@ -1,7 +1,7 @@
 """`python -m bench.dist`: collectives rung by rung (see the package docstring), nccl-tests style.
 
 Local (default): one rank per visible GPU (or --nproc gloo ranks on a CPU), each rung launched
-as its own set of rank processes (launcher.launch_local), merged by this process into one result
+as its own set of rank processes (gapbench.core.process.run_ranks), merged by this process into one result
 file. Multi-node: --launcher torchrun|mlx|mpirun runs the ranks through that launcher and rank 0
 of the job writes the result file (worker --merge-to)."""
 from __future__ import annotations
@@ -14,20 +14,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from gapbench.backends.mlx import rank_env as mlx_rank_env
+from gapbench.backends.torch import gpu_count
+from gapbench.core import process
 from gapbench.core.benchmark import Benchmark
 from gapbench.core.cli import UsageError
+from gapbench.core.names import CollOp, DType, Placement, Rung, parse_list
 from gapbench.core.result import ERROR, Record, load_run
 from gapbench.benchmarks.collectives import tables
-from gapbench.benchmarks.collectives.config import DTYPES, OPS, PLACEMENTS, ROUNDS, RUNGS, ConfigError, DistConfig, csv_list, human_bytes, parse_bytes, process_env, shaping_env, sweep
-
-
-def gpu_count() -> int:
-    try:
-        import torch
-
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except ImportError:
-        return 0
+from gapbench.benchmarks.collectives.config import OPS, PLACEMENTS, ROUNDS, RUNGS, DistConfig, human_bytes, parse_bytes, shaping_env, sweep
 
 
 class DistBenchmark(Benchmark):
@@ -43,11 +38,15 @@ class DistBenchmark(Benchmark):
         g.add_argument("-b", "--min-bytes", default=None, help="smallest size (default 1K)")
         g.add_argument("-e", "--max-bytes", default=None, help="largest size (default 1G on GPUs, 1M on CPUs)")
         g.add_argument("-f", "--step-factor", type=float, default=4.0, help="size multiplier (default 4)")
-        g.add_argument("--ops", help=f"comma list of {','.join(OPS)} (default all)")
-        g.add_argument("--dtypes", help="comma list of fp32,fp16,bf16 (default bf16)")
-        g.add_argument("--placements", default="auto",
-                       help="auto (each API's own form; NCCL also in place where torch is) or out,in")
-        g.add_argument("--rungs", help=f"comma list of {','.join(RUNGS)} (default all that apply)")
+        g.add_argument("--ops", type=parse_list(CollOp.parse), default=list(OPS),
+                       help=f"comma list of {','.join(OPS)} (default all)")
+        g.add_argument("--dtypes", type=parse_list(DType.parse), default=[DType.bf16],
+                       help=f"comma list of {','.join(DType)} (default {DType.bf16})")
+        g.add_argument("--placements", type=parse_list(Placement.parse), default=[Placement.auto],
+                       help=f"{Placement.auto} (each API's own form; NCCL also in place where torch is) or "
+                            f"{','.join(PLACEMENTS)}")
+        g.add_argument("--rungs", type=parse_list(Rung.parse),
+                       help=f"comma list of {','.join(RUNGS)} (default all that apply)")
         g.add_argument("--samples", type=int, default=0,
                        help="samples per engine per round (default 0: 3 up to 64 MiB, 2 beyond)")
         g.add_argument("--rounds", type=int, default=ROUNDS,
@@ -82,24 +81,22 @@ class DistBenchmark(Benchmark):
     # ------------------------------------------------------------------ run
     def config(self, args) -> tuple[DistConfig, list[str], int]:
         if args.samples < 0 or args.rounds < 1 or args.warmup < 0 or args.iters < 0 or args.plain_rounds < 0:
-            raise ConfigError("--rounds must be >= 1; --samples (0: by size), --warmup, --iters and --plain-rounds "
+            raise UsageError("--rounds must be >= 1; --samples (0: by size), --warmup, --iters and --plain-rounds "
                               "(0: --rounds) >= 0")
         ngpu = gpu_count()
         device = args.device if args.device != "auto" else ("cuda" if ngpu else "cpu")
         if device == "cuda" and not ngpu:
-            raise ConfigError("--device cuda but no GPU is visible; use --device cpu")
+            raise UsageError("--device cuda but no GPU is visible; use --device cpu")
         nproc = args.nproc or (ngpu if device == "cuda" else 2)
         if nproc < 1:
-            raise ConfigError("--nproc must be >= 1")
+            raise UsageError("--nproc must be >= 1")
         if args.launcher == "local" and device == "cuda" and nproc > ngpu:
-            raise ConfigError(f"--nproc {nproc} but only {ngpu} GPUs are visible (one rank per GPU)")
+            raise UsageError(f"--nproc {nproc} but only {ngpu} GPUs are visible (one rank per GPU)")
         lo = parse_bytes(args.min_bytes or "1K")
         hi = parse_bytes(args.max_bytes or ("1G" if device == "cuda" else "1M"))
-        default_rungs = RUNGS if device == "cuda" else ("torch", "mlx")
-        rungs = csv_list(args.rungs, RUNGS, "rung", default_rungs)
-        placements = csv_list(args.placements, PLACEMENTS + ("auto",), "placement", ("auto",))
-        cfg = DistConfig(ops=csv_list(args.ops, OPS, "op", OPS), dtypes=csv_list(args.dtypes, DTYPES, "dtype", ("bf16",)),
-                         placements=placements, sizes=sweep(lo, hi, args.step_factor), samples=args.samples,
+        default_rungs = RUNGS if device == "cuda" else (Rung.torch, Rung.mlx)
+        rungs = list(args.rungs or default_rungs)
+        cfg = DistConfig(ops=list(args.ops), dtypes=list(args.dtypes), placements=list(args.placements), sizes=sweep(lo, hi, args.step_factor), samples=args.samples,
                          rounds=args.rounds, warmup=args.warmup, iters=args.iters, device=device, op_timeout_s=args.op_timeout,
                          nccl_debug=not args.no_nccl_debug)
         return cfg, rungs, nproc
@@ -110,17 +107,14 @@ class DistBenchmark(Benchmark):
         from gapbench.core.cli import open_run
 
         console = Console(width=100)
-        try:
-            cfg, rungs, nproc = self.config(args)
-        except ConfigError as e:
-            raise UsageError(str(e)) from e
+        cfg, rungs, nproc = self.config(args)
         if args.launcher != "local":
             from gapbench.benchmarks.collectives.external import run_external_launcher
 
             return run_external_launcher(self, args, cfg, rungs, nproc, prog, argv, console)
         writer = open_run("dist", args.out, prog, argv, cfg.to_dict(), rungs)
         writer.run.update(nproc=nproc, launcher="local", multicast_allowed_by_user=bool(args.allow_multicast),
-                          env_shaping=shaping_env(process_env(allow_multicast=args.allow_multicast)))
+                          env_shaping=shaping_env(process.child_env(allow_multicast=args.allow_multicast)))
         rank_root = Path(args.rank_dir) if args.rank_dir else Path(tempfile.mkdtemp(prefix="gapbench-dist-"))
         try:
             self._run_local(args, cfg, rungs, nproc, writer, rank_root, console)
@@ -144,7 +138,6 @@ class DistBenchmark(Benchmark):
         return 0
 
     def _run_local(self, args, cfg, rungs, nproc, writer, rank_root: Path, console) -> None:
-        from gapbench.benchmarks.collectives.launcher import launch_local
         from gapbench.benchmarks.collectives.merge import merge_lines, stage_times
         from gapbench.benchmarks.collectives.ncclinfo import NVLINK_GBPS, datasheet_GBps, nvidia_smi_topo, nvlink_topology, read_logs, smi_nvlink_pairs
 
@@ -158,7 +151,7 @@ class DistBenchmark(Benchmark):
             writer.run["topology"] = {**topo, "datasheet_GBps_per_dir": sheet}
         cpus = None
         if cfg.device == "cuda" and args.bind == "cores":
-            from gapbench.benchmarks.collectives.affinity import rank_cpus, rank_local_cpus
+            from gapbench.core.affinity import rank_cpus, rank_local_cpus
 
             local = rank_local_cpus(writer.run["topology"]["nvidia_smi_topo"], os.environ.get("CUDA_VISIBLE_DEVICES"))
             cpus, how = rank_cpus(nproc, local)
@@ -178,8 +171,8 @@ class DistBenchmark(Benchmark):
             cfg_path = d / "config.json"
             cfg_path.write_text(json.dumps(cfg.to_dict()))
             console.print(f"[dim]{' + '.join(group)}: {nproc} rank(s), {cfg.rounds} interleaved rounds...[/dim]")
-            per_rank_env = _mlx_env(nproc, cfg, d) if "mlx" in group else None
-            outs = launch_local(nproc, "gapbench.benchmarks.collectives.worker",
+            per_rank_env = mlx_rank_env(nproc, cfg.device, d) if Rung.mlx in group else None
+            outs = process.run_ranks(nproc, "gapbench.benchmarks.collectives.worker",
                                 ["--config", str(cfg_path), "--rungs", ",".join(group), "--out-dir", str(d)], d,
                                 timeout_s=args.timeout, hang_s=args.hang_timeout, per_rank_env=per_rank_env,
                                 allow_multicast=args.allow_multicast, log_glob="rank{rank}.jsonl", cpus=cpus)
@@ -228,13 +221,12 @@ class DistBenchmark(Benchmark):
     def _p2p_launch(self, args, cfg, d: Path, only: str | None) -> tuple[list[Record], set, bool]:
         """One probe process (all cases, or `only` = "SRC,DST,METHOD"): its records, the
         (src, dst, method) cases it reached, and whether it exited cleanly."""
-        from gapbench.benchmarks.collectives.launcher import launch_local
         from gapbench.benchmarks.collectives.merge import p2p_records
 
         d.mkdir(parents=True, exist_ok=True)
         (d / "config.json").write_text(json.dumps(cfg.to_dict()))
         extra = ["--p2p-only", only] if only else []
-        out = launch_local(1, "gapbench.benchmarks.collectives.worker", ["--config", str(d / "config.json"), "--rungs", "p2p", *extra,
+        out = process.run_ranks(1, "gapbench.benchmarks.collectives.worker", ["--config", str(d / "config.json"), "--rungs", "p2p", *extra,
                            "--out-dir", str(d)], d, timeout_s=args.timeout, hang_s=args.hang_timeout,
                            allow_multicast=args.allow_multicast, log_glob="rank{rank}.jsonl")[0]
         recs = p2p_records(out.lines)
@@ -252,14 +244,13 @@ class DistBenchmark(Benchmark):
         NCCL_DEBUG_SUBSYS=TUNING (a log line per call would cost host time in the timed passes)."""
         from dataclasses import replace
 
-        from gapbench.benchmarks.collectives.launcher import launch_local
         from gapbench.benchmarks.collectives.ncclinfo import read_logs
 
         d.mkdir(parents=True, exist_ok=True)
         probe = replace(cfg, samples=1, rounds=1, warmup=0, iters=1, nccl_debug_subsys="INIT,ENV,TUNING")
         (d / "config.json").write_text(json.dumps(probe.to_dict()))
         console.print("[dim]nccl: untimed pass logging NCCL's algorithm choices...[/dim]")
-        launch_local(nproc, "gapbench.benchmarks.collectives.worker", ["--config", str(d / "config.json"), "--rungs", "nccl",
+        process.run_ranks(nproc, "gapbench.benchmarks.collectives.worker", ["--config", str(d / "config.json"), "--rungs", "nccl",
                      "--out-dir", str(d)], d, timeout_s=args.timeout, hang_s=args.hang_timeout,
                      allow_multicast=args.allow_multicast, log_glob="rank{rank}.jsonl")
         return read_logs(sorted(d.glob("nccl-rank0.*.log")))
@@ -282,11 +273,12 @@ def launch_groups(rungs: list[str], device: str) -> list[list[str]]:
     GPUs: direct NCCL with torch and CuPy; then MLX beside its own direct-NCCL reference (MLX's nccl
     backend wants one visible GPU per rank, which the first set does not have). On CPUs: one set."""
     if device != "cuda":
-        return [[r for r in rungs if r != "p2p"]] if any(r != "p2p" for r in rungs) else []
-    first = [r for r in ("nccl", "torch", "cupy") if r in rungs]
+        rest = [r for r in rungs if r != Rung.p2p]
+        return [rest] if rest else []
+    first = [r for r in (Rung.nccl, Rung.torch, Rung.cupy) if r in rungs]
     groups = [first] if first else []
-    if "mlx" in rungs:
-        groups.append((["nccl"] if "nccl" in rungs else []) + ["mlx"])
+    if Rung.mlx in rungs:
+        groups.append(([Rung.nccl] if Rung.nccl in rungs else []) + [Rung.mlx])
     return groups
 
 
@@ -295,21 +287,6 @@ def _with_sheet(recs: list[Record], sheet) -> list[Record]:
         if sheet:
             r.params["datasheet_GBps"] = sheet
     return recs
-
-
-def _mlx_env(nproc: int, cfg: DistConfig, d: Path):
-    """What mlx.launch sets: the ring's hostfile (one 127.0.0.1:port per rank) and MLX_RANK on CPU;
-    NCCL_HOST_IP/NCCL_PORT/MLX_WORLD_SIZE and one GPU per rank on CUDA."""
-    from gapbench.benchmarks.collectives.launcher import free_ports
-
-    ports = free_ports(nproc + 1)
-    if cfg.device == "cpu":
-        hf = d / "mlx-hosts.json"
-        hf.write_text(json.dumps([[f"127.0.0.1:{p}"] for p in ports[:nproc]]))
-        return lambda r: {"MLX_RANK": str(r), "MLX_HOSTFILE": str(hf), "GAPBENCH_MLX_BACKEND": "ring"}
-    return lambda r: {"MLX_RANK": str(r), "MLX_WORLD_SIZE": str(nproc), "NCCL_HOST_IP": "127.0.0.1",
-                      "NCCL_PORT": str(ports[-1]), "CUDA_VISIBLE_DEVICES": str(r), "LOCAL_RANK": "0",
-                      "GAPBENCH_MLX_BACKEND": "nccl"}
 
 
 BENCHMARK = DistBenchmark()

@@ -1,54 +1,41 @@
 """What bench.dist measures: operations, their nccl-tests bus factors, the size sweep, dtypes,
-placements and rungs, plus the environment every process it starts runs under."""
+placements and rungs (typed in gapbench.core.names), and the environment variables it records
+(the environment every child runs under is gapbench.core.process's)."""
 from __future__ import annotations
 
 import os
 import re
 from dataclasses import asdict, dataclass, field
 
-#: the collective operations, in the order of _native.dist.CollOp
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "sendrecv")
-DTYPES = ("fp32", "fp16", "bf16")
-DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
-PLACEMENTS = ("out", "in")  # out of place, in place
-#: the rungs, lowest first
-RUNGS = ("p2p", "nccl", "torch", "cupy", "mlx")
-COLLECTIVE_RUNGS = ("nccl", "torch", "cupy", "mlx")
-REDUCTIONS = ("all_reduce", "reduce_scatter")
+from gapbench.core.cli import UsageError
+from gapbench.core.names import CollOp, DType, Placement, Rung
 
-#: Variables that keep NVLink multicast (NVLS) off; set in every process gapbench starts.
-SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+OPS = tuple(CollOp)
+PLACEMENTS = (Placement.out, Placement.in_)
+#: the rungs, lowest first
+RUNGS = tuple(Rung)
+COLLECTIVE_RUNGS = tuple(r for r in Rung if r is not Rung.p2p)
 #: Variables recorded with every run because they shape what NCCL / gloo / MLX do.
 SHAPING_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_SYMM_MEM", "NVSHMEM_", "GLOO_", "MLX_", "CUDA_VISIBLE_DEVICES",
                     "MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "TORCH_DISTRIBUTED_DEBUG")
 
 
-class ConfigError(ValueError):
-    """Bad command-line input: printed as one line, exit status 2."""
-
-
 def bus_factor(op: str, n: int) -> float:
     """nccl-tests' bus bandwidth factor (doc/PERFORMANCE.md): busbw = algbw * factor."""
-    if op == "all_reduce":
-        return 2.0 * (n - 1) / n
-    if op in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (n - 1) / n
-    if op in ("broadcast", "sendrecv"):
-        return 1.0
-    raise ConfigError(f"unknown op {op!r}; choose from {', '.join(OPS)}")
+    return CollOp(op).bus_factor(n)
 
 
 def supports_placement(op: str, placement: str) -> bool:
     """all_to_all and send/recv exist out of place only (as in nccl-tests' grouped p2p form)."""
-    return not (placement == "in" and op in ("all_to_all", "sendrecv"))
+    return not (placement == Placement.in_ and CollOp(op).out_of_place_only)
 
 
 def elements(op: str, size: int, dtype: str, n: int) -> int:
     """Elements of the op's `size` buffer (nccl-tests' size: all_gather's output, reduce_scatter's
     input, all_to_all's whole send buffer), rounded down to a multiple of the world size where the
     op splits it into per-rank chunks. 0 when the size is too small for this world."""
-    count = size // DTYPE_BYTES[dtype]
-    if op in ("all_gather", "reduce_scatter", "all_to_all"):
+    count = size // DType(dtype).itemsize
+    if CollOp(op).splits:
         count -= count % n
     return count
 
@@ -61,7 +48,7 @@ def parse_bytes(text: str) -> int:
     """'1K', '256M', '4G', '1024' -> bytes (binary units, as nccl-tests reads -b/-e)."""
     m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", str(text))
     if not m or m.group(2).upper() not in _UNITS:
-        raise ConfigError(f"cannot read {text!r} as a byte count (e.g. 1K, 256M, 1G)")
+        raise UsageError(f"cannot read {text!r} as a byte count (e.g. 1K, 256M, 1G)")
     return int(m.group(1)) * _UNITS[m.group(2).upper()]
 
 
@@ -76,9 +63,9 @@ def human_bytes(n: float) -> str:
 def sweep(min_bytes: int, max_bytes: int, factor: float) -> list[int]:
     """nccl-tests' -b/-e/-f: min, min*f, ... up to max."""
     if min_bytes < 1 or max_bytes < min_bytes:
-        raise ConfigError("need 1 <= --min-bytes <= --max-bytes")
+        raise UsageError("need 1 <= --min-bytes <= --max-bytes")
     if factor <= 1:
-        raise ConfigError("--step-factor must be > 1")
+        raise UsageError("--step-factor must be > 1")
     out, b = [], float(min_bytes)
     while b <= max_bytes * (1 + 1e-9):
         out.append(int(b))
@@ -103,23 +90,13 @@ def samples_per_round(size: int) -> int:
 ROUNDS = 9
 
 
-def csv_list(text: str | None, allowed: tuple, what: str, default: tuple) -> list[str]:
-    if not text:
-        return list(default)
-    vals = [v.strip() for v in text.split(",") if v.strip()]
-    bad = [v for v in vals if v not in allowed]
-    if bad:
-        raise ConfigError(f"unknown {what} {', '.join(bad)}; choose from {', '.join(allowed)}")
-    return vals
-
-
 @dataclass
 class DistConfig:
     """One bench.dist sweep, as every rank receives it (JSON)."""
 
     ops: list[str] = field(default_factory=lambda: list(OPS))
-    dtypes: list[str] = field(default_factory=lambda: ["bf16"])
-    placements: list[str] = field(default_factory=lambda: ["out"])
+    dtypes: list[str] = field(default_factory=lambda: [DType.bf16])
+    placements: list[str] = field(default_factory=lambda: [Placement.out])
     sizes: list[int] = field(default_factory=lambda: sweep(1 << 10, 1 << 30, 4))
     samples: int = 0  # per engine per round; 0: samples_per_round(size)
     rounds: int = ROUNDS  # interleaved rounds per case
@@ -146,15 +123,6 @@ class DistConfig:
 
     def samples_for(self, size: int) -> int:
         return self.samples or samples_per_round(size)
-
-
-def process_env(base: dict | None = None, *, allow_multicast: bool = False) -> dict:
-    """The environment of a process gapbench starts: multicast off unless the user explicitly
-    allowed it (then the caller records that)."""
-    env = dict(os.environ if base is None else base)
-    if not allow_multicast:
-        env.update(SAFE_ENV)
-    return env
 
 
 def shaping_env(env: dict | None = None) -> dict:

@@ -6,7 +6,7 @@
             as the hostfile says; locally: --nproc 2 runs `mlx.launch -n 2` on 127.0.0.1)
   mpirun:   python -m bench.dist --launcher mpirun --nproc 16 --hostfile hosts --rdzv-endpoint HOST0:29500
             (Open MPI starts the ranks; torch's env:// rendezvous uses the endpoint)
-The rank processes get the same multicast-off environment as local ones."""
+The rank processes get the same multicast-off environment as local ones (gapbench.core.process)."""
 from __future__ import annotations
 
 import json
@@ -15,9 +15,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from gapbench.core import process
 from gapbench.core.result import ERROR, Record, RunWriter, load_run
-from gapbench.benchmarks.collectives.config import process_env, shaping_env
-from gapbench.benchmarks.collectives.launcher import run_external
+from gapbench.benchmarks.collectives.config import shaping_env
 
 
 def run_external_launcher(bench, args, cfg, rungs, nproc, prog, argv, console) -> int:
@@ -37,11 +37,11 @@ def run_external_launcher(bench, args, cfg, rungs, nproc, prog, argv, console) -
     run_meta = {"probe": "dist", "command": " ".join([prog] + list(argv if argv is not None else sys.argv[1:])),
                 "config": cfg.to_dict(), "backends": rungs, "launcher": args.launcher,
                 "multicast_allowed_by_user": bool(args.allow_multicast),
-                "env_shaping": shaping_env(process_env(allow_multicast=args.allow_multicast))}
+                "env_shaping": shaping_env(process.child_env(allow_multicast=args.allow_multicast))}
     (work / "run.json").write_text(json.dumps(run_meta))
     worker = ["-m", "gapbench.benchmarks.collectives.worker", "--config", str(work / "config.json"), "--rungs", ",".join(rungs),
               "--out-dir", str(work), "--merge-to", str(out), "--run-meta", str(work / "run.json")]
-    extra = {"GAPBENCH_ALLOW_MULTICAST": "1"} if args.allow_multicast else {}
+    extra = {}
     if args.launcher == "torchrun":
         if args.nnodes > 1 and not args.rdzv_endpoint:
             print("error: --launcher torchrun with --nnodes > 1 needs --rdzv-endpoint HOST:PORT of node 0",
@@ -59,7 +59,7 @@ def run_external_launcher(bench, args, cfg, rungs, nproc, prog, argv, console) -
         cmd = [sys.executable, "-c", "from mlx._distributed_utils.launch import main; main()", "--python", sys.executable]
         cmd += ["--hostfile", args.hostfile] if args.hostfile else ["--hosts", "127.0.0.1", "-n", str(nproc),
                                                                   "--backend", "ring" if cfg.device == "cpu" else "nccl"]
-        cmd += ["--env", "NCCL_NVLS_ENABLE=0"] if not args.allow_multicast else []
+        cmd += process.launcher_env_flags("--env", with_values=True) if not args.allow_multicast else []
         cmd += ["--"] + worker
     else:
         if not shutil.which("mpirun"):
@@ -71,12 +71,11 @@ def run_external_launcher(bench, args, cfg, rungs, nproc, prog, argv, console) -
         host, port = args.rdzv_endpoint.rsplit(":", 1)
         extra.update(MASTER_ADDR=host, MASTER_PORT=port)
         cmd = ["mpirun", "-np", str(nproc)] + (["--hostfile", args.hostfile] if args.hostfile else [])
-        for k in ("MASTER_ADDR", "MASTER_PORT", "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
-                  "NVSHMEM_DISABLE_NVLS"):
-            cmd += ["-x", k]
+        cmd += ["-x", "MASTER_ADDR", "-x", "MASTER_PORT"]
+        cmd += ["-x", process.ALLOW_MULTICAST] if args.allow_multicast else process.launcher_env_flags("-x", with_values=False)
         cmd += [sys.executable] + worker
     console.print(f"[dim]{' '.join(cmd)}[/dim]")
-    rc, how = run_external(cmd, timeout_s=args.timeout, allow_multicast=args.allow_multicast, env_extra=extra)
+    rc, how = process.run_launcher(cmd, timeout_s=args.timeout, allow_multicast=args.allow_multicast, env_extra=extra)
     is_writer = args.launcher != "torchrun" or args.node_rank == 0
     if not is_writer:
         console.print(f"node {args.node_rank}: launcher {how} with status {rc}; rank 0 on node 0 writes the results")

@@ -10,6 +10,7 @@ import numpy as np
 
 from gapbench.core.result import ERROR, FAILED, NOT_APPLICABLE, OK, UNAVAILABLE, Record
 from gapbench.benchmarks.collectives.config import bus_factor, human_bytes
+from gapbench.core.names import Rung
 
 PROBE = "dist"
 
@@ -70,7 +71,7 @@ def merge_lines(per_rank: dict[int, list[dict]], world: int, *, failures: dict[i
         params = {"size": size, "count": first.get("count"), "world": world, "dtype": dtype, "placement": placement,
                   "bus_factor": bus_factor(op, world), "group": first.get("group", rung),
                   **{f"{rung}_{k}": v for k, v in infos.get(rung, {}).items()}}
-        if rung in ("nccl", "torch", "cupy") and nccl_info:
+        if Rung.of(rung) is not None and Rung(rung).on_nccl and nccl_info:
             params["nccl_algo"] = algo_for(nccl_info, op, size, world)
         missing = [r for r in range(world) if r not in by_rank]
         bad = {r: d for r, d in by_rank.items() if d.get("status") != OK}

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from collections import Counter
 from pathlib import Path
 
-from gapbench.benchmarks.collectives.affinity import parse_cpu_list
-from gapbench.benchmarks.collectives.config import process_env
+from gapbench.core import process
+from gapbench.core.affinity import topo_rows
 
 ALGOS = {0: "TREE", 1: "RING", 2: "COLLNET_DIRECT", 3: "COLLNET_CHAIN", 4: "NVLS", 5: "NVLS_TREE", 6: "PAT"}
 PROTOS = {0: "LL", 1: "LL128", 2: "SIMPLE"}
@@ -24,7 +23,6 @@ _ENVSET = re.compile(r"(NCCL_\w+) set by environment to (\S*)")
 NVLINK_GBPS = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 25.0, 6: 25.0, 7: 50.0}
 NVLINK_NAME = {1: "NVLink 1.0", 2: "NVLink 2.0", 3: "NVLink 2.2", 4: "NVLink 3.0", 5: "NVLink 3.1", 6: "NVLink 4.0",
                7: "NVLink 5.0"}
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 PCIE_GBPS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.877}
 
 
@@ -66,11 +64,6 @@ def algo_for(info: dict, op: str, size: int, world: int) -> str | None:
     return None
 
 
-def topo_rows(text: str | None) -> list[list[str]]:
-    """`nvidia-smi topo -m`'s table as rows of stripped cells (ANSI underlining removed)."""
-    return [[c.strip() for c in _ANSI.sub("", ln).split("\t")] for ln in (text or "").splitlines()]
-
-
 def smi_nvlink_pairs(text: str | None) -> dict[str, int]:
     """NVLinks per ordered GPU pair from `nvidia-smi topo -m` ("NV18" = a bonded set of 18 links).
     NVML cannot say this where the links go through NVSwitches (their far end is a switch)."""
@@ -90,31 +83,12 @@ def smi_nvlink_pairs(text: str | None) -> dict[str, int]:
     return out
 
 
-def gpu_local_cpus(text: str | None) -> dict[int, set[int]]:
-    """{GPU index (nvidia-smi's): CPUs local to it} from the CPU Affinity column of `nvidia-smi topo -m`."""
-    rows = topo_rows(text)
-    head = next((r for r in rows if "CPU Affinity" in r), None)
-    if head is None:
-        return {}
-    col = head.index("CPU Affinity")
-    out = {}
-    for r in rows:
-        if r and re.fullmatch(r"GPU\d+", r[0]) and len(r) > col:
-            cpus = parse_cpu_list(r[col])
-            if cpus:
-                out[int(r[0][3:])] = cpus
-    return out
-
-
 def nvidia_smi_topo() -> str | None:
     exe = shutil.which("nvidia-smi")
     if not exe:
         return None
-    try:
-        p = subprocess.run([exe, "topo", "-m"], capture_output=True, text=True, timeout=20, env=process_env())
-        return p.stdout if p.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
+    p = process.query([exe, "topo", "-m"], timeout=20)
+    return p.stdout if p is not None and p.returncode == 0 else None
 
 
 def nvlink_topology() -> dict:
@@ -149,7 +123,7 @@ def nvlink_topology() -> dict:
                     rb = rb.decode() if isinstance(rb, bytes) else rb
                     j = next((k for k, b in enumerate(bus) if b.lower().endswith(rb.lower()[-12:])), None)
                     if j is not None:
-                        pairs[f"{i}-{j}"] = pairs.get(f"{i}-{j}", 0) + 1
+                        pairs[(i, j)] = pairs.get((i, j), 0) + 1
                 except Exception:  # noqa: BLE001
                     pass
             try:
@@ -162,9 +136,8 @@ def nvlink_topology() -> dict:
                          "nvlink_generation": NVLINK_NAME.get(version or 0),
                          "nvlink_GBps_per_dir": rate, "pcie_gen": gen, "pcie_width": width, "pcie_GBps_per_dir": pcie})
         pair_rates = {}
-        for k, cnt in pairs.items():
-            i = int(k.split("-")[0])
-            pair_rates[k] = {"nvlinks": cnt, "GBps_per_dir": NVLINK_GBPS.get(gpus[i]["nvlink_version"] or 0, 25.0) * cnt}
+        for (i, j), cnt in pairs.items():
+            pair_rates[f"{i}-{j}"] = {"nvlinks": cnt, "GBps_per_dir": NVLINK_GBPS.get(gpus[i]["nvlink_version"] or 0, 25.0) * cnt}
         return {"gpus": gpus, "pairs": pair_rates}
     finally:
         try:

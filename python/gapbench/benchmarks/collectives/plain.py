@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -20,7 +19,9 @@ import numpy as np
 
 from gapbench.core.plaincheck import interleave
 from gapbench.core.result import ERROR, FAILED, OK, UNAVAILABLE, Record
-from gapbench.benchmarks.collectives.config import DTYPE_BYTES, DistConfig, bus_factor, process_env
+from gapbench.core import process
+from gapbench.core.names import DType
+from gapbench.benchmarks.collectives.config import DistConfig, bus_factor
 
 SEED = 20261123
 #: Samples per size in each process: a round's median then stands through a few host preemptions
@@ -39,32 +40,17 @@ def _sweep_args(cfg: DistConfig, dtype: str) -> list[str]:
 
 def _launch(cmds: list[list[str]], timeout_s: float, cpus: list[list[int]] | None = None) -> list[dict] | str:
     """Run one process per rank (rank r bound to cpus[r] where given, as the collective ranks are);
-    every rank's JSON, or why not (a failing rank stops the others)."""
-    from gapbench.benchmarks.collectives.affinity import preexec
-    from gapbench.benchmarks.collectives.launcher import _die_with_parent, stop_group
-
-    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=process_env(),
-                              start_new_session=True, preexec_fn=preexec(cpus[r] if cpus else None, _die_with_parent))
-             for r, c in enumerate(cmds)]
-    outs, why = [], None
-    for r, p in enumerate(procs):
+    every rank's JSON, or why not (a failing or hung rank stops the others)."""
+    outs = process.run_rank_set(cmds, timeout_s, cpus)
+    if isinstance(outs, str):
+        return outs
+    docs = []
+    for r, out in enumerate(outs):
         try:
-            out, err = p.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            why = why or f"rank {r} timed out after {timeout_s:.0f} s"
-            break
-        if p.returncode != 0:
-            why = why or f"rank {r} exited with {p.returncode}: {err.strip()[-300:]}"
-            break
-        try:
-            outs.append(json.loads(out))
+            docs.append(json.loads(out))
         except json.JSONDecodeError:
-            why = why or f"rank {r} printed no JSON: {out[-200:]!r}"
-            break
-    for p in procs:
-        if p.poll() is None:
-            stop_group(p, grace_s=0.5)
-    return why if why else outs
+            return f"rank {r} printed no JSON: {out[-200:]!r}"
+    return docs
 
 
 def _round_cmds(kind: str, cfg: DistConfig, nproc: int, dtype: str, lib: str, d: Path) -> list[list[str]]:
@@ -177,7 +163,7 @@ def _harness_rank(argv: list[str]) -> int:
         c1 = r.check(op, dtype, count, False, 0)
         s = r.time(op, dtype, count, False, 0, it, int(samples), int(warmup))
         c2 = r.verify_output(op, dtype, count, False, 0)
-        rows.append({"bytes": count * DTYPE_BYTES[dt], "count": count, "iters": it,
+        rows.append({"bytes": count * DType(dt).itemsize, "count": count, "iters": it,
                      "wrong_before": c1["wrong"], "wrong_after": c2["wrong"], "samples_s": list(s)})
     print(json.dumps({"nccl_version": nd.nccl_version(), "rank": a.rank, "world": a.world, "rows": rows}))
     sys.stdout.flush()

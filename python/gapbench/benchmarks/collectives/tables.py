@@ -6,9 +6,10 @@ from statistics import median
 from pathlib import Path
 
 from gapbench.core.result import OK, Record
+from gapbench.core.names import Placement, Rung
 from gapbench.benchmarks.collectives.config import COLLECTIVE_RUNGS, OPS, human_bytes
 
-FRAMEWORKS = ("torch", "cupy", "mlx")
+FRAMEWORKS = tuple(r for r in COLLECTIVE_RUNGS if r.is_framework)
 
 
 def coll(records: list[Record]) -> list[Record]:
@@ -57,42 +58,60 @@ def paired_gap(fw: Record, ref: Record) -> tuple[float, float, float, str]:
     return t_us(fw) / t_us(ref), nan, nan, "unpaired"
 
 
-def _reference(idx, op, dt, pl, size, grp):
-    """Direct NCCL for a framework row: from the framework's own launch (same placement, else out of
-    place) so the rounds pair; else from another launch (the gap is then unpaired)."""
-    found = [c for c in (idx.get(("nccl", op, dt, pl, size, grp)), idx.get(("nccl", op, dt, pl, size)),
-                         idx.get(("nccl", op, dt, "out", size, grp)), idx.get(("nccl", op, dt, "out", size)))
-             if c is not None]
-    return next((c for c in found if c.params.get("group") == grp), found[0] if found else None)
+def _launch_reference(idx, fw: Record, op, dt, pl, size) -> Record | None:
+    """Direct NCCL measured in the framework's own launch and in its placement: the only run its
+    gap may be taken against (its rounds interleave with the framework's, and NCCL in place and
+    out of place are different programs)."""
+    grp = fw.params.get("group")
+    for key in (("nccl", op, dt, pl, size, grp), ("nccl", op, dt, pl, size)):
+        c = idx.get(key)
+        if c is not None and c.params.get("group") == grp:
+            return c
+    return None
+
+
+def _placement_words(pl: str) -> str:
+    return "in place" if pl == Placement.in_ else "out of place"
 
 
 def gap_rows(records: list[Record]) -> list[dict]:
-    """Per op, dtype, size: direct NCCL time and busbw, the plain loop's harness/plain ratio, each
-    framework's time and its gap (framework / direct NCCL measured in the same launch, in the same
-    placement where NCCL has it, else out of place), with its interval."""
+    """Per op, dtype, placement and size: direct NCCL's time and busbw (the main launch), the plain
+    loop's harness/plain ratio (out of place), each framework's time and its gap. A gap is taken
+    only against direct NCCL in the framework's own launch and in the same placement: where that
+    is the NCCL run of the row it stands beside it; where it is another launch's own reference
+    (MLX's), that reference's time is in the row too (`<fw>_ref_us`); where there is none, the row
+    says why the framework is not comparable (`<fw>_why`) and has no gap."""
     from gapbench.core.plaincheck import plain_ratio
 
     idx = _index(records)
-    keys = sorted({(k[1], k[2], k[4]) for k in idx}, key=lambda k: (OPS.index(k[0]), k[1], k[2]))
+    keys = sorted({(k[1], k[2], k[3], k[4]) for k in idx},
+                  key=lambda k: (OPS.index(k[0]), k[1], k[2] != Placement.out, k[3]))
+    has_nccl = any(k[0] == Rung.nccl for k in idx)  # else (a CPU run of the frameworks) no gap is asked for
     rows = []
-    for op, dt, size in keys:
-        row = {"op": op, "dtype": dt, "size": size}
-        nccl = idx.get(("nccl", op, dt, "out", size))
+    for op, dt, pl, size in keys:
+        row = {"op": op, "dtype": dt, "placement": pl, "size": size}
+        nccl = idx.get(("nccl", op, dt, pl, size))
         if nccl:
             row["nccl_us"], row["nccl_busbw"] = t_us(nccl), busbw(nccl)
-        plain = idx.get(("nccl-plain", op, dt, "out", size))
+        plain = idx.get(("nccl-plain", op, dt, pl, size))
         if plain:
             row["plain_us"] = t_us(plain)
             row["plain_ratio"] = plain_ratio(plain)
         for fw in FRAMEWORKS:
-            r = idx.get((fw, op, dt, "out", size)) or idx.get((fw, op, dt, "in", size))
+            r = idx.get((fw, op, dt, pl, size))
             if not r:
                 continue
             row[f"{fw}_us"] = t_us(r)
-            ref = _reference(idx, op, dt, r.params["placement"], size, r.params.get("group"))
-            if ref:
-                row[f"{fw}_gap"] = paired_gap(r, ref)
-        if len(row) > 3:
+            ref = _launch_reference(idx, r, op, dt, pl, size)
+            if ref is None and has_nccl:
+                row[f"{fw}_why"] = (f"not comparable: no direct NCCL {_placement_words(pl)} in {fw}'s launch "
+                                    f"({r.params.get('group') or 'its own'})")
+            if ref is None:
+                continue
+            row[f"{fw}_gap"] = paired_gap(r, ref)
+            if ref is not nccl:
+                row[f"{fw}_ref_us"] = t_us(ref)
+        if len(row) > 4:
             rows.append(row)
     return rows
 
@@ -112,19 +131,39 @@ def _ci(v, short: bool = False) -> str:
     return f"{est:.2f} [{fmt(lo)}-{fmt(hi)}]" if short else f"{est:.2f}x [{fmt(lo)}-{fmt(hi)}]"
 
 
+def _gap_cell(r: dict, fw: str, short: bool = False) -> str:
+    return "not comparable" if short and f"{fw}_why" in r else r.get(f"{fw}_why") or _ci(r.get(f"{fw}_gap"), short)
+
+
+def _notes(rows: list[dict]) -> list[str]:
+    """One line per framework and reason it was not comparable somewhere."""
+    seen = {}
+    for r in rows:
+        for fw in FRAMEWORKS:
+            if f"{fw}_why" in r:
+                seen.setdefault(r[f"{fw}_why"], []).append(f"{r['op']} {r['dtype']} {human_bytes(r['size'])}")
+    return [f"{why}: {', '.join(where)}" for why, where in seen.items()]
+
+
+GAP_TITLE = ("Collective gap: framework time / the direct NCCL time beside it (same launch, same placement), "
+             "median of paired rounds [95% interval]")
+
+
 def gap_table(records: list[Record]):
     from rich.table import Table
 
     rows = gap_rows(records)
     if not rows:
         return None
-    cols = [("size", lambda r: human_bytes(r["size"])), ("NCCL us", lambda r: _f(r.get("nccl_us"))),
+    cols = [("pl", lambda r: r["placement"]), ("size", lambda r: human_bytes(r["size"])),
+            ("NCCL us", lambda r: _f(r.get("nccl_us"))),
             ("busbw", lambda r: _f(r.get("nccl_busbw"))), ("harness/plain", lambda r: _ci(r.get("plain_ratio"), True)),
             ("torch us", lambda r: _f(r.get("torch_us")))]
-    cols += [(f"{fw} gap", lambda r, fw=fw: _ci(r.get(f"{fw}_gap"), True)) for fw in FRAMEWORKS]
+    for fw in FRAMEWORKS:
+        cols.append((f"{fw}'s NCCL us", lambda r, fw=fw: _f(r.get(f"{fw}_ref_us"))))
+        cols.append((f"{fw} gap", lambda r, fw=fw: _gap_cell(r, fw, True)))
     cols = [(h, g) for h, g in cols if any(g(r) for r in rows)]  # only columns with data
-    t = Table(title="Collective gap: framework time / direct NCCL time in the same launch, median of paired "
-                    "rounds [95% interval]", title_justify="left")
+    t = Table(title=GAP_TITLE, title_justify="left", caption="\n".join(_notes(rows)) or None, caption_justify="left")
     for h, _ in cols:
         t.add_column(h, justify="right", no_wrap=True)
     section = None
@@ -161,7 +200,7 @@ def rung_table(records: list[Record], rung: str):
 def p2p_table(records: list[Record]):
     from rich.table import Table
 
-    rs = [r for r in records if r.backend == "p2p" and r.status == OK]
+    rs = [r for r in records if r.backend == Rung.p2p and r.status == OK]
     if not rs:
         return None
     t = Table(title="Hardware floor: peer-to-peer copies (device-timed, checked)", title_justify="left")
@@ -232,16 +271,19 @@ def markdown(records: list[Record]) -> str:
     if not rows:
         return ""
     lines = ["### Collectives: direct NCCL and the frameworks", "",
-             "Gap = framework time / direct NCCL time measured in the same launch: the median of the paired "
-             "rounds' ratios [95% interval]. harness/plain: bench.dist's direct-NCCL timing against a plain "
-             "C++ loop, rounds of fresh processes.", "",
-             "| op | size | NCCL us | NCCL busbw GB/s | harness/plain | torch us | torch gap | CuPy gap | MLX us | MLX gap |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "Gap = framework time / the direct NCCL time beside it, measured in the same launch and the same "
+             "placement (pl: out of place or in place): the median of the paired rounds' ratios [95% interval]. "
+             "MLX runs in a launch of its own, so its gap is against that launch's NCCL run, shown as MLX's NCCL "
+             "us. harness/plain: bench.dist's direct-NCCL timing against a plain C++ loop, rounds of fresh "
+             "processes.", "",
+             "| op | pl | size | NCCL us | NCCL busbw GB/s | harness/plain | torch us | torch gap | CuPy gap | MLX us "
+             "| MLX's NCCL us | MLX gap |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append(f"| {r['op']} {r['dtype']} | {human_bytes(r['size'])} | {_f(r.get('nccl_us'))} | "
+        lines.append(f"| {r['op']} {r['dtype']} | {r['placement']} | {human_bytes(r['size'])} | {_f(r.get('nccl_us'))} | "
                      f"{_f(r.get('nccl_busbw'))} | {_ci(r.get('plain_ratio'))} | {_f(r.get('torch_us'))} | "
-                     f"{_ci(r.get('torch_gap'))} | {_ci(r.get('cupy_gap'))} | {_f(r.get('mlx_us'))} | "
-                     f"{_ci(r.get('mlx_gap'))} |")
+                     f"{_gap_cell(r, Rung.torch)} | {_gap_cell(r, Rung.cupy)} | {_f(r.get('mlx_us'))} | "
+                     f"{_f(r.get('mlx_ref_us'))} | {_gap_cell(r, Rung.mlx)} |")
     lines += [""] + [spread_text(s) for s in launch_spread(records)]
     return "\n".join(lines) + "\n"
 
@@ -259,7 +301,7 @@ def figures(records: list[Record], stem: Path) -> list[Path]:
         if r.status == OK and not r.params.get("reference_only"):
             series[(r.metric, f"{r.backend} {r.params['dtype']} {r.params['placement']}")].append((r.params["size"], busbw(r)))
     p2p = sorted((r.params["size"], r.params["size"] / r.summary().median / 1e9) for r in records
-                 if r.backend == "p2p" and r.status == OK and r.metric == "memcpy_peer"
+                 if r.backend == Rung.p2p and r.status == OK and r.metric == "memcpy_peer"
                  and (r.params["src"], r.params["dst"]) == (0, 1))
     ops = [op for op in OPS if any(k[0] == op for k in series)]
     if not ops:
@@ -304,14 +346,15 @@ def report_tables(runs: list) -> list:
         where = f"{mach} x{n}" if n else mach
         if run.run.get("probe") == "dist":
             floor = {r.params["size"]: r.params["size"] / r.summary().median / 1e9 for r in run.records
-                     if r.backend == "p2p" and r.status == OK and r.metric == "memcpy_peer"
+                     if r.backend == Rung.p2p and r.status == OK and r.metric == "memcpy_peer"
                      and (r.params.get("src"), r.params.get("dst")) == (0, 1)}
             for row in gap_rows(run.records):
                 p2p = floor.get(row["size"])
-                gap.append([where, f"{row['op']} {row['dtype']}", human_bytes(row["size"]), _f(row.get("nccl_us")),
-                            _f(row.get("nccl_busbw")), _f(p2p) if p2p else "-", _ci(row.get("plain_ratio")) or "-",
-                            _ci(row.get("torch_gap")) or "-", _ci(row.get("cupy_gap")) or "-",
-                            _ci(row.get("mlx_gap")) or "-", rk.date(run)])
+                gap.append([where, f"{row['op']} {row['dtype']}", row["placement"], human_bytes(row["size"]),
+                            _f(row.get("nccl_us")), _f(row.get("nccl_busbw")), _f(p2p) if p2p else "-",
+                            _ci(row.get("plain_ratio")) or "-", _gap_cell(row, Rung.torch) or "-",
+                            _gap_cell(row, Rung.cupy) or "-", _f(row.get("mlx_ref_us")) or "-",
+                            _gap_cell(row, Rung.mlx) or "-", rk.date(run)])
         if run.run.get("probe") == "train-dp":
             for r in run.records:
                 if r.probe != "train-dp":
@@ -328,10 +371,13 @@ def report_tables(runs: list) -> list:
     out = []
     if gap:
         out.append(rk.Table("Communication: collectives rung by rung (bench.dist)",
-                            ["machine", "op", "size", "NCCL us", "NCCL busbw GB/s", "p2p memcpy GB/s", "harness/plain",
-                             "torch / NCCL", "CuPy / NCCL", "MLX / NCCL", "date"], gap,
-                            note="Ratios: the median of per-round ratios of engines interleaved in one launch [95% "
-                                 "interval]; harness/plain: rounds of fresh processes. busbw as nccl-tests defines it."))
+                            ["machine", "op", "pl", "size", "NCCL us", "NCCL busbw GB/s", "p2p memcpy GB/s",
+                             "harness/plain", "torch / NCCL", "CuPy / NCCL", "MLX's NCCL us", "MLX / its NCCL", "date"],
+                            gap,
+                            note="Ratios: the median of per-round ratios of engines interleaved in one launch, each "
+                                 "against direct NCCL in the same launch and the same placement (pl) [95% interval]; "
+                                 "MLX's launch has its own NCCL run, shown beside its ratio; harness/plain: rounds of "
+                                 "fresh processes. busbw as nccl-tests defines it."))
     if scale:
         out.append(rk.Table("Communication: data-parallel scaling beside its prediction (bench.train --nproc)",
                             ["machine", "run", "step ms [p10-p90]", "tokens/s", "weak scaling", "predicted",

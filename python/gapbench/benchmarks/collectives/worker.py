@@ -19,31 +19,18 @@ import traceback
 from datetime import timedelta
 from pathlib import Path
 
-from gapbench.benchmarks.collectives.config import SAFE_ENV, DistConfig, elements, shaping_env
+from gapbench.core import process
+from gapbench.core.ranks import RankLog, rank_from_env
+from gapbench.benchmarks.collectives.config import DistConfig, elements, shaping_env
+from gapbench.core.names import Rung
 
 UNSUPPORTED = re.compile(r"not supported|unsupported|not implemented|has no (CUDA|CPU|GPU) implementation", re.I)
 TIMEOUT_WORDS = ("timed out", "timeout", "aborted", "Connection closed", "connection reset", "NCCL error")
 
 
-class RankLog:
-    def __init__(self, path: Path, rank: int):
-        self.path, self.rank, self.lines = path, rank, []
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.f = open(path, "a", encoding="utf-8")
-
-    def write(self, **d) -> None:
-        d["rank"] = self.rank
-        d["t"] = round(time.time(), 4)  # wall clock: bench.dist's stage breakdown
-        self.lines.append(d)
-        self.f.write(json.dumps(d) + "\n")
-        self.f.flush()
-
-
 def enforce_env(rank: int, cfg: DistConfig, out_dir: Path) -> dict:
     """Multicast off unless GAPBENCH_ALLOW_MULTICAST=1 (recorded); rank 0 logs NCCL's choices."""
-    allowed = os.environ.get("GAPBENCH_ALLOW_MULTICAST") == "1"
-    if not allowed:
-        os.environ.update(SAFE_ENV)
+    allowed = process.multicast_off_here()
     if cfg.device == "cuda" and cfg.nccl_debug and rank == 0 and "NCCL_DEBUG" not in os.environ:
         os.environ.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS=cfg.nccl_debug_subsys,
                           NCCL_DEBUG_FILE=str(out_dir / "nccl-rank0.%p.log"))
@@ -220,7 +207,7 @@ def gather_to_rank0(lines: list[dict], rank: int, world: int, control) -> list[l
 
 
 def main(argv: list[str] | None = None) -> int:
-    from gapbench.benchmarks.collectives.rungs.base import RankContext, rank_from_env
+    from gapbench.benchmarks.collectives.rungs.base import RankContext
 
     ap = argparse.ArgumentParser(prog="python -m gapbench.benchmarks.collectives.worker")
     ap.add_argument("--config", required=True)
@@ -242,9 +229,9 @@ def main(argv: list[str] | None = None) -> int:
         from gapbench.benchmarks.collectives.p2p import run_p2p
 
         run_p2p(cfg, log, only=a.p2p_only)
-        rungs.remove("p2p")
+        rungs.remove(Rung.p2p)
     control = None
-    if any(r in ("nccl", "torch", "cupy") for r in rungs) or (a.merge_to and rungs != ["mlx"]):
+    if any(Rung(r).on_nccl for r in rungs) or (a.merge_to and rungs != [Rung.mlx]):
         control = init_control(cfg.op_timeout_s)
     ctx = RankContext(rank=rank, world=world, local_rank=local, cfg=cfg, control=control)
     try:

@@ -17,12 +17,17 @@ from pathlib import Path
 
 import numpy as np
 
+from gapbench.backends.mlx import rank_env as mlx_rank_env
+from gapbench.backends.torch import gpu_count
+from gapbench.core import process
+from gapbench.core.cli import UsageError
+from gapbench.core.names import DType, one_of, parse_list
 from gapbench.core.result import ERROR, FAILED, OK, Record, load_run
-from gapbench.benchmarks.collectives.config import ConfigError, csv_list
-from gapbench.benchmarks.collectives.launcher import launch_local
+from gapbench.benchmarks.train.config import PRECISIONS
 
 PROBE = "train-dp"
 STRATEGIES = ("ddp", "fsdp2", "mlx")
+FP32, _, AMP_BF16 = PRECISIONS  # data-parallel training runs fp32 or bf16 autocast
 
 
 def busbw_from_results(path: str, size: int) -> tuple[float, str] | None:
@@ -31,7 +36,7 @@ def busbw_from_results(path: str, size: int) -> tuple[float, str] | None:
     recs = [r for r in load_run(path).records if r.probe == "dist" and r.metric == "all_reduce" and r.status == OK
             and r.params.get("size") and not r.params.get("reference_only")]
     for rung in ("nccl", "torch", "mlx"):
-        for dt in ("fp32", "bf16", "fp16"):
+        for dt in (DType.fp32, DType.bf16, DType.fp16):
             pts = sorted((r.params["size"], r.params["size"] / r.summary().median * r.params["bus_factor"])
                          for r in recs if r.backend == rung and r.params.get("dtype") == dt)
             if len(pts) >= 1:
@@ -93,13 +98,15 @@ def _records(job: dict, outs, world: int, base_median: float | None, comm: tuple
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--nproc", type=int, required=True, help="ranks (one per GPU on a GPU machine)")
-    ap.add_argument("--models", default="gpt2", help="minimal GPT-2 sizes: tiny,gpt2,gpt2-medium,gpt2-large,gpt2-xl")
-    ap.add_argument("--strategies", help="ddp,fsdp2,mlx (default ddp,fsdp2)")
+    ap.add_argument("--models", type=parse_list(str), default=["gpt2"],
+                    help="minimal GPT-2 sizes: tiny,gpt2,gpt2-medium,gpt2-large,gpt2-xl")
+    ap.add_argument("--strategies", type=parse_list(one_of("strategy", STRATEGIES)), default=["ddp", "fsdp2"],
+                    help="ddp,fsdp2,mlx (default ddp,fsdp2)")
     ap.add_argument("--batch", type=int, default=8, help="sequences per device")
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--precision", choices=("fp32", "amp-bf16"), default=None, help="default amp-bf16 on GPUs")
+    ap.add_argument("--precision", choices=(FP32, AMP_BF16), default=None, help="default amp-bf16 on GPUs")
     ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     ap.add_argument("--bucket-mb", type=float, default=25.0, help="DDP gradient bucket (and prediction size)")
     ap.add_argument("--comm-results", help="bench.dist result file for the all-reduce bus bandwidth")
@@ -116,22 +123,23 @@ def run(args, prog: str, argv) -> int:
 
     from gapbench.core.cli import open_run
     from gapbench.models.gpt2_spec import SIZES
-    from gapbench.benchmarks.collectives.command import gpu_count
 
     console = Console(width=100)
     try:
-        models = csv_list(args.models, tuple(SIZES), "model", ("gpt2",))
-        strategies = csv_list(args.strategies, STRATEGIES, "strategy", ("ddp", "fsdp2"))
+        models, strategies = list(args.models), list(args.strategies)
+        unknown = [m for m in models if m not in SIZES]
+        if unknown:
+            raise UsageError(f"unknown model {unknown[0]!r}; choose from {', '.join(SIZES)}")
         ngpu = gpu_count()
         device = args.device if args.device != "auto" else ("cuda" if ngpu else "cpu")
         if args.nproc < 1 or (device == "cuda" and args.nproc > ngpu):
-            raise ConfigError(f"--nproc {args.nproc}: need 1 <= nproc <= GPUs visible ({ngpu}) on CUDA")
+            raise UsageError(f"--nproc {args.nproc}: need 1 <= nproc <= GPUs visible ({ngpu}) on CUDA")
         if min(args.batch, args.seq, args.steps) < 1 or args.warmup < 0:
-            raise ConfigError("--batch, --seq, --steps must be >= 1")
-    except ConfigError as e:
+            raise UsageError("--batch, --seq, --steps must be >= 1")
+    except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    precision = args.precision or ("amp-bf16" if device == "cuda" else "fp32")
+    precision = args.precision or (AMP_BF16 if device == "cuda" else FP32)
     comm = busbw_from_results(args.comm_results, int(args.bucket_mb * (1 << 20))) if args.comm_results else None
     writer = open_run(PROBE, args.out, prog, argv, vars(args) | {"device": device, "precision": precision},
                       [f"{s}" for s in strategies])
@@ -148,8 +156,8 @@ def run(args, prog: str, argv) -> int:
                     d.mkdir(parents=True, exist_ok=True)
                     (d / "job.json").write_text(json.dumps(job))
                     console.print(f"[dim]{strat} {model} on {world} rank(s)...[/dim]")
-                    penv = _mlx_env(world, device, d) if strat == "mlx" else None
-                    outs = launch_local(world, "gapbench.benchmarks.train.dp_rank", [str(d / "job.json"), str(d)], d,
+                    penv = mlx_rank_env(world, device, d) if strat == "mlx" and world > 1 else None
+                    outs = process.run_ranks(world, "gapbench.benchmarks.train.dp_rank", [str(d / "job.json"), str(d)], d,
                                         timeout_s=args.timeout, hang_s=args.hang_timeout, per_rank_env=penv,
                                         log_glob="rank{rank}.jsonl")
                     recs = _records(job, outs, world, base, comm)
@@ -163,13 +171,6 @@ def run(args, prog: str, argv) -> int:
     console.print(table(writer.records))
     console.print(f"results: {writer.path}")
     return 0
-
-
-def _mlx_env(world, device, d):
-    from gapbench.benchmarks.collectives.command import _mlx_env as env
-    from gapbench.benchmarks.collectives.config import DistConfig
-
-    return env(world, DistConfig(device=device), d) if world > 1 else None
 
 
 def table(records: list[Record]):

@@ -17,9 +17,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-from gapbench.benchmarks.collectives.config import SAFE_ENV
-from gapbench.benchmarks.collectives.rungs.base import rank_from_env
-from gapbench.benchmarks.collectives.worker import RankLog
+from gapbench.core import process
+from gapbench.core.ranks import RankLog, rank_from_env
 
 
 def _tokens(vocab: int, batch: int, seq: int, rank: int, step: int):
@@ -224,8 +223,7 @@ def mlx_job(job: dict, rank: int, world: int, log: RankLog) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     job = json.loads(Path(argv[0]).read_text())
-    if os.environ.get("GAPBENCH_ALLOW_MULTICAST") != "1":
-        os.environ.update(SAFE_ENV)
+    process.multicast_off_here()
     rank, world, local = rank_from_env()
     log = RankLog(Path(argv[1]) / f"rank{rank}.jsonl", rank)
     log.write(kind="start", world=world, job=job)

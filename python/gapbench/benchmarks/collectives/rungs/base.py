@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import abc
-import os
 import socket
 from dataclasses import dataclass, field
 
@@ -25,27 +24,6 @@ class RankContext:
     @property
     def cuda(self) -> bool:
         return self.cfg.device == "cuda"
-
-
-def rank_from_env() -> tuple[int, int, int]:
-    """(rank, world, local_rank) from torchrun/env://, mpirun (Open MPI, PMI) or mlx.launch."""
-    e = os.environ
-    for r, w, lr in (("RANK", "WORLD_SIZE", "LOCAL_RANK"),
-                     ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
-                     ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID")):
-        if r in e and w in e:
-            return int(e[r]), int(e[w]), int(e.get(lr, e[r]))
-    if "MLX_RANK" in e:
-        world = int(e.get("MLX_WORLD_SIZE", "0") or 0)
-        if not world and e.get("MLX_HOSTFILE"):
-            import json
-
-            try:
-                world = len(json.load(open(e["MLX_HOSTFILE"])))
-            except (OSError, ValueError):
-                world = 0
-        return int(e["MLX_RANK"]), world or 1, int(e.get("LOCAL_RANK", "0"))
-    return 0, 1, 0
 
 
 class Rung(abc.ABC):

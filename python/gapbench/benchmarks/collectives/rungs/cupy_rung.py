@@ -7,10 +7,12 @@ import time
 
 from gapbench.benchmarks.collectives import pattern
 from gapbench.benchmarks.collectives.rungs.base import RankContext, Rung, Unavailable, idempotent
+from gapbench.core.names import DType
+from gapbench.core.names import Rung as Engine
 
 
 class CupyRung(Rung):
-    name = "cupy"
+    name = Engine.cupy
     natural = {op: ("out",) for op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all",
                                        "sendrecv")}
 
@@ -32,8 +34,8 @@ class CupyRung(Rung):
         dist.broadcast_object_list(uid, src=0, group=ctx.control)
         self.comm = nccl.NcclCommunicator(ctx.world, uid[0], ctx.rank)
         self.stream = cupy.cuda.Stream(non_blocking=True)
-        self.types = {"fp32": (nccl.NCCL_FLOAT32, cupy.float32), "fp16": (nccl.NCCL_FLOAT16, cupy.float16),
-                      "bf16": (getattr(nccl, "NCCL_BFLOAT16", 9), cupy.uint16)}
+        self.types = {DType.fp32: (nccl.NCCL_FLOAT32, cupy.float32), DType.fp16: (nccl.NCCL_FLOAT16, cupy.float16),
+                      DType.bf16: (getattr(nccl, "NCCL_BFLOAT16", 9), cupy.uint16)}
         self.one = cupy.ones(1, dtype=cupy.float32)
         self.bufs: dict = {}
 
@@ -54,7 +56,7 @@ class CupyRung(Rung):
     def _cast(self, ints, dtype):
         cp = self.cp
         f = ints.astype(cp.float32)
-        if dtype == "bf16":
+        if dtype == DType.bf16:
             return (f.view(cp.uint32) >> 16).astype(cp.uint16)
         return f.astype(self.types[dtype][1])
 
@@ -106,7 +108,7 @@ class CupyRung(Rung):
         exp = self._cast(pattern.expected_values(op, self.ctx.rank, world, root, count // world,
                                                  cp.arange(n_out, dtype=cp.int64)), dtype)
         got = b[:n_out]
-        wrong = int((got.view(cp.uint16) != exp.view(cp.uint16)).sum()) if dtype == "bf16" else int((got != exp).sum())
+        wrong = int((got.view(cp.uint16) != exp.view(cp.uint16)).sum()) if dtype == DType.bf16 else int((got != exp).sum())
         return wrong == 0, f"{wrong} of {n_out} elements wrong" if wrong else f"{n_out} elements exact"
 
     def time(self, op, dtype, count, inplace, root, iters, samples, warmup):

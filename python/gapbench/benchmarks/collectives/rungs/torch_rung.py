@@ -8,8 +8,9 @@ from datetime import timedelta
 
 from gapbench.benchmarks.collectives import pattern
 from gapbench.benchmarks.collectives.rungs.base import RankContext, Rung, Unavailable, idempotent
+from gapbench.core.names import DType
 
-_DT = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+_DT = {DType.fp32: "float32", DType.fp16: "float16", DType.bf16: "bfloat16"}
 
 
 class TorchRung(Rung):

@@ -4,7 +4,8 @@ rank's threads land: unbound, the same 1 KiB all-reduce took either about 6 or a
 call depending on the process (2 x H200, 2026-11-23), which no number of samples inside a process
 can average away. Each rank gets an equal, disjoint share of the physical cores local to its GPU
 (`nvidia-smi topo -m`'s CPU Affinity; all allowed CPUs where that is unknown), one hardware thread
-per core, so that the rank's threads never share a core with another rank's spinning threads."""
+per core, so that the rank's threads never share a core with another rank's spinning threads.
+The ranks are bound as they start (gapbench.core.process.start(cpus=...))."""
 from __future__ import annotations
 
 import os
@@ -23,11 +24,33 @@ def parse_cpu_list(text: str) -> set[int]:
     return out
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def topo_rows(text: str | None) -> list[list[str]]:
+    """`nvidia-smi topo -m`'s table as rows of stripped cells (ANSI underlining removed)."""
+    return [[c.strip() for c in _ANSI.sub("", ln).split("\t")] for ln in (text or "").splitlines()]
+
+
+def gpu_local_cpus(text: str | None) -> dict[int, set[int]]:
+    """{GPU index (nvidia-smi's): CPUs local to it} from the CPU Affinity column of `nvidia-smi topo -m`."""
+    rows = topo_rows(text)
+    head = next((r for r in rows if "CPU Affinity" in r), None)
+    if head is None:
+        return {}
+    col = head.index("CPU Affinity")
+    out = {}
+    for r in rows:
+        if r and re.fullmatch(r"GPU\d+", r[0]) and len(r) > col:
+            cpus = parse_cpu_list(r[col])
+            if cpus:
+                out[int(r[0][3:])] = cpus
+    return out
+
+
 def rank_local_cpus(topo_text: str | None, visible: str | None = None) -> dict[int, set[int]]:
     """{rank: CPUs local to its GPU}: rank r uses the r-th visible GPU, which CUDA_VISIBLE_DEVICES
     (`visible`, when it lists indices) maps to nvidia-smi's numbering."""
-    from gapbench.benchmarks.collectives.ncclinfo import gpu_local_cpus
-
     local = gpu_local_cpus(topo_text)
     ids = (visible or "").split(",")
     if visible and all(v.strip().isdigit() for v in ids):
@@ -83,13 +106,3 @@ def _fmt(cpus) -> str:
             runs.append(f"{start}" if start == c else f"{start}-{c}")
             start = None
     return ",".join(runs)
-
-
-def preexec(cpus: list[int] | None, then=None):
-    """A subprocess preexec_fn that binds the child to `cpus` (None: leaves it), then calls `then`."""
-    def fn():
-        if cpus:
-            os.sched_setaffinity(0, cpus)
-        if then is not None:
-            then()
-    return fn
