@@ -26,14 +26,15 @@ from pathlib import Path
 from typing import Sequence
 
 from gapbench.core import process
+from gapbench.core.names import Backend, ColdScrub
 from gapbench.core.result import ERROR, FAILED, NOT_APPLICABLE, OK, Record
 
 OPS = ("copy", "gemv", "vjp_dx", "vjp_dw", "gemm")
 SCHEMA, SCHEMA_VERSION = "gapbench.lab", 1
 #: the lab's --cold mode -> the metric and `cache` text bench.blas uses for the same timing
 COLD = {
-    "read": ("time_cold", "cold (L2 flushed clean: 2x-L2 read pass before each run)"),
-    "write": ("time_cold_dirty", "cold (L2 scrubbed dirty: 2x-L2 memset before each run)"),
+    ColdScrub.read.value: ("time_cold", "cold (L2 flushed clean: 2x-L2 read pass before each run)"),
+    ColdScrub.write.value: ("time_cold_dirty", "cold (L2 scrubbed dirty: 2x-L2 memset before each run)"),
     "none": ("time", "hot (no scrub; one input set, so L2 keeps what the previous run left)"),
 }
 _STATUS = {"ok": OK, "n/a": NOT_APPLICABLE, "failed": FAILED, "error": ERROR}
@@ -120,7 +121,7 @@ def records_from(doc: dict) -> list[Record]:
     if doc.get("schema_version") != SCHEMA_VERSION:
         raise LabError("bad_output", f"{SCHEMA} schema version {doc.get('schema_version')!r}: "
                                      f"this gapbench reads {SCHEMA_VERSION}")
-    cold = doc.get("cold", "read")
+    cold = doc.get("cold", ColdScrub.read.value)
     if cold not in COLD:
         raise LabError("bad_output", f"unknown cold mode {cold!r}")
     metric, cache = COLD[cold]
@@ -145,7 +146,7 @@ def records_from(doc: dict) -> list[Record]:
         shape = _shape(op, r["shape"])
         err = r.get("rel_err")
         out.append(Record(
-            probe="blas", backend="native-cuda", metric=metric, variant=variant, status=status, reason=reason,
+            probe="blas", backend=Backend.native_cuda, metric=metric, variant=variant, status=status, reason=reason,
             op=f"{op} {name}" + (f" ({config} configuration)" if config else ""),
             clock="device_events" if samples else None, samples_s=samples, warmup=int(doc.get("warmup", 0)),
             params={"op": op, "dtype": r["dtype"], "shape": shape, "shape_text": r["shape"], "cache": cache,
