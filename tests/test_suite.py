@@ -168,7 +168,7 @@ def test_subprocess_cases(tmp_path):
 ])
 def test_bad_input_is_a_clear_error(argv, words, capsys):
     assert su_command.main(argv + ["--in-process"]) == 2
-    assert words in capsys.readouterr().out
+    assert words in capsys.readouterr().err  # errors go to stderr, exit 2
 
 
 def test_duration_text_as_the_seed_tables():

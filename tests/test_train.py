@@ -336,6 +336,13 @@ def test_cli_quick_writes_results_and_figures(tmp_path, capsys):
     assert steps and steps[0]["status"] == OK and steps[0]["derived"]["rates"]["items_per_s"] > 0
     assert (tmp_path / "t-steps.png").stat().st_size > 1000 and (tmp_path / "t-memory-0.png").exists()
     assert out.with_suffix(".csv").read_text().count("\n") == len(doc["records"]) + 1
+    by = {r["metric"]: r for r in doc["records"]}
+    # every record names the choices that change a step's time; the library-defaults plain loop
+    # differs from the harness's own plain loop in its optimizer only
+    assert all(r["conditions"].get("optimizer") and r["conditions"].get("attention") for r in doc["records"]
+               if r["status"] == OK)
+    assert by["plain_defaults_step"]["conditions"]["optimizer"] == "default"
+    assert by["plain_step"]["conditions"]["optimizer"] == by["step"]["conditions"]["optimizer"]
 
 
 @pytest.mark.parametrize("argv, words", [
@@ -352,7 +359,7 @@ def test_cli_quick_writes_results_and_figures(tmp_path, capsys):
 ])
 def test_cli_bad_input_is_a_clear_error(argv, words, capsys):
     assert tr_command.main(argv + ["--in-process"]) == 2
-    assert words in capsys.readouterr().out
+    assert words in capsys.readouterr().err  # errors go to stderr, exit 2
 
 
 def test_roofline_from_a_blas_result_file(tmp_path):

@@ -7,6 +7,7 @@ import re
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -350,3 +351,31 @@ def test_cpu_frameworks_run_on_the_free_cores(monkeypatch):
     ad2 = registry.make_adapter(Backend.torch_cpu)
     arms.fit_cpu_threads({Backend.torch_cpu: ad2})
     assert ad2.cpu_threads.reduced is False and torch.get_num_threads() == before
+
+
+BAD_VALUES = [
+    ("bench.blas", ["--dtypes", "fp8"], "fp8"), ("bench.blas", ["--ops", "gemmm"], "gemmm"),
+    ("bench.blas", ["--backends", "torch-xpu"], "torch-xpu"), ("bench.blas", ["--data", "ones"], "ones"),
+    ("bench.launch", ["--backends", "cuda"], "cuda"), ("bench.train", ["--precision", "bogus"], "bogus"),
+    ("bench.train", ["--model", "gpt5"], "gpt5"), ("bench.train", ["--backend", "torch-xpu"], "torch-xpu"),
+    ("bench.train", ["--optimizer", "sgd"], "sgd"), ("bench.train", ["--attention", "linear"], "linear"),
+    ("bench.suite", ["--suite", "bogus"], "bogus"), ("bench.dist", ["--ops", "frobnicate"], "frobnicate"),
+    ("bench.dist", ["--dtypes", "fp8"], "fp8"),
+]
+
+
+@pytest.mark.parametrize("module,args,bad", BAD_VALUES, ids=[f"{m}{' '.join(a)}" for m, a, _ in BAD_VALUES])
+def test_a_bad_value_fails_before_any_framework_is_imported(module, args, bad):
+    """Every CLI checks its arguments before heavy imports or model loading: a bad value exits 2 with
+    one line naming it, and no framework (torch, mlx, cupy, tensorflow, transformers) was imported."""
+    code = ("import runpy, sys\n"
+            f"sys.argv = [{module!r}] + {args!r}\n"
+            "try:\n"
+            f"    runpy.run_module({module!r}, run_name='__main__')\n"
+            "except SystemExit as e:\n"
+            "    heavy = [m for m in ('torch', 'mlx', 'cupy', 'tensorflow', 'transformers') if m in sys.modules]\n"
+            "    print('EXIT', e.code, 'HEAVY', ','.join(heavy) or '-', file=sys.stderr)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=str(Path(__file__).resolve().parents[1]))
+    last = p.stderr.strip().splitlines()
+    assert last and last[-1] == "EXIT 2 HEAVY -", p.stderr[-800:]
+    assert any(bad in line for line in last[:-1]), p.stderr[-800:]

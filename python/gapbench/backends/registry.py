@@ -57,12 +57,12 @@ def make_adapter(backend: Backend) -> Adapter:
 
 
 def parse_backend(text: str) -> Backend:
-    """Backend.parse, with the backends available on this machine in the message."""
+    """Backend.parse; the message points at --list for what runs here (finding that out imports the
+    frameworks, seconds that a typo should not cost)."""
     try:
         return Backend.parse(text)
     except UnknownName as e:
-        avail = [b.name for b in all_backends() if b.available]
-        raise UnknownName("backend", e.name, e.choices, f"Available on this machine: {', '.join(avail) or 'none'}") from None
+        raise UnknownName("backend", e.name, e.choices, "--list shows which run on this machine") from None
 
 
 def backend_list(text: str) -> list[Backend]:

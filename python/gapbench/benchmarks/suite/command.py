@@ -6,6 +6,7 @@ from pathlib import Path
 
 from gapbench.backends import registry
 from gapbench.core.names import Backend, DeviceClass, split_list
+from gapbench.core.cli import UsageError
 from gapbench.core.benchmark import Benchmark
 from gapbench.core.result import OK
 from gapbench.benchmarks.suite.run import run_case, run_in_subprocess
@@ -81,8 +82,7 @@ class SuiteBenchmark(Benchmark):
             try:
                 runs = [load_run(p) for p in args.plot]
             except SchemaError as e:
-                console.print(f"[red]error:[/red] {e}")
-                return 2
+                raise UsageError(str(e)) from None
             out = Path(args.out or Path(args.plot[0]).with_suffix("")).with_suffix("")
             for p in suite_figures(runs, out):
                 console.print(f"figure: {p}")
@@ -121,8 +121,7 @@ class SuiteBenchmark(Benchmark):
             _check_paths(args)
             check_out_path(args.results_root, "--results-root", folder=True)
         except ValueError as e:
-            console.print(f"[red]error:[/red] {e}")
-            return 2
+            raise UsageError(str(e)) from None
         q = args.quick
         cases = []
         for ex in exps:

@@ -7,11 +7,13 @@ from pathlib import Path
 
 from gapbench.backends import registry
 from gapbench.core.names import Backend, UnknownName
+from gapbench.core.cli import UsageError
 from gapbench.core.benchmark import Benchmark
 from gapbench.core.result import OK
 from gapbench.benchmarks.train.run import __doc__ as _TRAIN_DOC
 from gapbench.benchmarks.train.run import expand, run_case, run_in_subprocess
-from gapbench.benchmarks.train.config import BACKENDS, HF_MODELS, MINIMAL, MODELS, MODES, OFFLOADS, PRECISIONS, PROBE, load_roofline
+from gapbench.benchmarks.train.config import (ATTENTIONS, BACKENDS, COMPILES, HF_MODELS, MINIMAL, MODELS, MODES, OFFLOADS,
+                                             OPTIMIZERS, PRECISIONS, PROBE, load_roofline)
 from gapbench.benchmarks.train.tables import build_table, report_tables
 
 
@@ -54,6 +56,11 @@ class TrainBenchmark(Benchmark):
         ap.add_argument("--mode", default="pretrain", help=f"comma list of {', '.join(MODES)} (lora: peft LoRA r=8)")
         ap.add_argument("--impl", default="", choices=["", "hf", "minimal"], help="hf: transformers (torch); minimal: gapbench's GPT-2 (torch and MLX); default hf for torch, minimal for MLX")
         ap.add_argument("--offload", default="none", choices=OFFLOADS, help="cpu: FSDP2 CPU offload; auto: offload when the memory plan says the model state does not fit")
+        ap.add_argument("--optimizer", default="fused", choices=OPTIMIZERS,
+                        help="torch AdamW: fused (default on CUDA), foreach, or default (torch.optim.AdamW() as is)")
+        ap.add_argument("--attention", default="sdpa", choices=ATTENTIONS,
+                        help="transformers attention implementation: sdpa (default), eager, flash (needs flash-attn)")
+        ap.add_argument("--compile", default="none", choices=COMPILES, help="torch.compile the model with this mode")
         ap.add_argument("--steps", type=int, default=20, help="timed steps per arm (default 20)")
         ap.add_argument("--warmup", type=int, default=3, help="warm-up steps, reported apart (default 3)")
         ap.add_argument("--warmup-s", type=float, default=3.0, help="and warm up for at least this many seconds (default 3)")
@@ -88,9 +95,7 @@ class TrainBenchmark(Benchmark):
                 args.model, args.steps, args.warmup, args.rounds, args.warmup_s = "tiny-gpt2", 4, 1, 2, 0.0
                 args.batch_size, args.seq_len = "2", args.seq_len or "64"
             models = _list(args.model, [], MODELS, "model")
-            default_backend = next((b for b in (Backend.torch_cuda, Backend.torch_mps, Backend.torch_cpu)
-                                    if registry.info(b).available), Backend.torch_cpu)
-            backends = _list(args.backend, [default_backend], BACKENDS, "backend", Backend.parse)
+            backends = _list(args.backend, [], BACKENDS, "backend", Backend.parse) if args.backend else None
             precisions = _list(args.precision, [], PRECISIONS, "precision")
             batches = _list(args.batch_size, [], None, "batch size", int)
             modes = _list(args.mode, [], MODES, "mode")
@@ -102,9 +107,12 @@ class TrainBenchmark(Benchmark):
                 if path and not Path(path).exists():
                     raise ValueError(f"{flag} {path}: no such file or directory (give a local path)")
         except (ValueError, OSError) as e:
-            console.print(f"[red]error:[/red] {e}")
-            return 2
-        base = dict(impl=args.impl, offload=args.offload, steps=args.steps, warmup=args.warmup, warmup_s=args.warmup_s, rounds=args.rounds,
+            raise UsageError(str(e)) from None
+        if backends is None:  # asked only now: availability imports the frameworks (seconds)
+            backends = [next((b for b in (Backend.torch_cuda, Backend.torch_mps, Backend.torch_cpu)
+                              if registry.info(b).available), Backend.torch_cpu)]
+        base = dict(impl=args.impl, offload=args.offload, optimizer=args.optimizer, attention=args.attention,
+                    compile=args.compile, steps=args.steps, warmup=args.warmup, warmup_s=args.warmup_s, rounds=args.rounds,
                     plain=not args.no_plain, checkpoint=args.checkpoint, data=args.data, tokenizer=args.tokenizer,
                     sample_interval_s=args.sample_interval, seed=args.seed, roofline=roof)
         cases = []

@@ -11,6 +11,13 @@ PROBE = "train"
 PRECISIONS = ("fp32", "amp-fp16", "amp-bf16")
 MODES = ("pretrain", "finetune", "lora")
 OFFLOADS = ("none", "cpu", "auto")
+#: torch AdamW: fused (one kernel per step, the harness's default on CUDA), foreach (a few
+#: multi-tensor kernels), default (what torch.optim.AdamW() picks: foreach on CUDA)
+OPTIMIZERS = ("fused", "foreach", "default")
+#: transformers' attention implementation (hf models): sdpa (its default), eager, flash (flash-attn)
+ATTENTIONS = ("sdpa", "eager", "flash")
+#: torch.compile of the model: none, or a torch.compile mode
+COMPILES = ("none", "default", "reduce-overhead", "max-autotune")
 BACKENDS = (Backend.torch_cpu, Backend.torch_cuda, Backend.torch_mps, Backend.mlx_cpu, Backend.mlx_gpu)
 
 #: transformers configurations of the released checkpoints' sizes (random weights, no download)
@@ -45,6 +52,9 @@ class Case:
     mode: str = "pretrain"
     impl: str = ""  # "hf" (transformers) or "minimal"; "" picks hf for torch, minimal for mlx
     offload: str = "none"
+    optimizer: str = "fused"
+    attention: str = "sdpa"
+    compile: str = "none"
     steps: int = 20  # timed harness steps (the plain and no-sampler arms get as many)
     warmup: int = 3
     warmup_s: float = 3.0  # and at least this long
@@ -64,6 +74,9 @@ class Case:
 
     def label(self) -> str:
         extra = "" if self.offload == "none" else f" offload={self.offload}"
+        extra += "" if self.optimizer == "fused" else f" opt={self.optimizer}"
+        extra += "" if self.attention == "sdpa" else f" attn={self.attention}"
+        extra += "" if self.compile == "none" else f" compile={self.compile}"
         return (f"{self.model}[{self.impl or '?'}] {self.backend} {self.precision} b{self.batch_size}x{self.seq_len} "
                 f"{self.mode}{extra}")
 

@@ -40,6 +40,7 @@ import numpy as np
 from gapbench.backends import registry
 from gapbench.core.names import Backend, DeviceClass, Family
 from gapbench.core.cases import CaseError, error_record, run_case_in_worker
+from gapbench.core.conditions import Clock, Conditions, Process
 from gapbench.core.result import ERROR, FAILED, OK, UNAVAILABLE, Record
 from gapbench.benchmarks.train.config import BACKENDS, HF_MODELS, MINIMAL, MODELS, MODES, OFFLOADS, PRECISIONS, PROBE, Case  # noqa: F401
 from gapbench.benchmarks.train.config import load_roofline  # noqa: F401
@@ -165,8 +166,10 @@ def _run_case(case: Case, base: dict, params: dict, progress) -> list[Record]:
 
     # ---- 3. interleaved rounds: harness (sampler on), harness (sampler paused), plain loop
     fwd, bwd, opt, step, fwdbwd = [], [], [], [], []
-    nosamp, plain = [], []
+    nosamp, plain, plain_def = [], [], []
     arms = ["harness", "nosampler", "plain"] if case.plain else ["harness"]
+    if case.plain and not is_mlx:
+        arms.append("plain_defaults")  # the plain loop with torch.optim.AdamW() as is
     per_round = [case.steps // case.rounds + (1 if r < case.steps % case.rounds else 0) for r in range(case.rounds)]
     energy = Energy(case.backend.device_class, nvml)
     sampler = Sampler(case.backend, case.sample_interval_s, nvml)
@@ -178,6 +181,13 @@ def _run_case(case: Case, base: dict, params: dict, progress) -> list[Record]:
         for r, n in enumerate(per_round):
             order = arms if r % 2 == 0 else arms[::-1]
             for arm in order:
+                if arm == "plain_defaults":
+                    sampler.pause()
+                    plain_def += wl.plain_defaults(n)
+                    sampler.resume()
+                    done += n
+                    say(f"round {r + 1}/{case.rounds} plain loop, library defaults ({done}/{total} steps)")
+                    continue
                 if arm == "plain":
                     sampler.pause()
                     plain += wl.plain(n)
@@ -228,7 +238,7 @@ def _run_case(case: Case, base: dict, params: dict, progress) -> list[Record]:
             bwd = [max(x - med, 0.0) for x in fwdbwd]
             params["mlx_split_step_s"] = [a + c for a, c in zip(fwdbwd, opt)]
     tl = sampler.timeline()
-    steps_run = len(step) + len(nosamp) + len(plain)
+    steps_run = len(step) + len(nosamp) + len(plain) + len(plain_def)
     params.update(
         energy=energy.result(steps_run),
         memory_peaks=dict(wl.memory_peaks(), **_timeline_peaks(tl)),
@@ -246,8 +256,17 @@ def _run_case(case: Case, base: dict, params: dict, progress) -> list[Record]:
     wl.close()
     common = dict(base, device=device)
     pclock = "host_wall" if is_mlx else wl.phase_clock
-    rec = lambda metric, samples, op, clock="host_wall", **kw: Record(  # noqa: E731
-        **common, metric=metric, samples_s=samples, op=op, clock=clock, **kw)
+    # The choices that change a step's time, compared between arms (core/conditions.py): every arm
+    # of this case shares them, but the library-defaults loop runs torch.optim.AdamW() as is.
+    cond = Conditions(clock=Clock.HOST, process=Process.PAIRED, data=wl.data_desc if isinstance(wl.data_desc, str)
+                      else "synthetic", optimizer=wl.optimizer_used, attention=wl.attention_used, compile=case.compile,
+                      seed=case.seed)
+    clocks = {"host_wall": Clock.HOST, "device_events": Clock.ISSUED}
+
+    def rec(metric, samples, op, clock="host_wall", conditions=cond, **kw):
+        conditions = conditions.replace(clock=clocks.get(clock, clock))
+        return Record(**common, metric=metric, samples_s=samples, op=op, clock=clock, conditions=conditions.to_dict(),
+                      **kw)
     how = ("value_and_grad + update, one mx.eval (as the plain loop)" if is_mlx else
            "host clock from a sync to the sync after the optimizer, no sync inside (as the plain loop)")
     records.append(rec("step", step, f"one training step: forward + backward + AdamW; {how}",
@@ -267,6 +286,10 @@ def _run_case(case: Case, base: dict, params: dict, progress) -> list[Record]:
     if plain:
         records.append(rec("plain_step", plain, "plain loop step (gapbench/plain/train.py): one sync per step",
                            work=work, params={"label": case.label()}))
+    if plain_def:
+        records.append(rec("plain_defaults_step", plain_def, "plain loop step with the library's defaults: "
+                           "torch.optim.AdamW() with no options, one sync per step", work=work,
+                           params={"label": case.label()}, conditions=cond.replace(optimizer="default")))
     return records
 
 

@@ -20,7 +20,12 @@ def build_table(records: list[Record]):
     t = FitTable("training step: median [p10-p90] ms per step; rates from the median step",
                  [Col("case", text=True), Col("scenario", 3, text=True), Col("fwd ms", 2), Col("bwd ms", 2),
                   Col("opt ms", 2), Col("step ms"), Col("items/s"), Col("TFLOP/s", 1), Col("% roof", 1),
-                  Col("peak mem GiB", 3), Col("J/step", 3), Col("harness/plain", 4), Col("sampler on/off", 4)])
+                  Col("peak mem GiB", 3), Col("J/step", 3), Col("harness/plain", 4), Col("sampler on/off", 4),
+                  Col("defaults/plain", 4)],
+                 caption="harness/plain: the harness step over the plain loop's with the same choices (its "
+                         "overhead); defaults/plain: the plain loop with torch.optim.AdamW() as is over the plain "
+                         "loop with the harness's optimizer (what that choice buys). The choices (optimizer, "
+                         "attention, compile) are in each record's conditions.")
     by_label: dict[str, dict[str, Record]] = {}
     for r in records:
         if r.probe == PROBE:
@@ -45,10 +50,13 @@ def build_table(records: list[Record]):
         med = st.summary().median
         hp = f"{med / m['plain_step'].summary().median:.3f}" if "plain_step" in m and m["plain_step"].status == OK else "-"
         so = f"{med / m['step_nosampler'].summary().median:.3f}" if "step_nosampler" in m else "-"
+        pd = m.get("plain_defaults_step")
+        dp = (f"{pd.summary().median / m['plain_step'].summary().median:.3f}"
+              if pd is not None and pd.status == OK and "plain_step" in m and m["plain_step"].status == OK else "-")
         t.add_row(label, p.get("memory_plan", {}).get("scenario", ""), _ms(m.get("forward")),
                   _ms(m.get("backward")), _ms(m.get("optimizer")), _ms(st),
                   f"{rates.get('items_per_s', 0):.4g} {unit}", f"{rates.get('flops_per_s', 0) / 1e12:.3g}" if rates.get("flops_per_s") else "-",
-                  pct, mem, joules, hp, so)
+                  pct, mem, joules, hp, so, dp)
     return t
 
 

@@ -19,6 +19,8 @@ class TorchWorkload:
     """A torch model, its optimizer and device batches, with the three phases of a step."""
 
     def __init__(self, case: Case, rng: np.random.Generator):
+        self.attention_used = "the minimal GPT-2's own (torch scaled_dot_product_attention)"
+        self.optimizer_used = case.optimizer
         import torch
 
         self.torch, self.case = torch, case
@@ -61,6 +63,13 @@ class TorchWorkload:
             raise CaseError(UNAVAILABLE, "transformers is not installed (pip install 'gapbench[train]')") from None
         case = self.case
         self.family, kw = HF_MODELS[case.model]
+        attn = {"sdpa": "sdpa", "eager": "eager", "flash": "flash_attention_2"}[case.attention]
+        if case.attention == "flash":
+            import importlib.util
+
+            if importlib.util.find_spec("flash_attn") is None:
+                raise CaseError(UNAVAILABLE, "--attention flash needs the flash-attn package (pip install flash-attn)")
+        kw = dict(kw, attn_implementation=attn)
         if self.family == "gpt2":
             cfg = transformers.GPT2Config(**kw)
             self.vocab, ctx = cfg.vocab_size, cfg.n_positions
@@ -75,7 +84,7 @@ class TorchWorkload:
             cls = transformers.WhisperForConditionalGeneration
         if case.checkpoint:
             try:
-                model = cls.from_pretrained(case.checkpoint, local_files_only=True)
+                model = cls.from_pretrained(case.checkpoint, local_files_only=True, attn_implementation=attn)
             except Exception as e:
                 raise CaseError(ERROR, f"--checkpoint {case.checkpoint}: cannot load a local {cls.__name__} ({e})") from None
             cfg = model.config
@@ -83,6 +92,7 @@ class TorchWorkload:
         else:
             model = cls(cfg)
         model.config.use_cache = False
+        self.attention_used = getattr(model.config, "_attn_implementation", None) or attn
         n_mels = getattr(cfg, "num_mel_bins", 0)
         frames = 2 * getattr(cfg, "max_source_positions", 0)
         return model, n_mels, frames
@@ -109,9 +119,12 @@ class TorchWorkload:
             self.model = self.model_cpu.to(self.device)
         self.model.train()
         self.batches = [{k: torch.from_numpy(v).to(self.device) for k, v in b.items()} for b in self.host_batches]
+        if case.compile != "none":
+            self.model = torch.compile(self.model, mode=None if case.compile == "default" else case.compile)
+            self.notes.append(f"torch.compile(mode={case.compile})")
         params = [p for p in self.model.parameters() if p.requires_grad]
-        fused = {"fused": True} if self.device == "cuda" and case.offload == "none" else {}
-        self.opt = torch.optim.AdamW(params, lr=case.lr, **fused)
+        self.opt = torch.optim.AdamW(params, lr=case.lr, **self.optimizer_kwargs())
+        self._params = params
         self.scaler = None
         if case.precision == "fp32":
             self.autocast = contextlib.nullcontext
@@ -221,10 +234,33 @@ class TorchWorkload:
     def phase_clock(self) -> str:
         return "device_events" if self.device == "cuda" or (self.device == "mps" and hasattr(self.torch.mps, "event")) else "host_wall"
 
+    def optimizer_kwargs(self) -> dict:
+        """AdamW's keyword arguments for --optimizer; what ran is recorded (self.optimizer_used)."""
+        case = self.case
+        fusable = self.device == "cuda" and case.offload == "none"
+        if case.optimizer == "fused" and fusable:
+            self.optimizer_used = "fused"
+            return {"fused": True}
+        if case.optimizer == "foreach" or (case.optimizer == "fused" and not fusable):
+            self.optimizer_used = "foreach" if case.optimizer == "foreach" else "foreach (fused needs CUDA, no offload)"
+            return {"foreach": True, "fused": False}
+        self.optimizer_used = "default"
+        return {}
+
     def plain(self, steps: int) -> list[float]:
         from gapbench.benchmarks.train.plain import torch_steps
 
         return torch_steps(self.model, self.loss_fn, self.batches, self.opt, self.sync, steps, self.autocast, self.scaler)
+
+    def plain_defaults(self, steps: int) -> list[float]:
+        """The plain loop as a user who keeps the library's defaults writes it: torch.optim.AdamW()
+        with no options (its own state), the same model, batches and precision."""
+        from gapbench.benchmarks.train.plain import torch_steps
+
+        if getattr(self, "_opt_default", None) is None:
+            self._opt_default = self.torch.optim.AdamW(self._params, lr=self.case.lr)
+        return torch_steps(self.model, self.loss_fn, self.batches, self._opt_default, self.sync, steps,
+                           self.autocast, self.scaler)
 
     def flops_per_step(self) -> tuple[float | None, str]:
         if self.case.impl == "minimal":
@@ -280,6 +316,8 @@ class MLXWorkload:
     is derived: (forward + backward) minus the median of separately timed forward passes."""
 
     def __init__(self, case: Case, rng: np.random.Generator):
+        self.attention_used = "the minimal GPT-2's own (MLX)"
+        self.optimizer_used = "mlx.optimizers.AdamW"
         try:
             import mlx.core as mx
             import mlx.nn as nn
