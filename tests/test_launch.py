@@ -126,7 +126,12 @@ def test_xfloor_is_paired_with_the_binding_floor_in_process(cpu_run, backend):
     assert len(pr["per_round"]["framework"]) == len(pr["per_round"]["floor"]) == pr["rounds"]
     assert 0 < pr["lo"] <= pr["x_floor"] <= pr["hi"]
     cell = launch.overhead(run.records, backend, "roundtrip", rt)
-    assert cell.startswith(launch_tables._x(pr["x_floor"]) + "x [") and cell in p.stdout + launch.markdown_table(run.records)
+    # each arm was timed alone in the same process too; where the pairing moved one (a busy 2-core
+    # runner does that), the cell gives the standalone medians' ratio and says so
+    assert len(pr["alone"]["framework"]) >= 20 and len(pr["alone"]["floor"]) >= 20
+    want = (launch_tables._x(pr["x_standalone"]) + "x alone (paired perturbed)" if pr.get("perturbed")
+            else launch_tables._x(pr["x_floor"]) + "x [")
+    assert cell.startswith(want) and cell in p.stdout + launch.markdown_table(run.records)
     # the CPU floor has no device queue: mlx-cpu's back-to-back time has no floor to pair with
     if backend == "mlx-cpu":
         b2b = _get(run, backend, "add", "stream_b2b")

@@ -440,7 +440,8 @@ def test_bench_rows_fail_when_the_last_timed_run_is_wrong(monkeypatch):
     from gapbench.backends.base import BackendInfo
 
     session = type("Session", (), {"infos": {Backend.native_cuda: BackendInfo(Backend.native_cuda, True)},
-                                   "adapters": {}, "cublas_path": "libcublas.so", "cublas_why": ""})()
+                                   "adapters": {}, "cublas_path": "libcublas.so", "cublas_why": "",
+                                   "watch": None, "event_pair_s": None, "l2_bytes": None})()
     cfg = Config(samples=5, warmup=1)
     case = arms.Case(spec, fp16, shape, rounded, ref, lambda b, v, p=None, **kw: blas.record(spec, fp16, shape, b, v, p, **kw))
     for last_bad in (False, True):
