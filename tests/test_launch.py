@@ -217,7 +217,7 @@ def test_installed_entry_point_runs_the_same_suite(tmp_path):
 def test_unknown_backend_is_a_clear_error(tmp_path):
     p = run_module("bench.launch", "--backends", "native-cpu,tpu", "--out", str(tmp_path / "x.json"))
     assert p.returncode == 2
-    assert "unknown backend 'tpu'" in p.stderr and "native-cpu" in p.stderr and "Available" in p.stderr
+    assert "unknown backend 'tpu'" in p.stderr and "native-cpu" in p.stderr and "--list shows which run" in p.stderr
     assert not (tmp_path / "x.json").exists()
 
 

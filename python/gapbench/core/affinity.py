@@ -96,6 +96,19 @@ def rank_cpus(nproc: int, gpu_local: dict[int, set[int]] | None = None, allowed:
     return out, f"one hardware thread on each of {len(out[0])} physical cores per rank ({how})"
 
 
+def launch_cpu(gpu_local: set[int] | None = None, allowed: set[int] | None = None, core_of=_core_of) -> int | None:
+    """The one CPU a latency probe is bound to: on the GPU's NUMA node where known, the first
+    hardware thread of the second physical core (the first takes most interrupts), or of the only
+    one. Unbound, the scheduler moves the thread between cores, and a framework's launch + sync
+    then alternates between two speeds within one process (an H100: torch 12.7 or 18.9 us)."""
+    allowed = set(os.sched_getaffinity(0)) if allowed is None else set(allowed)
+    pool = (set(gpu_local or ()) & allowed) or allowed
+    cores = physical_cores(pool, core_of)
+    if not cores:
+        return None
+    return cores[1][0] if len(cores) > 1 else cores[0][0]
+
+
 def _fmt(cpus) -> str:
     s = sorted(cpus)
     runs, start = [], None

@@ -51,13 +51,13 @@ class WorkerError(RuntimeError):
 # ============================================================== parent side
 def run_in_worker(target: str, payload: dict, timeout_s: float, *,
                   on_progress: Callable[[str], None] | None = None, env: dict[str, str] | None = None,
-                  fast_exit: bool = False) -> Any:
+                  fast_exit: bool = False, cpus: list[int] | None = None) -> Any:
     """target(payload) in a fresh `python -m gapbench.core.worker` process; returns its JSON result.
     Raises WorkerError(kind=timeout|crash|error) when there is none; re-raises KeyboardInterrupt
     (and anything else raised here while waiting) after killing the worker's process group.
     `fast_exit`: once its result is written, the worker ends with os._exit, skipping Python's
     teardown (torch's takes about 0.5 s) for targets that leave nothing to clean up; the parent
-    still waits until the process is gone."""
+    still waits until the process is gone. `cpus`: the CPUs the worker is bound to (None: any)."""
     if timeout_s <= 0:
         raise ValueError(f"timeout must be > 0 seconds, got {timeout_s}")
     rfd, wfd = os.pipe()
@@ -65,7 +65,7 @@ def run_in_worker(target: str, payload: dict, timeout_s: float, *,
         cmd = [sys.executable, "-m", "gapbench.core.worker", target, str(wfd)] + (["--fast-exit"] if fast_exit else [])
         p = process.start(cmd, env=dict(os.environ, **(env or {}), **{PARENT_ENV: str(os.getpid())}),
                           stdin=process.PIPE, stdout=process.PIPE, stderr=process.STDOUT, pass_fds=(wfd,),
-                          name=f"worker {target}").popen
+                          name=f"worker {target}", cpus=cpus).popen
     finally:
         os.close(wfd)
     result_chunks: list[bytes] = []
@@ -144,11 +144,12 @@ class PacedCommand:
             for _ in range(6):
                 doc = loop.round()"""
 
-    def __init__(self, cmd: list[str], timeout: float):
+    def __init__(self, cmd: list[str], timeout: float, cpus: list[int] | None = None):
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
         self.cmd, self.timeout = list(cmd), float(timeout)
-        self._p = process.start(cmd, stdin=process.PIPE, stdout=process.PIPE, stderr=process.PIPE, text=True).popen
+        self._p = process.start(cmd, stdin=process.PIPE, stdout=process.PIPE, stderr=process.PIPE, text=True,
+                                cpus=cpus).popen
         import queue
 
         self._lines: queue.Queue = queue.Queue()

@@ -40,6 +40,7 @@ from gapbench.benchmarks.launch.params import LaunchParams
 from gapbench.core.names import Backend
 from gapbench.core.benchmark import Benchmark, print_lines
 from gapbench.core.cli import UsageError
+from gapbench.core.conditions import Clock, Conditions, Process
 from gapbench.core.result import ERROR, FAILED, OK, UNAVAILABLE, Record
 from gapbench.core.worker import WorkerError, run_in_worker  # noqa: F401 (WorkerError: callers)
 from gapbench.benchmarks.launch.config import PHASES, PROBE, Config
@@ -58,7 +59,8 @@ def spawn_worker(backend: Backend, cfg: Config, warm: bool, plain_round: bool = 
     payload = {"backend": Backend(backend).value, "config": asdict(cfg), "warm": warm}
     if plain_round:
         payload["plain_round"] = True
-    return run_in_worker("gapbench.benchmarks.launch.worker:entry", payload, cfg.timeout, fast_exit=True)
+    return run_in_worker("gapbench.benchmarks.launch.worker:entry", payload, cfg.timeout, fast_exit=True,
+                         cpus=None if cfg.cpu is None else [cfg.cpu])
 
 
 def plain_binary() -> Path | None:
@@ -98,7 +100,7 @@ def pool(runs: list[list[Record]]) -> list[Record]:
 
 
 def _phase_records(backend: Backend, device: dict, per_process: list[dict], ops: dict,
-                   verify: dict) -> list[Record]:
+                   verify: dict, cpu_text: str = "not bound") -> list[Record]:
     recs = []
     variants = list(dict.fromkeys(v for doc in per_process for v in doc))
     for variant in variants:
@@ -110,7 +112,9 @@ def _phase_records(backend: Backend, device: dict, per_process: list[dict], ops:
             recs.append(Record(probe=PROBE, backend=backend, variant=variant, metric=phase, op=ops.get(variant, ""),
                                clock="host_wall", samples_s=vals, inner=1, warmup=0, device=device,
                                params=LaunchParams(fresh_processes=len(vals)).to_dict(), verified=v_ok,
-                               verify_detail=v_detail))
+                               verify_detail=v_detail,
+                               conditions=Conditions(clock=Clock.HOST, process=Process.STANDALONE,
+                                                     cpu=cpu_text).to_dict()))
     return recs
 
 
@@ -214,7 +218,8 @@ def measure_backend(backend: Backend, cfg: Config, on_step=None) -> list[Record]
             if on_step:
                 on_step()
     warm_records = pool(warm_runs)
-    recs = _phase_records(backend, device, per_process, ops, verify) + warm_records + extra
+    cpu_text = "not bound" if cfg.cpu is None else f"bound to CPU {cfg.cpu}"
+    recs = _phase_records(backend, device, per_process, ops, verify, cpu_text) + warm_records + extra
     if errors and not per_process:
         recs.append(Record(probe=PROBE, backend=backend, metric="cold", status=ERROR, reason="; ".join(errors),
                            device=device))
@@ -256,6 +261,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per fresh process (> 0)")
     ap.add_argument("--no-plain", action="store_true",
                     help="skip the paired plain C++ loop check (native-cuda: 6 rounds, each a fresh harness process and a fresh plain loop)")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="do not bind the workers and the plain loop to one CPU (default: bound to one core on the "
+                         "GPU's NUMA node; unbound, launch latencies switch between speeds as threads migrate)")
     ap.add_argument("--no-progress", action="store_true", help="no progress display")
     ap.add_argument("--list", action="store_true", help="list backends with availability and exit")
 
@@ -273,7 +281,22 @@ def config_from_args(args) -> Config:
     if args.no_plain:
         cfg.plain_rounds = 0
     cfg.validate()
+    if not args.no_pin:
+        cfg.cpu = pinned_cpu()
     return cfg
+
+
+def pinned_cpu() -> int | None:
+    """The CPU the launch workers are bound to: core.affinity.launch_cpu on GPU 0's local CPUs
+    (nvidia-smi topo -m) where there is a GPU, else on the CPUs this process may use."""
+    from gapbench.core import process
+    from gapbench.core.affinity import gpu_local_cpus, launch_cpu
+
+    if not hasattr(os, "sched_getaffinity"):
+        return None  # macOS: no CPU binding
+    topo = process.query(["nvidia-smi", "topo", "-m"], timeout=10)
+    local = gpu_local_cpus(topo.stdout if topo is not None and topo.returncode == 0 else None).get(0)
+    return launch_cpu(local)
 
 
 class LaunchBenchmark(Benchmark):

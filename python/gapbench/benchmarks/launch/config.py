@@ -36,6 +36,8 @@ class Config:
     pair_budget_s: float = 0.3
     #: paired rounds of the plain C++ loop and the harness (native-cuda; a fresh process pair each); 0: none
     plain_rounds: int = 6
+    #: the CPU every worker and plain loop is bound to (core.affinity.launch_cpu; None: not bound)
+    cpu: int | None = None
 
     @classmethod
     def quick(cls) -> "Config":

@@ -237,7 +237,7 @@ def plain_check(exe: str | Path | None, cfg: Config, harness_round: Callable[[],
     cmd = [str(exe), str(per), str(cfg.inner), str(cfg.warmup), "1", "1"]
 
     def plain_round() -> dict:
-        with PacedCommand(cmd, timeout=cfg.timeout) as loop:
+        with PacedCommand(cmd, timeout=cfg.timeout, cpus=None if cfg.cpu is None else [cfg.cpu]) as loop:
             return loop.round()
 
     try:

@@ -39,6 +39,7 @@ class _Out:
         self.unavailable: str | None = None  # bk.info's reason when the framework cannot run here
         self.plain_round: dict | None = None  # one harness round of the plain check (plain-round processes)
         self.seed: int | None = None
+        self.cpu = "not bound"
 
     def phase(self, variant: str, name: str, seconds: float) -> None:
         self.phases.setdefault(variant, {})[name] = float(seconds)
@@ -51,7 +52,7 @@ class _Out:
         # floor, where there is one, carries its own rounds and standalone check.
         held = metric == "device_kernel"  # the queue held behind the release gate
         cond = Conditions(clock=Clock.GATED if held else _CLOCKS.get(clock or "", clock), process=Process.STANDALONE,
-                          data="uniform[0.5, 2)",
+                          data="uniform[0.5, 2)", cpu=self.cpu,
                           seed=self.seed).to_dict() if status == OK else {}
         rec = Record(probe=PROBE, backend=self.backend, variant=variant, metric=metric, status=status, conditions=cond,
                      reason=reason, op=op, clock=clock if status == OK else None,
@@ -367,6 +368,8 @@ def worker_main(backend: Backend, cfg: Config, warm: bool, plain_round: bool = F
     {"unavailable": reason, "device": ...} instead of measurements."""
     out = _Out(backend)
     out.seed = cfg.seed
+    if cfg.cpu is not None:
+        out.cpu = f"bound to CPU {cfg.cpu}"
     if not backend.is_native:
         _worker_framework(cfg, warm, out)
     elif backend is Backend.native_cpu:
