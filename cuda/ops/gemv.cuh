@@ -1,4 +1,5 @@
-// gemv.cu: y = A x (A row-major m x k), fp32/fp16/bf16 with fp32 accumulation.
+// cuda/ops/gemv.cuh: the gemv kernels (csrc/ops.def), shared by the library (cuda/ops/gemv.cu) and
+// the lab (cuda/lab/gemv.cu). y = A x (A row-major m x k), fp32/fp16/bf16 with fp32 accumulation.
 // Memory-bound at every useful size: each element of A is read once, so the target is the copy
 // bandwidth. gemv_reference: one thread per row (threads of a warp read 32 different rows).
 // gemv_warp_rows: one warp per row, 16-byte packs, 4 packs in flight per lane before any
@@ -6,14 +7,15 @@
 // the GPU; fp32 partials summed by a second kernel. gemv_x_stationary: a block owns a k-range and
 // a run of rows; each warp keeps its part of x in registers for all those rows (x is read once
 // per block, not once per row), and the k-slices of a row meet by fp32 atomics in L2, the last
-// slice's block writing y (one launch). Which one runs: the rule in kernels.h.
+// slice's block writing y (one launch). Which one runs: the rule in
+// cuda/ops/gemv.cu.
+#pragma once
 #include "dtype.cuh"
-#include "kernels.h"
 
 namespace gb::blas {
 
 template <class T>
-__global__ void gemv_thread_row(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y, long long m,
+__global__ void gemv_reference(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y, long long m,
                                 long long k) {
   long long row = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   if (row >= m) return;
@@ -24,7 +26,7 @@ __global__ void gemv_thread_row(const T* __restrict__ A, const T* __restrict__ x
 }
 
 template <class T, int UNROLL>
-__global__ void gemv_warp_row(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y, long long m,
+__global__ void gemv_warp_rows(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y, long long m,
                               long long k) {
   constexpr int N = Pack<T>::N;
   long long row = blockIdx.x * (long long)(blockDim.x / 32) + threadIdx.x / 32;
@@ -64,7 +66,7 @@ __global__ void gemv_warp_row(const T* __restrict__ A, const T* __restrict__ x, 
 // cannot fill the GPU (m warps < ~4 per SM slot) the row is cut into slices whose fp32 partial
 // sums a second kernel adds. For large m it is gemv_warp_rows with deeper unrolling.
 template <class T, int UNROLL>
-__global__ void gemv_split(const T* __restrict__ A, const T* __restrict__ x, float* __restrict__ part,
+__global__ void gemv_split_k(const T* __restrict__ A, const T* __restrict__ x, float* __restrict__ part,
                            T* __restrict__ y, long long m, long long k, long long slice) {
   constexpr int N = Pack<T>::N;
   long long row = blockIdx.x * (long long)(blockDim.x / 32) + threadIdx.x / 32;
@@ -102,7 +104,7 @@ __global__ void gemv_split(const T* __restrict__ A, const T* __restrict__ x, flo
 }
 
 template <class T>
-__global__ void gemv_reduce(const float* __restrict__ part, T* __restrict__ y, long long m, int slices) {
+__global__ void gemv_split_k_reduce(const float* __restrict__ part, T* __restrict__ y, long long m, int slices) {
   long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   if (r >= m) return;
   float acc = 0.f;
@@ -118,7 +120,7 @@ __global__ void gemv_reduce(const float* __restrict__ part, T* __restrict__ y, l
 // block that completes a run of rows (a counter per run) converts it to y and clears it, so the
 // workspace is reusable without a memset. Needs k % N == 0 (16-byte rows).
 template <class T, int P, int R, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32) gemv_xstat(const T* __restrict__ A, const T* __restrict__ x,
+__global__ void __launch_bounds__(WARPS * 32) gemv_x_stationary(const T* __restrict__ A, const T* __restrict__ x,
                                                           T* __restrict__ y, float* accum, unsigned* counters,
                                                           long long m, long long k, int rows_per_block) {
   constexpr int N = Pack<T>::N;
@@ -181,85 +183,6 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_xstat(const T* __restrict__ A
   __threadfence();
   for (int i = threadIdx.x; i < rows; i += blockDim.x) y[r0 + i] = from_f<T>(atomicExch(accum + r0 + i, 0.f));
   if (threadIdx.x == 0) counters[blockIdx.x] = 0u;
-}
-
-static constexpr int kGemvV4Packs = 4, kGemvV4Rows = 2, kGemvV4BlocksPerSm = 4, kGemvV4MaxRows = 512;
-
-// Warps per block: as many (up to 8) as the row's packs keep busy, so a narrow k does not leave
-// warps holding nothing but zeros.
-template <class T>
-static void launch_gemv_xstat(const T* A, const T* x, T* y, float* accum, unsigned* counters, long long m,
-                              long long k, int sms, cudaStream_t s) {
-  constexpr int P = kGemvV4Packs, R = kGemvV4Rows;
-  long long kp = k / Pack<T>::N;
-  auto go = [&]<int WARPS>() {
-    long long slices = (kp + 32LL * P * WARPS - 1) / (32LL * P * WARPS);
-    long long want = ((long long)kGemvV4BlocksPerSm * sms + slices - 1) / slices;  // row runs wanted
-    long long rpb = (m + want - 1) / want;
-    rpb = (rpb + R - 1) / R * R;
-    if (rpb > kGemvV4MaxRows) rpb = kGemvV4MaxRows;
-    long long runs = (m + rpb - 1) / rpb;
-    gemv_xstat<T, P, R, WARPS><<<dim3((unsigned)runs, (unsigned)slices), WARPS * 32,
-                                 sizeof(float) * WARPS * rpb, s>>>(A, x, y, accum, counters, m, k, (int)rpb);
-  };
-  long long busy = (kp + 32LL * P - 1) / (32LL * P);  // warps the row can keep busy
-  if (busy >= 8) go.template operator()<8>();
-  else if (busy >= 4) go.template operator()<4>();
-  else if (busy >= 2) go.template operator()<2>();
-  else go.template operator()<1>();
-}
-
-static long long gemv_split_slices(long long m, long long k, int pack, int sms) {
-  long long want = (64LL * sms + m - 1) / m;                 // about 64 warps per SM in all
-  long long max_slices = k / (32LL * pack * 8) > 0 ? k / (32LL * pack * 8) : 1;  // >= one full unrolled pass
-  return want < 1 ? 1 : (want > max_slices ? max_slices : want);
-}
-
-// Workspace (floats): [gemv_split_k's partials: slices x m] [gemv_x_stationary's accumulator: m]
-// [its counters: one per run of rows, at most m]. The x-stationary part starts zeroed (the case
-// clears the workspace once) and clears itself.
-static long long gemv_partials_floats(long long m, long long k, int sms) {
-  return (gemv_split_slices(m, k, 4, sms) * m + 3) / 4 * 4;  // the fp32 pack allows the most slices
-}
-
-long long gemv_work_floats(long long m, long long k, int sms) { return gemv_partials_floats(m, k, sms) + 2 * m; }
-
-void launch_gemv(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cudaStream_t s) {
-  const long long m = p.m, k = p.k;
-  const int sms = g.sms;
-  float* work = buf.work;
-  if (kern == Kernel::gemv_x_stationary && k % 8 != 0)
-    throw gb::NotApplicable("gemv_x_stationary needs k % 8 == 0 (16-byte rows)");
-  dispatch_dtype(p.dt, [&]<class T>() {
-    auto a = static_cast<const T*>(buf.a);
-    auto xv = static_cast<const T*>(buf.b);
-    auto yv = static_cast<T*>(buf.out);
-    constexpr int warps = 8;
-    switch (kern) {
-      case Kernel::gemv_reference:
-        gemv_thread_row<T><<<(unsigned)((m + 127) / 128), 128, 0, s>>>(a, xv, yv, m, k);
-        return;
-      case Kernel::gemv_x_stationary: {
-        float* accum = work + gemv_partials_floats(m, k, sms);
-        launch_gemv_xstat<T>(a, xv, yv, accum, reinterpret_cast<unsigned*>(accum + m), m, k, sms, s);
-        return;
-      }
-      case Kernel::gemv_split_k:
-        if (k % Pack<T>::N == 0) {
-          long long slices = gemv_split_slices(m, k, Pack<T>::N, sms);
-          long long per = (k + slices - 1) / slices;
-          per = (per + Pack<T>::N - 1) / Pack<T>::N * Pack<T>::N;
-          slices = (k + per - 1) / per;
-          dim3 grid((unsigned)((m + warps - 1) / warps), (unsigned)slices);
-          gemv_split<T, 8><<<grid, warps * 32, 0, s>>>(a, xv, work, yv, m, k, per);
-          if (slices > 1) gemv_reduce<T><<<(unsigned)((m + 255) / 256), 256, 0, s>>>(work, yv, m, (int)slices);
-          return;
-        }
-        [[fallthrough]];  // rows not 16-byte aligned: the warp-per-row form handles any k
-      default:
-        gemv_warp_row<T, 4><<<(unsigned)((m + warps - 1) / warps), warps * 32, 0, s>>>(a, xv, yv, m, k);
-    }
-  });
 }
 
 }  // namespace gb::blas

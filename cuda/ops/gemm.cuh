@@ -1,31 +1,25 @@
-// gemm.cu: batched C = A B (row-major, A m x k, B k x n, per batch), fp32 accumulation.
+// cuda/ops/gemm.cuh: the gemm kernels (csrc/ops.def), shared by the library (cuda/ops/gemm.cu) and
+// the lab (cuda/lab/gemm.cu). Batched C = A B (row-major, A m x k, B k x n, per batch), fp32 accumulation.
 // Compute-bound at the paper's size (8 x 2000^3): the target is the vendor GEMM's FLOP rate.
 //   gemm_reference: one thread per output element, operands straight from global memory.
 //   gemm_simt_tiles (was variant 5): 128x128 block tiles, 8x8 register tiles per thread (SIMT fp32
 //     math), double-buffered shared memory with conflict-free 16-byte reads. Any dtype and shape.
 //   gemm_mma_async (was 6; fp16/bf16, sm_80+): mma.sync + ldmatrix fed by a 4-stage cp.async ring.
-//   gemm_wgmma_tma128/256 (were 7/8; fp16/bf16, sm_90a only): Hopper's TMA + wgmma with a producer
+//   gemm_wgmma_tma (gemm_wgmma_tma128/256, were 7/8; the BN = 128/256 instantiations; fp16/bf16, sm_90a only): Hopper's TMA + wgmma with a producer
 //     warpgroup and an mbarrier ring; 128x128 and 128x256 block tiles.
-// Which one runs: the rule in kernels.h. The other numbered variants: cuda/lab/.
+// Which one runs: the rule in cuda/ops/gemm.cu. The other numbered variants: cuda/lab/.
+#pragma once
 #include <cudaTypedefs.h>
 #include <mma.h>
 
-#include <map>
-#include <mutex>
-#include <stdexcept>
-#include <string>
-#include <tuple>
-#include <type_traits>
-
 #include "dtype.cuh"
-#include "kernels.h"
 #include "ptx.cuh"
-#include "tensor_map.h"
 
 namespace gb::blas {
 
+
 template <class T>
-__global__ void gemm_naive(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, long long m,
+__global__ void gemm_reference(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, long long m,
                            long long n, long long k) {
   long long col = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   long long row = blockIdx.y * (long long)blockDim.y + threadIdx.y;
@@ -44,7 +38,7 @@ __global__ void gemm_naive(const T* __restrict__ A, const T* __restrict__ B, T* 
 // rows/columns apart, so its shared-memory reads are 16-byte loads from consecutive addresses
 // across the warp: no bank conflicts. fp32 operands come in as 16-byte loads where aligned.
 template <class T>
-__global__ void __launch_bounds__(256) gemm_reg_db(const T* __restrict__ A, const T* __restrict__ B,
+__global__ void __launch_bounds__(256) gemm_simt_tiles(const T* __restrict__ A, const T* __restrict__ B,
                                                    T* __restrict__ C, long long m, long long n, long long k) {
   constexpr int BM = 128, BN = 128, BK = 8;
   __shared__ __align__(16) float As[2][BK][BM];
@@ -146,7 +140,7 @@ struct alignas(4) Pair {
 // column-major fragment mma wants). Rows are padded by 16 bytes so the 8 addresses of each
 // ldmatrix phase hit 8 different 4-bank groups. Needs k and n multiples of 8 (16-byte chunks).
 template <class T>
-__global__ void __launch_bounds__(256) gemm_mma(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
+__global__ void __launch_bounds__(256) gemm_mma_async(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
                                                 long long m, long long n, long long k) {
 #if __CUDA_ARCH__ >= 800
   using namespace gb::ptx;
@@ -241,7 +235,7 @@ __global__ void __launch_bounds__(256) gemm_mma(const T* __restrict__ A, const T
 // wgmma reaches on H100/H200. One wgmma group stays in flight while the previous slice's buffer
 // is released. A is K-major (row-major m x k); B is row-major k x n, i.e. N-major: imm-trans-b.
 template <class T, int BN>
-__global__ void __launch_bounds__(384, 1) gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
+__global__ void __launch_bounds__(384, 1) gemm_wgmma_tma(const __grid_constant__ CUtensorMap tmA,
                                                      const __grid_constant__ CUtensorMap tmB, T* __restrict__ C,
                                                      int m, int n, int k) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -325,125 +319,6 @@ __global__ void __launch_bounds__(384, 1) gemm_wgmma(const __grid_constant__ CUt
 #elif defined(__CUDA_ARCH__)
   __trap();  // built without sm_90a code: launch_gemm refuses before this can run
 #endif
-}
-
-namespace {
-
-constexpr int kMmaSmem = 4 * (128 * 40 + 32 * 136) * 2;  // gemm_mma: 4 stages of A and B tiles
-
-[[noreturn]] void refuse(Kernel kern, const std::string& why) {
-  throw gb::NotApplicable(std::string(kernel_name(kern)) + " cannot run here: " + why);
-}
-
-// A 3-D (inner, outer, batch) map over a row-major batch of matrices, 128-byte swizzled boxes.
-CUtensorMap make_map(DType dt, const void* base, long long inner, long long outer, long long batch, int box_inner,
-                     int box_outer) {
-  auto encode = tensor_map_encoder();
-  if (!encode) refuse(Kernel::gemm_wgmma_tma256, "cuTensorMapEncodeTiled is not available from this driver");
-  CUtensorMap map{};
-  cuuint64_t dims[3] = {(cuuint64_t)inner, (cuuint64_t)outer, (cuuint64_t)batch};
-  cuuint64_t strides[2] = {(cuuint64_t)(inner * 2), (cuuint64_t)(inner * outer * 2)};
-  cuuint32_t box[3] = {(cuuint32_t)box_inner, (cuuint32_t)box_outer, 1}, estr[3] = {1, 1, 1};
-  CUresult rc = encode(&map, dt == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
-                       const_cast<void*>(base), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (rc != CUDA_SUCCESS) throw std::runtime_error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(rc));
-  return map;
-}
-
-template <class T, int BN>
-constexpr int wgmma_smem() {
-  return (BN == 128 ? 5 : 4) * (128 * 64 * 2 + 64 * BN * 2) + 1024 + 2 * (BN == 128 ? 5 : 4) * 8;
-}
-
-// Sets the kernel's shared-memory size once; the binary version says whether sm_90a code is here
-// (an sm_90a cubin is what runs on sm_90 when the build included "90a": CMakeLists maps 90 to it).
-template <class T, int BN>
-int wgmma_binary() {
-  static int binary = [] {
-    cudaFuncAttributes fa{};
-    if (cudaFuncGetAttributes(&fa, gemm_wgmma<T, BN>) != cudaSuccess) {
-      cudaGetLastError();
-      return 0;
-    }
-    if (cudaFuncSetAttribute(gemm_wgmma<T, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgmma_smem<T, BN>()) !=
-        cudaSuccess) {
-      cudaGetLastError();
-      return 0;
-    }
-    return fa.binaryVersion;
-  }();
-  return binary;
-}
-
-template <class T, int BN>
-void launch_wgmma(Kernel kern, DType dt, const void* A, const void* B, void* C, long long batch, long long m,
-                  long long n, long long k, cudaStream_t s) {
-  if (wgmma_binary<T, BN>() != 90)
-    refuse(kern, "this build has no sm_90a code for the wgmma kernel (binary sm_" + std::to_string(wgmma_binary<T, BN>()) + ")");
-  // Maps are cached per buffer: the hot-cache mode rotates through many input sets.
-  static std::mutex mu;
-  static std::map<std::tuple<const void*, const void*, long long, long long, long long, long long>,
-                  std::pair<CUtensorMap, CUtensorMap>> cache;
-  std::pair<CUtensorMap, CUtensorMap> maps;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto key = std::make_tuple(A, B, batch, m, n, k);
-    auto it = cache.find(key);
-    if (it == cache.end()) {
-      if (cache.size() > 4096) cache.clear();
-      it = cache.emplace(key, std::make_pair(make_map(dt, A, k, m, batch, 64, 128),
-                                             make_map(dt, B, n, k, batch, 64, 64))).first;
-    }
-    maps = it->second;
-  }
-  dim3 grid((unsigned)((n + BN - 1) / BN), (unsigned)((m + 127) / 128), (unsigned)batch);
-  gemm_wgmma<T, BN><<<grid, 384, wgmma_smem<T, BN>(), s>>>(maps.first, maps.second, static_cast<T*>(C), (int)m,
-                                                          (int)n, (int)k);
-}
-
-}  // namespace
-
-bool gemm_wgmma_built() { return wgmma_binary<__half, 256>() == 90 && wgmma_binary<__half, 128>() == 90; }
-
-void launch_gemm(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cudaStream_t s) {
-  const long long batch = p.batch, m = p.m, n = p.n, k = p.k;
-  const bool tensor = kern == Kernel::gemm_mma_async || kern == Kernel::gemm_wgmma_tma128 ||
-                      kern == Kernel::gemm_wgmma_tma256;
-  if (tensor) {
-    if (p.dt == DType::fp32) refuse(kern, "tensor-core kernel: fp16/bf16 operands only");
-    if (k % 8 || n % 8) refuse(kern, "needs k and n multiples of 8 (16-byte rows for cp.async/TMA)");
-    if (kern == Kernel::gemm_mma_async && g.cc < 80) refuse(kern, "needs sm_80 or newer (cp.async, bf16 mma)");
-    if (kern != Kernel::gemm_mma_async) {
-      if (g.cc / 10 != 9) refuse(kern, "wgmma needs an sm_90 GPU (H100/H200); this one is sm_" + std::to_string(g.cc));
-      if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX) refuse(kern, "dimensions must fit in 32 bits");
-    }
-  }
-  dispatch_dtype(p.dt, [&]<class T>() {
-    auto a = static_cast<const T*>(buf.a);
-    auto b = static_cast<const T*>(buf.b);
-    auto c = static_cast<T*>(buf.out);
-    dim3 tiles((unsigned)((n + 127) / 128), (unsigned)((m + 127) / 128), (unsigned)batch);
-    if constexpr (sizeof(T) == 2) {
-      if (kern == Kernel::gemm_mma_async) {
-        static bool set = [] {
-          return cudaFuncSetAttribute(gemm_mma<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMmaSmem) == cudaSuccess;
-        }();
-        (void)set;
-        gemm_mma<T><<<tiles, 256, kMmaSmem, s>>>(a, b, c, m, n, k);
-        return;
-      }
-      if (kern == Kernel::gemm_wgmma_tma128) return launch_wgmma<T, 128>(kern, p.dt, a, b, c, batch, m, n, k, s);
-      if (kern == Kernel::gemm_wgmma_tma256) return launch_wgmma<T, 256>(kern, p.dt, a, b, c, batch, m, n, k, s);
-    }
-    if (kern == Kernel::gemm_reference) {
-      dim3 block(32, 8), grid((unsigned)((n + 31) / 32), (unsigned)((m + 7) / 8), (unsigned)batch);
-      gemm_naive<T><<<grid, block, 0, s>>>(a, b, c, m, n, k);
-      return;
-    }
-    gemm_reg_db<T><<<tiles, 256, 0, s>>>(a, b, c, m, n, k);  // gemm_simt_tiles
-  });
 }
 
 }  // namespace gb::blas
