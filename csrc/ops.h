@@ -6,6 +6,11 @@
 #define GB_UNPAREN(...) __VA_ARGS__
 #define GB_CAT_(a, b) a##b
 #define GB_CAT(a, b) GB_CAT_(a, b)
+// The same, for use inside an expansion of GB_CAT (a macro does not expand inside itself).
+#define GB_CAT2_(a, b) a##b
+#define GB_CAT2(a, b) GB_CAT2_(a, b)
+#define GB_CAT3_(a, b) a##b
+#define GB_CAT3(a, b) GB_CAT3_(a, b)
 #define GB_APPLY(m, ...) m(__VA_ARGS__)
 #define GB_CALL(m, args) m args
 // The first element of a parenthesised list: GB_FIRST((a, b, c)) -> a.
@@ -26,7 +31,9 @@
 #define GB_EACH_10(f, x, ...) f(x) GB_EACH_9(f, __VA_ARGS__)
 #define GB_EACH_11(f, x, ...) f(x) GB_EACH_10(f, __VA_ARGS__)
 #define GB_EACH_12(f, x, ...) f(x) GB_EACH_11(f, __VA_ARGS__)
-#define GB_EACH(f, list) GB_APPLY(GB_CAT(GB_EACH_, GB_CALL(GB_NARGS, list)), f, GB_UNPAREN list)
+#define GB_EACH_CAT_(a, b) a##b
+#define GB_EACH_CAT(a, b) GB_EACH_CAT_(a, b)
+#define GB_EACH(f, list) GB_APPLY(GB_EACH_CAT(GB_EACH_, GB_CALL(GB_NARGS, list)), f, GB_UNPAREN list)
 
 // A declaration's expressions (products of dims) see the dims by these names, unused or not.
 #define GB_DIMS_USED (void)batch, (void)m, (void)n, (void)k

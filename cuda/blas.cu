@@ -74,7 +74,7 @@ struct Case::Impl_ {
     throw std::invalid_argument("unknown impl " + std::to_string((int)impl));
   }
 
-  // The op's vendor path (csrc/ops.def): cuda/ops/<op>.cu's vendor(), with a cuBLAS handle on this
+  // The op's vendor path (csrc/ops.def): cuda/ops/<op>.cuh's vendor(), with a cuBLAS handle on this
   // case's stream where its strategy is cublas; gb::NotApplicable where it declares none.
   void run_vendor(Impl impl, const gb::blas::Buffers& buf) {
     const gb::blas_ops::VendorDecl decl = gb::blas_ops::vendor_decl(p.op);

@@ -1,5 +1,5 @@
 // dispatch.cu: the library's names and reference kernels, and the entry points the case runner
-// calls (dispatch, work_floats, launch, vendor), each handing the op to its cuda/ops/<op>.cu: all
+// calls (dispatch, work_floats, launch, vendor), each handing the op to its cuda/ops/<op>.cuh: all
 // generated from csrc/ops.def, so nothing here names an op.
 #include "cuda_check.h"
 #include "kernels.h"

@@ -1,9 +1,10 @@
 // The CUDA kernel library: per op (csrc/ops.def) a reference kernel (the simplest correct one) and
 // the kernels the dispatcher ships, named by strategy: cuda/ops/<op>.cuh holds them, each a
 // __global__ of its strategy's name (the lab, cuda/lab/, includes the same headers and adds the
-// numbered variants that do not ship; cuda/lab/LINEAGE.md). cuda/ops/<op>.cu holds what is the
-// op's own: its launcher, the dispatcher's rule for it (with its table and evidence), its
-// workspace and its vendor call. Everything here that lists ops or kernels is generated from
+// numbered variants that do not ship; cuda/lab/LINEAGE.md). The header's library part (compiled
+// with GB_OPS_LIBRARY, one generated translation unit per op) holds what is the op's own: its
+// launcher, the dispatcher's rule for it (with its table and evidence), its workspace and its
+// vendor call. Everything here that lists ops or kernels is generated from
 // csrc/ops.def. Matrices are row-major, accumulation is fp32 for every dtype.
 #pragma once
 #include <cuda_runtime.h>
@@ -52,7 +53,7 @@ struct Buffers {
   float* work = nullptr;
 };
 
-// One call of an op's vendor path (cuda/ops/<op>.cu: vendor()). `handle` is a cuBLAS handle on
+// One call of an op's vendor path (cuda/ops/<op>.cuh: vendor()). `handle` is a cuBLAS handle on
 // the case's stream where the op's vendor strategy is cublas (else null); `compute` the cuBLAS
 // compute type (TF32 allowed for Impl.vendor_tf32), `type` the element type.
 struct Vendor {
@@ -70,14 +71,14 @@ inline void check_cublas(int status, const char* what) {
 }
 
 Kernel reference_kernel(Op op);
-Kernel dispatch(const Problem& p, const Gpu& g);  // the op's rule (cuda/ops/<op>.cu)
+Kernel dispatch(const Problem& p, const Gpu& g);  // the op's rule (cuda/ops/<op>.cuh)
 long long work_floats(const Problem& p, const Gpu& g);
 // Launches one kernel of p.op's library. Throws gb::NotApplicable if it cannot run here.
 void launch(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cudaStream_t s);
 // The op's vendor call; gb::NotApplicable where csrc/ops.def declares none.
 void vendor(const Vendor& v);
 
-// What each op's cuda/ops/<op>.cu defines (a vendor() only where ops.def declares a vendor path).
+// What the library part of each op's cuda/ops/<op>.cuh defines (a vendor() only where ops.def declares a vendor path).
 #define GB_VENDOR_DECL_vendor(...) void vendor(const Vendor& v);
 #define GB_VENDOR_DECL_vendor_tf32(...) void vendor(const Vendor& v);
 #define GB_VENDOR_DECL_none(...)

@@ -14,7 +14,8 @@ import pytest
 from gapbench.core.names import Backend, DType
 from gapbench import _native
 from gapbench.core import dtypes
-from gapbench.core import native
+from gapbench.core import native, opdecl
+from conftest import ROOT
 from gapbench.backends import registry
 from gapbench.ops.spec import native_dims
 from gapbench.ops import copy as copy_probe
@@ -137,7 +138,7 @@ def test_metal_part_reports_why_not_here():
 
 # ------------------------------------------------------------------ the typed contract
 CONTRACT = {
-    "Op": ["copy", "gemv", "vjp_dx", "vjp_dw", "gemm"],
+    "Op": [d.name for d in opdecl.load(ROOT / "csrc" / "ops.def")],
     "DType": ["fp32", "fp16", "bf16"],
     "Cache": ["hot", "cold_clean", "cold_dirty"],
     "Impl": ["reference", "dispatch", "vendor", "vendor_tf32"],
