@@ -31,6 +31,7 @@ class Op(enum.Enum):
     vjp_dx = 2
     vjp_dw = 3
     gemm = 4
+    rmsnorm = 5
 
 class DType(enum.Enum):
     fp32 = 0
