@@ -3,6 +3,7 @@
 // elements, times the element size. Matrices are row-major. Ops and dtypes: contract.h.
 #pragma once
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,14 @@ inline Io io_bytes(Op op, std::size_t es, long long batch_, long long m_, long l
   for (auto& b : io.in) b *= es;
   io.out *= es;
   return io;
+}
+
+// A case's set_input(i, data, bytes) (CUDA and Metal): i names an input and bytes is its size.
+inline void check_input(const std::vector<std::size_t>& in_bytes, int i, std::size_t bytes) {
+  if (i < 0 || i >= (int)in_bytes.size()) throw std::out_of_range("input index");
+  if (bytes != in_bytes[i])
+    throw std::invalid_argument("input " + std::to_string(i) + ": expected " + std::to_string(in_bytes[i]) +
+                                " bytes, got " + std::to_string(bytes));
 }
 
 // An op's vendor path (csrc/ops.def's vendor): its strategy name on CUDA and on Metal, whether

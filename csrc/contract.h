@@ -98,6 +98,13 @@ inline const char* dtype_name(DType dt) {
 
 inline int dtype_bytes(DType dt) { return dt == DType::fp32 ? 4 : 2; }
 
+// The launch probe's arguments (CUDA and Metal): a LaunchKernel value and an element count.
+inline void check_launch_args(int variant, int n) {
+  if (variant != (int)LaunchKernel::null && variant != (int)LaunchKernel::add1)
+    throw std::invalid_argument("launch variant must be 1 (null) or 2 (add1), got " + std::to_string(variant));
+  if (n < 1) throw std::invalid_argument("n must be >= 1");
+}
+
 // Enum values that come from outside (a cast int) are checked where they enter.
 inline void check_enums(Op op, DType dt) {
   if ((int)op < 0 || (int)op >= kOps) throw std::invalid_argument("unknown op " + std::to_string((int)op));

@@ -167,10 +167,7 @@ int Case::invalid_samples() const { return impl_->invalid; }
 
 void Case::set_input(int i, const void* data, std::size_t bytes) {
   auto& s = *impl_;
-  if (i < 0 || i >= n_inputs()) throw std::out_of_range("input index");
-  if (bytes != s.in_bytes[i])
-    throw std::invalid_argument("input " + std::to_string(i) + ": expected " + std::to_string(s.in_bytes[i]) +
-                                " bytes, got " + std::to_string(bytes));
+  gb::blas_ops::check_input(s.in_bytes, i, bytes);
   // On the case's stream, so the replication below is ordered after it: a cudaMemcpy from pageable
   // memory returns once the data is staged, before its DMA to the device is done, and the
   // non-blocking stream does not wait for it. (Copied with cudaMemcpy, rotated sets on the lent

@@ -230,10 +230,7 @@ double Case::library_compile_seconds() const { return impl_->compile_s; }
 
 void Case::set_input(int i, const void* data, std::size_t bytes) {
   auto& s = *impl_;
-  if (i < 0 || i >= n_inputs()) throw std::out_of_range("input index");
-  if (bytes != s.in_bytes[i])
-    throw std::invalid_argument("input " + std::to_string(i) + ": expected " + std::to_string(s.in_bytes[i]) +
-                                " bytes, got " + std::to_string(bytes));
+  gb::blas_ops::check_input(s.in_bytes, i, bytes);
   std::memcpy(s.in[i]->contents(), data, bytes);
 }
 
