@@ -17,7 +17,7 @@
 //           PeerCopy(src, dst, bytes)   (collectives take the shared DType)
 //
 // Per op, the CUDA library holds a reference kernel (the simplest correct one: Impl.reference) and
-// the kernels its dispatcher picks from (Impl.dispatch; rule table in cuda/kernels.h). The vendor
+// the kernels its dispatcher picks from (Impl.dispatch; rules in cuda/ops/<op>.cuh). The vendor
 // path (Impl.vendor) is cuBLAS (cudaMemcpyAsync for copy) on CUDA, MPS (a blit for copy) on Metal;
 // Impl.vendor_tf32 is cuBLAS with TF32 tensor cores, fp32 GEMM only.
 #pragma once

@@ -307,7 +307,7 @@ def test_last_timed_output_verified_and_l2_rotation(cache, cublas):
 @pytest.mark.cuda
 @needs_gpu
 def test_dispatcher_follows_its_rule():
-    """The strategy names the rule table in cuda/kernels.h promises, on an sm_90 GPU (H100/H200)."""
+    """The strategy names the rules in cuda/ops/<op>.cuh promise, on an sm_90 GPU (H100/H200)."""
     if _native.cuda.status(0)["compute_capability"] != "9.0":
         pytest.skip("the table's gemm rows are for sm_90")
     want = {
