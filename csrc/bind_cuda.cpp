@@ -6,10 +6,10 @@
 #include "contract.h"
 
 #ifdef GAPBENCH_WITH_CUDA
-#include "blas.h"
-#include "device.h"
-#include "gate.h"
-#include "launch.h"
+#include "cuda/blas.h"
+#include "cuda/device.h"
+#include "cuda/gate.h"
+#include "cuda/launch.h"
 #endif
 
 namespace py = pybind11;

@@ -10,9 +10,9 @@
 #include "contract.h"
 
 #ifdef GAPBENCH_WITH_CUDA
-#include "nccl_loader.h"
-#include "nccl_runner.h"
-#include "p2p.h"
+#include "cuda/nccl_loader.h"
+#include "cuda/nccl_runner.h"
+#include "cuda/p2p.h"
 #endif
 
 namespace py = pybind11;

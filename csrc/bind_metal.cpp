@@ -6,9 +6,9 @@
 #include "contract.h"
 
 #ifdef GAPBENCH_WITH_METAL
-#include "blas.h"
-#include "launch.h"
-#include "metal_context.h"
+#include "metal/blas.h"
+#include "metal/launch.h"
+#include "metal/metal_context.h"
 #endif
 
 namespace py = pybind11;

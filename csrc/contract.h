@@ -4,7 +4,7 @@
 // What the extension exposes (the one table; keep _native.pyi in step, tests/test_native.py checks):
 //
 //   gapbench._native
-//     Op {copy, gemv, vjp_dx, vjp_dw, gemm}      DType {fp32, fp16, bf16}
+//     Op {the ops of csrc/ops.def}               DType {fp32, fp16, bf16}
 //     Cache {hot, cold_clean, cold_dirty}         Impl {reference, dispatch, vendor, vendor_tf32}
 //     LaunchKernel {null, add1}                   NotApplicable (ValueError)    build_info (dict)
 //   .cpu    noop, noop_args, now_ns
@@ -17,16 +17,42 @@
 //           PeerCopy(src, dst, bytes)   (collectives take the shared DType)
 //
 // Per op, the CUDA library holds a reference kernel (the simplest correct one: Impl.reference) and
-// the kernels its dispatcher picks from (Impl.dispatch; rule table in cuda/kernels.h). The vendor
+// the kernels its dispatcher picks from (Impl.dispatch; rules in cuda/ops/<op>.cuh). The vendor
 // path (Impl.vendor) is cuBLAS (cudaMemcpyAsync for copy) on CUDA, MPS (a blit for copy) on Metal;
 // Impl.vendor_tf32 is cuBLAS with TF32 tensor cores, fp32 GEMM only.
 #pragma once
 #include <stdexcept>
 #include <string>
 
+#include "ops.h"
+
 namespace gb {
 
-enum class Op : int { copy = 0, gemv = 1, vjp_dx = 2, vjp_dw = 3, gemm = 4 };
+// The ops of csrc/ops.def, valued by their index there.
+enum class Op : int {
+#define GB_OP(name, index, ...) name = index,
+#include "ops.def"
+#undef GB_OP
+};
+// How many ops there are; the declared indices are their positions (checked here).
+constexpr int kOps = 0
+#define GB_OP(name, index, ...) +1
+#include "ops.def"
+#undef GB_OP
+    ;
+namespace detail {
+constexpr int kOpPosition[] = {
+#define GB_OP(name, index, ...) index,
+#include "ops.def"
+#undef GB_OP
+};
+constexpr bool indices_are_positions() {
+  for (int i = 0; i < kOps; ++i)
+    if (kOpPosition[i] != i) return false;
+  return true;
+}
+static_assert(indices_are_positions(), "csrc/ops.def: each op's index must be its line's position from 0");
+}  // namespace detail
 enum class DType : int { fp32 = 0, fp16 = 1, bf16 = 2 };
 // hot: input sets rotate (enough to exceed 2x L2 where memory allows); cold_clean: a 2x-L2 read
 // pass before each run; cold_dirty: a 2x-L2 memset before each run (cuda/l2_scrub.cuh).
@@ -42,13 +68,23 @@ struct NotApplicable : std::invalid_argument {
 
 inline const char* op_name(Op op) {
   switch (op) {
-    case Op::copy: return "copy";
-    case Op::gemv: return "gemv";
-    case Op::vjp_dx: return "vjp_dx";
-    case Op::vjp_dw: return "vjp_dw";
-    case Op::gemm: return "gemm";
+#define GB_OP(name, ...) \
+  case Op::name: return #name;
+#include "ops.def"
+#undef GB_OP
   }
   return "?";
+}
+
+// The op's float parameter (csrc/ops.def's scalar; 0 where it has none).
+inline float op_scalar(Op op) {
+  switch (op) {
+#define GB_OP(name, index, form, inputs, output, scalar, ...) \
+  case Op::name: return (float)(scalar);
+#include "ops.def"
+#undef GB_OP
+  }
+  return 0.f;
 }
 
 inline const char* dtype_name(DType dt) {
@@ -62,9 +98,16 @@ inline const char* dtype_name(DType dt) {
 
 inline int dtype_bytes(DType dt) { return dt == DType::fp32 ? 4 : 2; }
 
+// The launch probe's arguments (CUDA and Metal): a LaunchKernel value and an element count.
+inline void check_launch_args(int variant, int n) {
+  if (variant != (int)LaunchKernel::null && variant != (int)LaunchKernel::add1)
+    throw std::invalid_argument("launch variant must be 1 (null) or 2 (add1), got " + std::to_string(variant));
+  if (n < 1) throw std::invalid_argument("n must be >= 1");
+}
+
 // Enum values that come from outside (a cast int) are checked where they enter.
 inline void check_enums(Op op, DType dt) {
-  if ((int)op < 0 || (int)op > 4) throw std::invalid_argument("unknown op " + std::to_string((int)op));
+  if ((int)op < 0 || (int)op >= kOps) throw std::invalid_argument("unknown op " + std::to_string((int)op));
   if ((int)dt < 0 || (int)dt > 2) throw std::invalid_argument("unknown dtype " + std::to_string((int)dt));
 }
 

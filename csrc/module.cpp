@@ -36,9 +36,11 @@ void bind_enum(py::module_& m, const char* name, const char* doc,
 PYBIND11_MODULE(_native, m) {
   m.doc() = "gapbench native probes (raw samples only; statistics live in Python)";
   using gb::Cache, gb::DType, gb::Impl, gb::LaunchKernel, gb::Op;
-  bind_enum<Op>(m, "Op", "The BLAS ops of BlasCase.",
-                {{"copy", Op::copy}, {"gemv", Op::gemv}, {"vjp_dx", Op::vjp_dx}, {"vjp_dw", Op::vjp_dw},
-                 {"gemm", Op::gemm}});
+  bind_enum<Op>(m, "Op", "The ops of BlasCase (csrc/ops.def).", {
+#define GB_OP(name, ...) {#name, Op::name},
+#include "ops.def"
+#undef GB_OP
+                                                                 });
   bind_enum<DType>(m, "DType", "Element types (accumulation is fp32 for all).",
                    {{"fp32", DType::fp32}, {"fp16", DType::fp16}, {"bf16", DType::bf16}});
   bind_enum<Cache>(m, "Cache", "L2 state before each timed run: hot (rotating sets), cold_clean (2x-L2 read "

@@ -25,10 +25,6 @@ static cudaDataType cuda_type(DType dt) {
   return CUDA_R_16BF;
 }
 
-static void check_cublas(int status, const char* what) {
-  if (status != 0) throw std::runtime_error(std::string(what) + " failed with cublasStatus " + std::to_string(status));
-}
-
 static std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
 
 // Hot-mode rotation: at most this many sets (ops of a few KB would otherwise want ~10^5); beyond,
@@ -73,60 +69,30 @@ struct Case::Impl_ {
       case Impl::reference: gb::blas::launch(gb::blas::reference_kernel(p.op), p, gpu, buf, stream); return;
       case Impl::dispatch: gb::blas::launch(gb::blas::dispatch(p, gpu), p, gpu, buf, stream); return;
       case Impl::vendor:
-      case Impl::vendor_tf32: run_vendor(impl, buf.a, buf.b, buf.out); GB_CUDA_CHECK_LAUNCH(); return;
+      case Impl::vendor_tf32: run_vendor(impl, buf); GB_CUDA_CHECK_LAUNCH(); return;
     }
     throw std::invalid_argument("unknown impl " + std::to_string((int)impl));
   }
 
-  void run_vendor(Impl impl, const void* a, const void* b, void* out) {
-    if (impl == Impl::vendor_tf32 && !(p.op == Op::gemm && p.dt == DType::fp32))
-      throw gb::NotApplicable("vendor_tf32 (cuBLAS with TF32 tensor cores) exists for fp32 gemm only");
-    if (p.op == Op::copy) {
-      GB_CUDA_CHECK(cudaMemcpyAsync(out, a, out_bytes, cudaMemcpyDeviceToDevice, stream));
-      return;
-    }
-    require_cublas();
-    const auto& api = cublas::api();
-    if (!handle) {
-      check_cublas(api.create(&handle), "cublasCreate");
-      check_cublas(api.set_stream(handle, stream), "cublasSetStream");
+  // The op's vendor path (csrc/ops.def): cuda/ops/<op>.cuh's vendor(), with a cuBLAS handle on this
+  // case's stream where its strategy is cublas; gb::NotApplicable where it declares none.
+  void run_vendor(Impl impl, const gb::blas::Buffers& buf) {
+    const gb::blas_ops::VendorDecl decl = gb::blas_ops::vendor_decl(p.op);
+    if (impl == Impl::vendor_tf32 && !(decl.tf32 && p.dt == DType::fp32)) gb::blas_ops::no_vendor_tf32();
+    if (decl.not_applicable) throw gb::NotApplicable(decl.not_applicable);
+    if (uses_cublas(decl)) {
+      require_cublas();
+      if (!handle) {
+        const auto& api = cublas::api();
+        gb::blas::check_cublas(api.create(&handle), "cublasCreate");
+        gb::blas::check_cublas(api.set_stream(handle, stream), "cublasSetStream");
+      }
     }
     int compute = impl == Impl::vendor_tf32 ? cublas::kCompute32FFastTF32 : cublas::kCompute32F;
-    const float one = 1.f, zero = 0.f;
-    cudaDataType t = cuda_type(p.dt);
-    const bool f32 = p.dt == DType::fp32;
-    int M = (int)p.m, N = (int)p.n, K = (int)p.k;
-    // cuBLAS is column-major: a row-major R x C matrix is its column-major C x R transpose.
-    switch (p.op) {
-      case Op::gemv:  // y = A x: column-major A^T (k x m), op T
-        if (f32)
-          check_cublas(api.sgemv(handle, cublas::kOpT, K, M, &one, (const float*)a, K, (const float*)b, 1, &zero,
-                                 (float*)out, 1), "cublasSgemv");
-        else
-          check_cublas(api.gemm_ex(handle, cublas::kOpT, cublas::kOpN, M, 1, K, &one, a, t, K, b, t, K, &zero, out,
-                                   t, M, compute, cublas::kGemmDefault), "cublasGemmEx(gemv)");
-        return;
-      case Op::vjp_dx:  // dx = W^T v: column-major W^T (k x m) times v, op N
-        if (f32)
-          check_cublas(api.sgemv(handle, cublas::kOpN, K, M, &one, (const float*)a, K, (const float*)b, 1, &zero,
-                                 (float*)out, 1), "cublasSgemv");
-        else
-          check_cublas(api.gemm_ex(handle, cublas::kOpN, cublas::kOpN, K, 1, M, &one, a, t, K, b, t, M, &zero, out,
-                                   t, K, compute, cublas::kGemmDefault), "cublasGemmEx(vjp_dx)");
-        return;
-      case Op::vjp_dw:  // dW (row-major m x k) = column-major (k x m) = x (k x 1) * v^T (1 x m)
-        check_cublas(api.gemm_ex(handle, cublas::kOpN, cublas::kOpT, K, M, 1, &one, b, t, K, a, t, M, &zero, out, t,
-                                 K, compute, cublas::kGemmDefault), "cublasGemmEx(vjp_dw)");
-        return;
-      case Op::gemm:  // C = A B row-major  <=>  C^T = B^T A^T column-major
-        check_cublas(api.gemm_strided_batched_ex(handle, cublas::kOpN, cublas::kOpN, N, M, K, &one, b, t, N,
-                                                 (long long)K * N, a, t, K, (long long)M * K, &zero, out, t, N,
-                                                 (long long)M * N, (int)p.batch, compute, cublas::kGemmDefault),
-                     "cublasGemmStridedBatchedEx");
-        return;
-      case Op::copy: return;
-    }
+    gb::blas::vendor({p, buf, out_bytes, stream, uses_cublas(decl) ? handle : nullptr, compute, cuda_type(p.dt)});
   }
+
+  static bool uses_cublas(const gb::blas_ops::VendorDecl& d) { return d.cuda && std::string(d.cuda) == "cublas"; }
 };
 
 Case::Case(Op op, DType dtype, long long batch, long long m, long long n, long long k, int device)
@@ -135,7 +101,7 @@ Case::Case(Op op, DType dtype, long long batch, long long m, long long n, long l
   for (long long d : {batch, m, n, k})
     if (d < 1) throw std::invalid_argument("every dimension must be >= 1");
   auto& s = *impl_;
-  s.p = {op, dtype, batch, m, n, k};
+  s.p = {op, dtype, batch, m, n, k, gb::op_scalar(op)};
   s.device = device;
   gb::blas_ops::Io io = gb::blas_ops::io_bytes(op, gb::dtype_bytes(dtype), batch, m, n, k);
   s.in_bytes = io.in;
@@ -201,10 +167,7 @@ int Case::invalid_samples() const { return impl_->invalid; }
 
 void Case::set_input(int i, const void* data, std::size_t bytes) {
   auto& s = *impl_;
-  if (i < 0 || i >= n_inputs()) throw std::out_of_range("input index");
-  if (bytes != s.in_bytes[i])
-    throw std::invalid_argument("input " + std::to_string(i) + ": expected " + std::to_string(s.in_bytes[i]) +
-                                " bytes, got " + std::to_string(bytes));
+  gb::blas_ops::check_input(s.in_bytes, i, bytes);
   // On the case's stream, so the replication below is ordered after it: a cudaMemcpy from pageable
   // memory returns once the data is staged, before its DMA to the device is done, and the
   // non-blocking stream does not wait for it. (Copied with cudaMemcpy, rotated sets on the lent
@@ -227,14 +190,13 @@ std::string Case::strategy(Impl impl) const {
     case Impl::reference: return gb::blas::kernel_name(gb::blas::reference_kernel(s.p.op));
     case Impl::dispatch: return gb::blas::kernel_name(gb::blas::dispatch(s.p, s.gpu));
     case Impl::vendor:
-      if (s.p.op == Op::copy) return "cudaMemcpyAsync";
-      s.require_cublas();
-      return "cublas";
-    case Impl::vendor_tf32:
-      if (!(s.p.op == Op::gemm && s.p.dt == DType::fp32))
-        throw gb::NotApplicable("vendor_tf32 (cuBLAS with TF32 tensor cores) exists for fp32 gemm only");
-      s.require_cublas();
-      return "cublas_tf32";
+    case Impl::vendor_tf32: {
+      const gb::blas_ops::VendorDecl decl = gb::blas_ops::vendor_decl(s.p.op);
+      if (impl == Impl::vendor_tf32 && !(decl.tf32 && s.p.dt == DType::fp32)) gb::blas_ops::no_vendor_tf32();
+      if (decl.not_applicable) throw gb::NotApplicable(decl.not_applicable);
+      if (Impl_::uses_cublas(decl)) s.require_cublas();
+      return std::string(decl.cuda) + (impl == Impl::vendor_tf32 ? "_tf32" : "");
+    }
   }
   throw std::invalid_argument("unknown impl " + std::to_string((int)impl));
 }

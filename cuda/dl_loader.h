@@ -4,7 +4,9 @@
 #pragma once
 #include <dlfcn.h>
 
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gb::dl {
@@ -39,5 +41,40 @@ void* open_first(const std::vector<std::string>& tries, BindAll bind_all, std::s
   }
   return nullptr;
 }
+
+// A loaded library's state (one per loader): its bound API, handle, path, and the error to report
+// while it is not loaded. load() opens the first candidate that binds; api() throws the error.
+template <class Api>
+struct Library {
+  Api api_;
+  void* lib = nullptr;
+  std::string path, error;
+
+  explicit Library(std::string not_loaded) : error(std::move(not_loaded)) {}
+
+  template <class BindAll>
+  std::string load(const std::vector<std::string>& tries, BindAll bind_all, const std::string& not_found,
+                   std::string* why) {
+    if (lib) return path;
+    std::string errors, found;
+    Api a;
+    void* l = open_first(tries, [&](void* h, std::string* missing) { bind_all(a, h, missing); }, &found, &errors);
+    if (l) {
+      api_ = a;
+      lib = l;
+      path = found;
+      error.clear();
+      return path;
+    }
+    error = not_found + errors;
+    if (why) *why = error;
+    return "";
+  }
+
+  const Api& api() const {
+    if (!lib) throw std::runtime_error(error);
+    return api_;
+  }
+};
 
 }  // namespace gb::dl

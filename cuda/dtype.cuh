@@ -1,4 +1,4 @@
-// Element types of the BLAS probes: fp32, fp16, bf16, always accumulated in fp32, and the
+// Element types of the BLAS probes (the library and the lab, cuda/lab/common.h): fp32, fp16, bf16, always accumulated in fp32, and the
 // 16-byte packs every bandwidth-bound kernel loads and stores (one LDG.128/STG.128 per pack:
 // the widest access a thread can make, so a warp moves 512 B per instruction).
 #pragma once
@@ -14,18 +14,18 @@ constexpr int kF32 = (int)gb::DType::fp32, kF16 = (int)gb::DType::fp16, kBF16 = 
 
 inline int dtype_size(int dt) { return dt == kF32 ? 4 : 2; }
 
-__device__ __forceinline__ float to_f(float x) { return x; }
-__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+__host__ __device__ __forceinline__ float to_f(float x) { return x; }
+__host__ __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+__host__ __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 template <class T>
-__device__ __forceinline__ T from_f(float x);
+__host__ __device__ __forceinline__ T from_f(float x);
 template <>
-__device__ __forceinline__ float from_f<float>(float x) { return x; }
+__host__ __device__ __forceinline__ float from_f<float>(float x) { return x; }
 template <>
-__device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
+__host__ __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
 template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+__host__ __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
 template <class T>
 struct alignas(16) Pack {

@@ -7,6 +7,7 @@
 // Run:  python -m bench.launch --backends native-cuda
 // Check against a plain loop: build/*/gapbench_launch_plain (cuda/plain/launch.cu).
 #include "launch.h"
+#include "contract.h"
 #include "cuda_check.h"
 #include "gate.h"
 #include "launch_kernels.cuh"
@@ -58,10 +59,7 @@ struct Probe::Impl {
 };
 
 Probe::Probe(int variant, int n, int device) : impl_(new Impl) {
-  if (variant != kNull && variant != kAdd1)
-    throw std::invalid_argument("launch variant must be 1 (null) or 2 (add1), got " +
-                                std::to_string(variant));
-  if (n < 1) throw std::invalid_argument("n must be >= 1");
+  gb::check_launch_args(variant, n);
   auto& s = *impl_;
   s.variant = variant;
   s.n = n;

@@ -7,18 +7,13 @@
 
 namespace gb::cuda::nccl {
 
-static Api g_api;
-static void* g_lib = nullptr;
-static std::string g_path, g_error = "NCCL not loaded yet";
+static gb::dl::Library<Api> g("NCCL not loaded yet");
 
 std::string load(const std::vector<std::string>& candidates, std::string* why) {
-  if (g_lib) return g_path;
   std::vector<std::string> tries = candidates;
   tries.push_back("libnccl.so.2");
   tries.push_back("libnccl.so");
-  std::string errors, path;
-  Api a;
-  void* lib = gb::dl::open_first(tries, [&a](void* l, std::string* missing) {
+  return g.load(tries, [](Api& a, void* l, std::string* missing) {
     gb::dl::bind(l, "ncclGetVersion", a.get_version, missing);
     gb::dl::bind(l, "ncclGetUniqueId", a.get_unique_id, missing);
     gb::dl::bind(l, "ncclCommInitRank", a.comm_init_rank, missing);
@@ -34,28 +29,15 @@ std::string load(const std::vector<std::string>& candidates, std::string* why) {
     gb::dl::bind(l, "ncclRecv", a.recv, missing);
     gb::dl::bind(l, "ncclGroupStart", a.group_start, missing);
     gb::dl::bind(l, "ncclGroupEnd", a.group_end, missing);
-  }, &path, &errors);
-  if (lib) {
-    g_api = a;
-    g_lib = lib;
-    g_path = path;
-    g_error.clear();
-    return path;
-  }
-  g_error = "NCCL (libnccl.so.2) not found; pip install nvidia-nccl-cu13 (torch's CUDA wheels bring it) "
-            "or put it on LD_LIBRARY_PATH; tried:" + errors;
-  if (why) *why = g_error;
-  return "";
+  }, "NCCL (libnccl.so.2) not found; pip install nvidia-nccl-cu13 (torch's CUDA wheels bring it) "
+            "or put it on LD_LIBRARY_PATH; tried:", why);
 }
 
-bool loaded() { return g_lib != nullptr; }
-std::string load_error() { return g_error; }
-std::string loaded_path() { return g_path; }
+bool loaded() { return g.lib != nullptr; }
+std::string load_error() { return g.error; }
+std::string loaded_path() { return g.path; }
 
-const Api& api() {
-  if (!g_lib) throw std::runtime_error(g_error);
-  return g_api;
-}
+const Api& api() { return g.api(); }
 
 int version() {
   int v = 0;
@@ -65,7 +47,7 @@ int version() {
 
 void check(Result r, const char* what) {
   if (r == kSuccess) return;
-  const char* s = g_lib && g_api.get_error_string ? g_api.get_error_string(r) : "unknown";
+  const char* s = g.lib && g.api_.get_error_string ? g.api_.get_error_string(r) : "unknown";
   throw std::runtime_error(std::string(what) + " failed: NCCL error " + std::to_string(r) + " (" + s + ")");
 }
 

@@ -1,6 +1,6 @@
-// blas.cpp: BLAS cases on Metal (host side of metal/{copy,gemv,vjp,gemm}.metal), metal-cpp.
-// Impls: vendor (blit copy / MPS, metal/mps.cpp), reference (each op's first kernel), dispatch
-// (gemm_simd for gemm, the reference kernel elsewhere).
+// blas.cpp: BLAS cases on Metal (host side of metal/<op>.metal), metal-cpp, generic over
+// csrc/ops.def: Impls vendor (the declared blit copy or MPS, metal/mps.cpp; gb::NotApplicable where
+// none is declared), reference (the op's first declared kernel), dispatch (its last).
 // Run: python -m bench.blas --backends native-metal   (macOS on Apple Silicon; not yet run on one)
 #include <Foundation/Foundation.hpp>
 #include <Metal/Metal.hpp>
@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <vector>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -22,17 +23,74 @@ static const char* dtype_suffix(DType dt) {
   return dt == DType::fp32 ? "float" : (dt == DType::fp16 ? "half" : "bfloat");
 }
 
-// The kernel of metal/<op>.metal each hand-written Impl runs (the library table of this backend).
-static const char* kernel_base(Op op, Impl impl) {
-  if (impl == Impl::dispatch && op == Op::gemm) return "gemm_simd";
-  switch (op) {
-    case Op::copy: return "copy_elem";
-    case Op::gemv: return "gemv_row";
-    case Op::vjp_dx: return "vjp_dx_col";
-    case Op::vjp_dw: return "vjp_dw_elem";
-    case Op::gemm: return "gemm_naive";
+// The kernels of metal/<op>.metal and their grids (csrc/ops.def's metal): the reference kernel
+// first, the dispatched one last. A grid is threads (dispatchThreads over x[, y, z]) or groups
+// (dispatchThreadgroups of `group` threads each), in terms of the case's dims.
+struct Grid3 {
+  long long x = 1, y = 1, z = 1;
+};
+using GridFn = Grid3 (*)(long long batch, long long m, long long n, long long k);
+struct MetalKernel {
+  const char* name;
+  bool groups;  // dispatchThreadgroups (else dispatchThreads)
+  int arity;    // threads: how many of x, y, z are declared; groups: threads per group
+  GridFn grid;
+};
+struct MetalDecl {
+  const char* args;  // the scalars after the buffers, e.g. "(m, k)": dims as uint, scalar as float
+  std::vector<MetalKernel> kernels;
+};
+
+#define GB_MK_GRID_threads(...)                                                              \
+  false, GB_NARGS(__VA_ARGS__), [](long long batch, long long m, long long n, long long k) { \
+    GB_DIMS_USED;                                                                            \
+    return Grid3{__VA_ARGS__};                                                               \
   }
-  return nullptr;
+#define GB_MK_GRID_groups(x, y, z, group)                                                    \
+  true, group, [](long long batch, long long m, long long n, long long k) {                   \
+    GB_DIMS_USED;                                                                            \
+    return Grid3{x, y, z};                                                                   \
+  }
+#define GB_METAL_KERNEL_(kname, grid) MetalKernel{#kname, GB_CAT3(GB_MK_GRID_, grid)},
+#define GB_METAL_KERNEL(entry) GB_CALL(GB_METAL_KERNEL_, entry)
+#define GB_METAL_DECL_metal(args, ...) MetalDecl{#args, {GB_EACH(GB_METAL_KERNEL, (__VA_ARGS__))}}
+
+static const MetalDecl& metal_decl(Op op) {
+  static const std::vector<MetalDecl> table = {
+#define GB_OP(name, index, form, inputs, output, scalar, kernels, vendor, metal) GB_CAT(GB_METAL_DECL_, metal),
+#include "ops.def"
+#undef GB_OP
+  };
+  return table.at((std::size_t)op);
+}
+
+// The kernel each hand-written Impl runs: the declaration's first (reference) or last (dispatch).
+static const MetalKernel& kernel_of(Op op, Impl impl) {
+  const auto& ks = metal_decl(op).kernels;
+  return impl == Impl::dispatch ? ks.back() : ks.front();
+}
+
+// The declaration's scalar arguments, in order ("(m, k)" -> {"m", "k"}).
+static std::vector<std::string> metal_args(Op op) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (const char* c = metal_decl(op).args; *c; ++c) {
+    if (*c == '(' || *c == ' ') continue;
+    if (*c == ',' || *c == ')') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += *c;
+    }
+  }
+  return out;
+}
+
+// The op's Metal vendor path is a blit copy (csrc/ops.def: vendor(..., blit)), not MPS.
+static bool is_blit(Op op) {
+  const gb::blas_ops::VendorDecl decl = gb::blas_ops::vendor_decl(op);
+  if (decl.not_applicable) throw gb::NotApplicable(decl.not_applicable);
+  return std::string(decl.metal) == "blit";
 }
 
 [[noreturn]] static void no_tf32() {
@@ -43,6 +101,7 @@ struct Case::State {
   Op op = Op::copy;
   DType dt = DType::fp32;
   std::uint32_t batch = 1, m = 1, n = 1, k = 1;
+  float scalar = 0.f;  // the op's parameter (csrc/ops.def)
   std::vector<std::size_t> in_bytes;
   std::size_t out_bytes = 0;
   std::vector<MTL::Buffer*> in;
@@ -53,7 +112,7 @@ struct Case::State {
   std::unique_ptr<mps::Op> vendor;  // Impl::vendor (not copy): made at first use
 
   MTL::ComputePipelineState* pipeline(Impl impl) {
-    std::string name = std::string(kernel_base(op, impl)) + "_" + dtype_suffix(dt);
+    std::string name = std::string(kernel_of(op, impl).name) + "_" + dtype_suffix(dt);
     auto it = pipelines.find(name);
     if (it != pipelines.end()) return it->second;
     MTL::ComputePipelineState* p = make_pipeline(lib, name.c_str(), nullptr);
@@ -61,43 +120,36 @@ struct Case::State {
     return p;
   }
 
-  // One dispatch of the op, encoded into `enc`: argument order is each kernel's [[buffer(i)]].
+  // One dispatch of the op, encoded into `enc`: argument order is each kernel's [[buffer(i)]]:
+  // the inputs, the output, then the declared scalars; the grid as declared.
   void encode(MTL::ComputeCommandEncoder* enc, MTL::ComputePipelineState* p, Impl impl) {
     enc->setComputePipelineState(p);
     for (std::size_t i = 0; i < in.size(); ++i) enc->setBuffer(in[i], 0, i);
     NS::UInteger next = in.size();
     enc->setBuffer(out, 0, next++);
-    NS::UInteger tg = p->maxTotalThreadsPerThreadgroup();
-    switch (op) {
-      case Op::copy: {
-        std::uint32_t count = n;
-        enc->setBytes(&count, sizeof count, next);
-        enc->dispatchThreads(MTL::Size(count, 1, 1), MTL::Size(std::min<NS::UInteger>(tg, count), 1, 1));
-        break;
+    for (const std::string& a : metal_args(op)) {
+      if (a == "scalar") {
+        enc->setBytes(&scalar, sizeof scalar, next++);
+        continue;
       }
-      case Op::gemv:
-      case Op::vjp_dx:
-      case Op::vjp_dw: {
-        enc->setBytes(&m, sizeof m, next);
-        enc->setBytes(&k, sizeof k, next + 1);
-        NS::UInteger threads = op == Op::gemv ? m : (op == Op::vjp_dx ? k : (NS::UInteger)m * k);
-        enc->dispatchThreads(MTL::Size(threads, 1, 1), MTL::Size(std::min<NS::UInteger>(tg, threads), 1, 1));
-        break;
-      }
-      case Op::gemm: {
-        enc->setBytes(&m, sizeof m, next);
-        enc->setBytes(&n, sizeof n, next + 1);
-        enc->setBytes(&k, sizeof k, next + 2);
-        if (std::strcmp(kernel_base(op, impl), "gemm_simd") == 0) {  // 32x32 tiles, 4 simdgroups of 32 threads
-          enc->dispatchThreadgroups(MTL::Size((n + 31) / 32, (m + 31) / 32, batch), MTL::Size(128, 1, 1));
-          break;
-        }
-        NS::UInteger side = tg >= 256 ? 16 : 8;
-        enc->dispatchThreads(MTL::Size(n, m, batch), MTL::Size(std::min<NS::UInteger>(side, n),
-                                                               std::min<NS::UInteger>(side, m), 1));
-        break;
-      }
+      const std::uint32_t* d = a == "batch" ? &batch : a == "m" ? &m : a == "n" ? &n : a == "k" ? &k : nullptr;
+      if (!d) throw std::logic_error("csrc/ops.def: unknown Metal argument " + a + " of " + op_name(op));
+      enc->setBytes(d, sizeof *d, next++);
     }
+    const MetalKernel& kern = kernel_of(op, impl);
+    const Grid3 g = kern.grid(batch, m, n, k);
+    if (kern.groups) {
+      enc->dispatchThreadgroups(MTL::Size(g.x, g.y, g.z), MTL::Size(kern.arity, 1, 1));
+      return;
+    }
+    NS::UInteger tg = p->maxTotalThreadsPerThreadgroup();
+    if (kern.arity == 1) {
+      enc->dispatchThreads(MTL::Size(g.x, 1, 1), MTL::Size(std::min<NS::UInteger>(tg, g.x), 1, 1));
+      return;
+    }
+    NS::UInteger side = tg >= 256 ? 16 : 8;
+    enc->dispatchThreads(MTL::Size(g.x, g.y, g.z), MTL::Size(std::min<NS::UInteger>(side, g.x),
+                                                             std::min<NS::UInteger>(side, g.y), 1));
   }
 
   // Impl::vendor is the blit encoder for copy (as cudaMemcpy on CUDA), MPS for the rest; reference
@@ -106,10 +158,10 @@ struct Case::State {
     MTL::CommandBuffer* cb = nullptr;
     if (impl == Impl::vendor_tf32) no_tf32();
     if (impl == Impl::vendor) {
-      if (op != Op::copy && !vendor)
-        vendor = std::make_unique<mps::Op>(context().device, op, dt, in, out, batch, m, n, k);
+      const bool blit = is_blit(op);
+      if (!blit && !vendor) vendor = std::make_unique<mps::Op>(context().device, op, dt, in, out, batch, m, n, k);
       cb = context().queue->commandBuffer();
-      if (op == Op::copy) {
+      if (blit) {
         MTL::BlitCommandEncoder* blit = cb->blitCommandEncoder();
         blit->copyFromBuffer(in[0], 0, out, 0, out_bytes);
         blit->endEncoding();
@@ -146,6 +198,7 @@ Case::Case(Op op, DType dtype, long long batch, long long m, long long n, long l
   s.m = (std::uint32_t)m;
   s.n = (std::uint32_t)n;
   s.k = (std::uint32_t)k;
+  s.scalar = gb::op_scalar(op);
   gb::blas_ops::Io io = gb::blas_ops::io_bytes(op, gb::dtype_bytes(dtype), batch, m, n, k);
   s.in_bytes = io.in;
   s.out_bytes = io.out;
@@ -177,18 +230,19 @@ double Case::library_compile_seconds() const { return impl_->compile_s; }
 
 void Case::set_input(int i, const void* data, std::size_t bytes) {
   auto& s = *impl_;
-  if (i < 0 || i >= n_inputs()) throw std::out_of_range("input index");
-  if (bytes != s.in_bytes[i])
-    throw std::invalid_argument("input " + std::to_string(i) + ": expected " + std::to_string(s.in_bytes[i]) +
-                                " bytes, got " + std::to_string(bytes));
+  gb::blas_ops::check_input(s.in_bytes, i, bytes);
   std::memcpy(s.in[i]->contents(), data, bytes);
 }
 
 std::string Case::strategy(Impl impl) const {
   auto& s = *impl_;
   if (impl == Impl::vendor_tf32) no_tf32();
-  if (impl == Impl::vendor) return s.op == Op::copy ? "blit" : "mps";
-  return kernel_base(s.op, impl);
+  if (impl == Impl::vendor) {
+    const gb::blas_ops::VendorDecl decl = gb::blas_ops::vendor_decl(s.op);
+    if (decl.not_applicable) throw gb::NotApplicable(decl.not_applicable);
+    return decl.metal;
+  }
+  return kernel_of(s.op, impl).name;
 }
 
 std::vector<std::uint8_t> Case::run_once(Impl impl) {

@@ -1,5 +1,5 @@
 // copy.metal: device-memory copy on Apple GPUs, the bandwidth roofline (bytes = read + write).
-// v1 copy_elem_<dtype>: one element per thread. Run on the CPU against numpy by tests/test_copy.py;
+// v1 copy_elem_<dtype>: one element per thread. Run on the CPU against numpy by tests/test_metal_ops.py;
 // the Metal host path that times it on a Mac is not written yet (see README).
 #include <metal_stdlib>
 using namespace metal;

@@ -4,7 +4,7 @@
 //   staged in threadgroup memory (as float), each simdgroup multiplies 8x8 fragments with
 //   simdgroup_multiply_accumulate, the Apple GPU's matrix instructions (M1 and later).
 // Host: metal/blas.cpp (variants 1, 2; 0 is MPS). Run: python -m bench.blas --ops gemm
-//   --backends native-metal. Checked on the CPU by tests/test_gemm.py; never run on a Mac.
+//   --backends native-metal. Checked on the CPU by tests/test_metal_ops.py; never run on a Mac.
 #include <metal_simdgroup_matrix>
 #include <metal_stdlib>
 using namespace metal;

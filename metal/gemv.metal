@@ -1,7 +1,7 @@
 // gemv.metal: y = A x (A row-major m x k) on Apple GPUs, fp32 accumulation for every dtype.
 // v1 gemv_row_<dtype>: one thread per row (the baseline; simdgroup-per-row variants with
 // simd_sum come with the compat header's simdgroup support). Checked on the CPU by
-// tests/test_gemv.py; the Metal host path that times it on a Mac is not written yet.
+// tests/test_metal_ops.py; the Metal host path that times it on a Mac is not written yet.
 #include <metal_stdlib>
 using namespace metal;
 #include "blas_common.h"

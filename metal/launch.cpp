@@ -7,6 +7,7 @@
 #include <Metal/Metal.hpp>
 
 #include "launch.h"
+#include "contract.h"
 #include "metal_context.h"
 
 #include <algorithm>
@@ -81,10 +82,7 @@ struct Probe::Impl {
 };
 
 Probe::Probe(int variant, int n, const std::string& source) : impl_(new Impl) {
-  if (variant != kNull && variant != kAdd1)
-    throw std::invalid_argument("launch variant must be 1 (null) or 2 (add1), got " +
-                                std::to_string(variant));
-  if (n < 1) throw std::invalid_argument("n must be >= 1");
+  gb::check_launch_args(variant, n);
   auto& s = *impl_;
   s.variant = variant;
   s.n = static_cast<std::uint32_t>(n);

@@ -62,7 +62,10 @@ Op::Op(MTL::Device* device, gb::Op op, gb::DType dtype, const std::vector<MTL::B
     : impl_(new Impl) {
   auto& s = *impl_;
   s.op = op;
-  if (op == gb::Op::copy) throw gb::NotApplicable("copy's vendor path is the blit encoder, not MPS");
+  const VendorDecl decl = vendor_decl(op);  // csrc/ops.def
+  if (decl.not_applicable) throw gb::NotApplicable(decl.not_applicable);
+  if (std::string(decl.metal) != "mps")
+    throw gb::NotApplicable(std::string(gb::op_name(op)) + "'s vendor path is " + decl.metal + ", not MPS");
   // MPS's matrix kernels document float32 and float16; bfloat16 is not attempted (an unsupported
   // type raises an Objective-C exception, which would end the process, not fail one row).
   if (dtype == gb::DType::bf16) throw gb::NotApplicable("MPS matrix kernels are used for fp32/fp16 only");

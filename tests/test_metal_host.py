@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import IN_CI, ROOT
+from test_includes import native_include_dirs
 
 MLX_METAL_VERSION = "0.32.4"
 CACHE = Path(os.environ.get("GAPBENCH_CACHE", Path.home() / ".cache" / "gapbench"))
@@ -59,7 +60,7 @@ def _compile(zig, metal_cpp, source: Path, tmp_path, extra=()):
     cmd = [*zig, "-target", "aarch64-macos", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-c",
            "-o", str(tmp_path / (source.stem + ".o")),
            "-isystem", str(ROOT / "metal" / "compat" / "sdk_shim"), "-isystem", str(metal_cpp),
-           "-I", str(ROOT / "metal"), "-I", str(ROOT / "csrc"), *extra, str(source)]
+           *[f"-I{d}" for d in native_include_dirs()], *extra, str(source)]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
 
 

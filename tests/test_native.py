@@ -14,13 +14,11 @@ import pytest
 from gapbench.core.names import Backend, DType
 from gapbench import _native
 from gapbench.core import dtypes
-from gapbench.core import native
+from gapbench.core import native, opdecl
+from conftest import ROOT
 from gapbench.backends import registry
 from gapbench.ops.spec import native_dims
-from gapbench.ops import copy as copy_probe
-from gapbench.ops import gemm as gemm_probe
-from gapbench.ops import gemv as gemv_probe
-from gapbench.ops import vjp_dw, vjp_dx
+from gapbench import ops
 
 CUDA = registry.info(Backend.native_cuda).available
 needs_gpu = pytest.mark.skipif(not CUDA, reason="needs an NVIDIA GPU and driver: " + registry.info(Backend.native_cuda).reason)
@@ -137,7 +135,7 @@ def test_metal_part_reports_why_not_here():
 
 # ------------------------------------------------------------------ the typed contract
 CONTRACT = {
-    "Op": ["copy", "gemv", "vjp_dx", "vjp_dw", "gemm"],
+    "Op": [d.name for d in opdecl.load(ROOT / "csrc" / "ops.def")],
     "DType": ["fp32", "fp16", "bf16"],
     "Cache": ["hot", "cold_clean", "cold_dirty"],
     "Impl": ["reference", "dispatch", "vendor", "vendor_tf32"],
@@ -161,8 +159,7 @@ def test_enums_round_trip_by_name(enum_name):
 
 def test_python_names_map_to_the_enums():
     """The specs and dtypes name the enum members: no integer codes on the Python side."""
-    specs = [copy_probe.SPEC, gemv_probe.SPEC, vjp_dx.SPEC, vjp_dw.SPEC, gemm_probe.SPEC]
-    assert [native.op(s.name).name for s in specs] == CONTRACT["Op"]
+    assert [native.op(s.name).name for s in ops.all_specs()] == CONTRACT["Op"]
     assert [native.dtype(d).name for d in list(DType)] == CONTRACT["DType"]
     assert not hasattr(dtypes, "NATIVE_CODE")
 
@@ -220,8 +217,8 @@ def test_stubs_match_the_built_module():
 
 
 # ------------------------------------------------------------------ GPU: every Impl, gate, last run
-SPECS = {"copy": copy_probe.SPEC, "gemv": gemv_probe.SPEC, "vjp_dx": vjp_dx.SPEC, "vjp_dw": vjp_dw.SPEC,
-         "gemm": gemm_probe.SPEC}
+SPECS = {s.name: s for s in ops.all_specs()}
+DECLS = {d.name: d for d in opdecl.load(ROOT / "csrc" / "ops.def")}
 # Ragged shapes: dimensions that are not multiples of any tile, pack or warp, k not a multiple of 8
 # (the 16-byte kernels step aside), fewer rows than a tile, and shapes that drive each branch of
 # the dispatcher's rule (tall and short W, wide and narrow strips, one-wave block sizes, W over
@@ -243,7 +240,8 @@ RAGGED = {
     "gemm": [{"batch": 1, "m": 1, "n": 8, "k": 8}, {"batch": 3, "m": 200, "n": 136, "k": 72},
              {"batch": 2, "m": 130, "n": 264, "k": 520}, {"batch": 2, "m": 67, "n": 33, "k": 45}],
 }
-CASES = [(op, dt, sh) for op, shapes in RAGGED.items() for dt in list(DType) for sh in shapes]
+# (an op listed above is checked on those shapes; any other on its spec's ragged test shapes)
+CASES = [(op, dt, sh) for op in SPECS for dt in list(DType) for sh in RAGGED.get(op, SPECS[op].test_shapes)]
 
 
 def _case(op, dt, shape, rng):
@@ -252,7 +250,7 @@ def _case(op, dt, shape, rng):
     case = _native.cuda.BlasCase(native.op(op), native.dtype(dt), *native_dims(shape), 0)
     for i, a in enumerate(rounded):
         case.set_input(i, dtypes.to_bytes(a, dt))
-    return case, dtypes.expected(spec.reference, [a.astype(np.float64) for a in rounded], spec.reduction(shape))
+    return case, spec.expected([a.astype(np.float64) for a in rounded], shape)
 
 
 @pytest.fixture(scope="module")
@@ -267,8 +265,10 @@ def cublas():
 @pytest.mark.parametrize("op,dt,shape", CASES, ids=[f"{o}-{d}-{'x'.join(map(str, s.values()))}" for o, d, s in CASES])
 def test_every_impl_verifies_on_ragged_shapes(op, dt, shape, cublas):
     case, ref = _case(op, dt, shape, np.random.default_rng(7))
-    impls = ["reference", "dispatch"] + (["vendor"] if cublas or op == "copy" else [])
-    if op == "gemm" and dt == "fp32" and cublas:
+    decl = DECLS[op]
+    vendor = decl.vendor is not None and (cublas or decl.vendor[0] != "cublas")
+    impls = ["reference", "dispatch"] + (["vendor"] if vendor else [])
+    if decl.tf32 and dt == "fp32" and cublas:
         impls.append("vendor_tf32")
     for name in impls:
         impl = native.impl(name)
@@ -276,9 +276,12 @@ def test_every_impl_verifies_on_ragged_shapes(op, dt, shape, cublas):
         for _ in range(2):  # twice: kernels that count in the workspace must have reset it
             ok, detail = dtypes.check(dtypes.from_bytes(case.run_once(impl), dt), ref, tol)
             assert ok, f"{name} ({case.strategy(impl)}): {detail}"
-    if op != "gemm" or dt != "fp32":
+    if not (decl.tf32 and dt == "fp32"):
         with pytest.raises(_native.NotApplicable):
             case.run_once(native.impl("vendor_tf32"))
+    if decl.vendor is None:
+        with pytest.raises(_native.NotApplicable, match=decl.vendor_reason):
+            case.run_once(native.impl("vendor"))
 
 
 @pytest.mark.cuda
@@ -304,7 +307,7 @@ def test_last_timed_output_verified_and_l2_rotation(cache, cublas):
 @pytest.mark.cuda
 @needs_gpu
 def test_dispatcher_follows_its_rule():
-    """The strategy names the rule table in cuda/kernels.h promises, on an sm_90 GPU (H100/H200)."""
+    """The strategy names the rules in cuda/ops/<op>.cuh promise, on an sm_90 GPU (H100/H200)."""
     if _native.cuda.status(0)["compute_capability"] != "9.0":
         pytest.skip("the table's gemm rows are for sm_90")
     want = {
@@ -403,7 +406,7 @@ def test_bench_rows_fail_when_the_last_timed_run_is_wrong(monkeypatch):
     from gapbench.benchmarks.blas.config import Config
     from gapbench.core.result import FAILED, NOT_APPLICABLE, OK
 
-    spec, fp16 = gemv_probe.SPEC, DType.fp16
+    spec, fp16 = ops.get("gemv"), DType.fp16
     shape = {"m": 64, "k": 48}
     rounded = [dtypes.round_to(a, fp16) for a in spec.inputs(shape, np.random.default_rng(1))]
     ref = spec.expected(rounded, shape)

@@ -1,6 +1,6 @@
 // cuda/lab/common.h: what every lab file shares, and nothing op-specific.
-//   - error checks (exit with a one-line message), element types (fp32/fp16/bf16) on host and
-//     device, 16-byte packs, warp sums;
+//   - error checks (exit with a one-line message), element types (fp32/fp16/bf16; conversions,
+//     16-byte packs and warp sums are the library's, cuda/dtype.cuh);
 //   - inputs: uniform in [-1, 1) from a splitmix64 hash, rounded to the dtype on the host so the
 //     float64 reference sees exactly what the GPU reads;
 //   - cuBLAS opened at run time (dlopen): --cublas PATH (file or folder, e.g. the nvidia-cublas
@@ -17,7 +17,8 @@
 //     run once and checked before it is timed; the last round poisons again and checks each arm's
 //     last timed output too;
 //   - a table on stdout and, with --json FILE, records written atomically (schema in README.md).
-// One op file = its kernels, its CPU reference and `int main(...) { return lab::run_main(...); }`.
+// One op file = the library's kernels of the op (cuda/ops/<op>.cuh, included), the variants that do
+// not ship, its CPU reference and `int main(...) { return lab::run_main(...); }`.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -39,6 +40,8 @@
 #include <string>
 #include <vector>
 
+#include "dtype.cuh"
+
 namespace lab {
 
 // ------------------------------------------------------------------ errors
@@ -59,40 +62,13 @@ enum DType : int { kF32 = 0, kF16 = 1, kBF16 = 2 };
 inline const char* dtype_name(int dt) { return dt == kF32 ? "fp32" : (dt == kF16 ? "fp16" : "bf16"); }
 inline int dtype_size(int dt) { return dt == kF32 ? 4 : 2; }
 
-__host__ __device__ __forceinline__ float to_f(float x) { return x; }
-__host__ __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
-__host__ __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <class T>
-__host__ __device__ __forceinline__ T from_f(float x);
-template <>
-__host__ __device__ __forceinline__ float from_f<float>(float x) { return x; }
-template <>
-__host__ __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
-template <>
-__host__ __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-
-// 16 bytes of T: the widest load/store one thread can issue (LDG.128 / STG.128).
-template <class T>
-struct alignas(16) Pack {
-  static constexpr int N = 16 / sizeof(T);
-  T v[N];
-};
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// Calls f.template operator()<T>() with T the element type of `dt` (true: every dtype has one).
-template <class F>
-bool dispatch_dtype(int dt, F&& f) {
-  switch (dt) {
-    case kF32: f.template operator()<float>(); return true;
-    case kF16: f.template operator()<__half>(); return true;
-    default: f.template operator()<__nv_bfloat16>(); return true;
-  }
-}
+// Element conversions, 16-byte packs, warp sums and the dtype switch are the library's
+// (cuda/dtype.cuh), so the library kernels the lab runs and its own variants share them.
+using gb::blas::dispatch_dtype;
+using gb::blas::from_f;
+using gb::blas::Pack;
+using gb::blas::to_f;
+using gb::blas::warp_sum;
 
 // Element i of a host buffer of dtype dt, as a double.
 inline double host_value(const void* p, long long i, int dt) {

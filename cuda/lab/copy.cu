@@ -5,9 +5,9 @@ write. Vendor: cudaMemcpyAsync device-to-device. Checked bit for bit against the
 Build (or: cmake -S . -B build-lab -DGAPBENCH_LAB=ON && cmake --build build-lab):
   nvcc -O3 -std=c++20 -arch=sm_90a cuda/lab/copy.cu -o copy
 
-version 1, copy_scalar: one element per thread, grid-stride loop (the baseline).
+version 1, copy_reference: one element per thread, grid-stride loop (the baseline).
   ./copy --variants 1
-version 2, copy_pack16 (parent 1): 16-byte packs per thread (one LDG.128/STG.128), grid-stride;
+version 2, copy_vec16 (parent 1): 16-byte packs per thread (one LDG.128/STG.128), grid-stride;
   the form that reaches the memory system's peak. The library ships this one.
   ./copy --variants 2
 
@@ -15,6 +15,11 @@ Sweep: ./copy [--variants all] [--dtypes fp16,bf16,fp32] [--shapes N,...] [--col
               [--rounds N] [--json FILE]
 */
 #include "common.h"
+#include "ops/copy.cuh"  // the library's kernels of the op (reference and shipped)
+
+// The library's kernels this file runs (cuda/ops/copy.cuh), by their strategy names.
+using gb::blas::copy_reference;
+using gb::blas::copy_vec16;
 
 using namespace lab;
 
@@ -25,17 +30,8 @@ using namespace lab;
 // GPU kernels
 
 // version 1: one element per thread
-template <class T>
-__global__ void copy_scalar(const T* __restrict__ src, T* __restrict__ dst, long long n) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-    dst[i] = src[i];
-}
 
 // version 2: 16-byte packs
-__global__ void copy_pack(const uint4* __restrict__ src, uint4* __restrict__ dst, long long packs) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < packs; i += (long long)gridDim.x * blockDim.x)
-    dst[i] = src[i];
-}
 
 // ----------------------------------------------------------------------------
 // launchers
@@ -47,15 +43,15 @@ static int grid_for(long long work, int block) {
 
 static void copy1(int dt, const void* src, void* dst, long long n, cudaStream_t s) {
   dispatch_dtype(dt, [&]<class T>() {
-    copy_scalar<T><<<grid_for(n, 256), 256, 0, s>>>(static_cast<const T*>(src), static_cast<T*>(dst), n);
+    copy_reference<T><<<grid_for(n, 256), 256, 0, s>>>(static_cast<const T*>(src), static_cast<T*>(dst), n);
   });
 }
 
 static void copy2(int dt, const void* src, void* dst, long long n, cudaStream_t s) {
   long long bytes = n * dtype_size(dt), packs = bytes / 16;
-  copy_pack<<<grid_for(packs, 256), 256, 0, s>>>(static_cast<const uint4*>(src), static_cast<uint4*>(dst), packs);
+  copy_vec16<<<grid_for(packs, 256), 256, 0, s>>>(static_cast<const uint4*>(src), static_cast<uint4*>(dst), packs);
   if (long long tail = bytes - packs * 16) {  // a length no pack divides: the last bytes one by one
-    copy_scalar<char><<<1, 32, 0, s>>>(static_cast<const char*>(src) + packs * 16,
+    copy_reference<char><<<1, 32, 0, s>>>(static_cast<const char*>(src) + packs * 16,
                                         static_cast<char*>(dst) + packs * 16, tail);
   }
 }
@@ -65,8 +61,8 @@ static void copy2(int dt, const void* src, void* dst, long long n, cudaStream_t 
 
 static const OpInfo kInfo = {
     "copy", "N", 1, "16777216,268435456",
-    {{1, "copy_scalar", "-", "one element per thread, grid-stride"},
-     {2, "copy_pack16", "1", "16-byte packs per thread (LDG.128/STG.128); shipped"}},
+    {{1, "copy_reference", "-", "one element per thread, grid-stride"},
+     {2, "copy_vec16", "1", "16-byte packs per thread (LDG.128/STG.128); shipped"}},
     "memcpy", nullptr};
 
 static Case make_case(int dt, const std::vector<long long>& dims, Context& ctx, const std::vector<int>& variants) {

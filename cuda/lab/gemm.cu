@@ -6,18 +6,18 @@ GemmStridedBatchedEx (fp32 compute; no TF32).
 Build (or: cmake -S . -B build-lab -DGAPBENCH_LAB=ON && cmake --build build-lab):
   nvcc -O3 -std=c++20 -arch=sm_90a cuda/lab/gemm.cu -o gemm -ldl
 
-version 1, gemm_naive: one thread per output element, operands straight from global memory.
+version 1, gemm_reference: one thread per output element, operands straight from global memory.
 version 2, gemm_smem_tiles (parent 1): 32x32 tiles staged in shared memory.
 version 3, gemm_reg_tiles (parent 2): 128x128 block tiles, 8x8 register tile per thread (SIMT fp32).
 version 4, gemm_wmma (parent 3, fp16/bf16, sm_80+): tensor cores through WMMA fragments,
   single-buffered.
-version 5, gemm_reg_tiles_db (parent 3): variant 3 double-buffered, conflict-free 16-byte shared
+version 5, gemm_simt_tiles (parent 3): variant 3 double-buffered, conflict-free 16-byte shared
   reads. The library ships it for fp32.
-version 6, gemm_mma_cp_async (parent 4, fp16/bf16, sm_80+): mma.sync + ldmatrix with a 4-stage
+version 6, gemm_mma_async (parent 4, fp16/bf16, sm_80+): mma.sync + ldmatrix with a 4-stage
   cp.async ring. Shipped for fp16/bf16 off Hopper.
-version 7, gemm_wgmma_tma_128 (parent 6, fp16/bf16, sm_90a): TMA + wgmma, producer warpgroup and
+version 7, gemm_wgmma_tma128 (parent 6, fp16/bf16, sm_90a): TMA + wgmma, producer warpgroup and
   an mbarrier ring, 128x128 tiles.
-version 8, gemm_wgmma_tma_256 (parent 7): 128x256 tiles. Shipped (7-8 family) for fp16/bf16 on
+version 8, gemm_wgmma_tma256 (parent 7): 128x256 tiles. Shipped (7-8 family) for fp16/bf16 on
   sm_90.
 
 Verification: a float64 reference of every output element when b*m*n*k <= 2^31, else of 8192
@@ -36,6 +36,13 @@ Sweep: ./gemm [--variants all|1,2,..] [--dtypes fp16,bf16,fp32] [--shapes BxMxNx
 #include <type_traits>
 
 #include "common.h"
+#include "ops/gemm.cuh"  // the library's kernels of the op (reference and shipped)
+
+// The library's kernels this file runs (cuda/ops/gemm.cuh), by their strategy names.
+using gb::blas::gemm_mma_async;
+using gb::blas::gemm_reference;
+using gb::blas::gemm_simt_tiles;
+using gb::blas::gemm_wgmma_tma;
 #include "ptx.cuh"
 
 using namespace lab;
@@ -75,19 +82,6 @@ static GemmRef gemm_cpu(const void* A, const void* B, long long batch, long long
 // GPU kernels
 
 // version 1
-template <class T>
-__global__ void gemm_naive(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, long long m,
-                           long long n, long long k) {
-  long long col = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  long long row = blockIdx.y * (long long)blockDim.y + threadIdx.y;
-  long long b = blockIdx.z;
-  if (row >= m || col >= n) return;
-  const T* a = A + b * m * k + row * k;
-  const T* bb = B + b * k * n + col;
-  float acc = 0.f;
-  for (long long p = 0; p < k; ++p) acc += to_f(a[p]) * to_f(bb[p * n]);
-  C[b * m * n + row * n + col] = from_f<T>(acc);
-}
 
 // version 2: 32x32 tiles staged in shared memory
 template <class T, int TILE>
@@ -258,95 +252,6 @@ __global__ void __launch_bounds__(256) gemm_wmma(const T* __restrict__ A, const 
 // other buffer after them (one barrier per slice). Each thread's 8x8 tile is two 4x4 halves 64
 // rows/columns apart, so its shared-memory reads are 16-byte loads from consecutive addresses
 // across the warp: no bank conflicts. fp32 operands come in as 16-byte loads where aligned.
-template <class T>
-__global__ void __launch_bounds__(256) gemm_reg_db(const T* __restrict__ A, const T* __restrict__ B,
-                                                   T* __restrict__ C, long long m, long long n, long long k) {
-  constexpr int BM = 128, BN = 128, BK = 8;
-  __shared__ __align__(16) float As[2][BK][BM];
-  __shared__ __align__(16) float Bs[2][BK][BN];
-  long long bz = blockIdx.z;
-  const T* a = A + bz * m * k;
-  const T* b = B + bz * k * n;
-  T* c = C + bz * m * n;
-  long long row0 = blockIdx.y * (long long)BM, col0 = blockIdx.x * (long long)BN;
-  int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
-  int ar = tid / 2, ac = (tid % 2) * 4;
-  int br = tid / 32, bc = (tid % 32) * 4;
-  float pa[4], pb[4];
-  auto load = [&](long long t0) {
-    long long gr = row0 + ar, gk = t0 + ac;
-    if constexpr (sizeof(T) == 4) {
-      if (gr < m && gk + 4 <= k && k % 4 == 0) {
-        float4 v = *reinterpret_cast<const float4*>(a + gr * k + gk);
-        pa[0] = v.x; pa[1] = v.y; pa[2] = v.z; pa[3] = v.w;
-      } else {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) pa[q] = (gr < m && gk + q < k) ? to_f(a[gr * k + gk + q]) : 0.f;
-      }
-    } else {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) pa[q] = (gr < m && gk + q < k) ? to_f(a[gr * k + gk + q]) : 0.f;
-    }
-    long long hk = t0 + br, hc = col0 + bc;
-    if constexpr (sizeof(T) == 4) {
-      if (hk < k && hc + 4 <= n && n % 4 == 0) {
-        float4 v = *reinterpret_cast<const float4*>(b + hk * n + hc);
-        pb[0] = v.x; pb[1] = v.y; pb[2] = v.z; pb[3] = v.w;
-      } else {
-#pragma unroll
-        for (int q = 0; q < 4; ++q) pb[q] = (hk < k && hc + q < n) ? to_f(b[hk * n + hc + q]) : 0.f;
-      }
-    } else {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) pb[q] = (hk < k && hc + q < n) ? to_f(b[hk * n + hc + q]) : 0.f;
-    }
-  };
-  auto store = [&](int buf) {
-#pragma unroll
-    for (int q = 0; q < 4; ++q) As[buf][ac + q][ar] = pa[q];
-    *reinterpret_cast<float4*>(&Bs[buf][br][bc]) = make_float4(pb[0], pb[1], pb[2], pb[3]);
-  };
-  float acc[8][8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
-  load(0);
-  store(0);
-  __syncthreads();
-  int buf = 0;
-  for (long long t0 = 0; t0 < k; t0 += BK) {
-    bool more = t0 + BK < k;
-    if (more) load(t0 + BK);
-#pragma unroll
-    for (int kk = 0; kk < BK; ++kk) {
-      float4 a0 = *reinterpret_cast<const float4*>(&As[buf][kk][ty * 4]);
-      float4 a1 = *reinterpret_cast<const float4*>(&As[buf][kk][64 + ty * 4]);
-      float4 b0 = *reinterpret_cast<const float4*>(&Bs[buf][kk][tx * 4]);
-      float4 b1 = *reinterpret_cast<const float4*>(&Bs[buf][kk][64 + tx * 4]);
-      float ra[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-      float rb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc[i][j] += ra[i] * rb[j];
-    }
-    if (more) store(buf ^ 1);
-    __syncthreads();
-    buf ^= 1;
-  }
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    long long r = row0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
-    if (r >= m) continue;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      long long col = col0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
-      if (col < n) c[r * n + col] = from_f<T>(acc[i][j]);
-    }
-  }
-}
-
 
 template <class T>
 struct alignas(4) Pair {
@@ -360,92 +265,6 @@ struct alignas(4) Pair {
 // through ldmatrix (4 8x8 fragments per instruction; .trans turns row-major B into the
 // column-major fragment mma wants). Rows are padded by 16 bytes so the 8 addresses of each
 // ldmatrix phase hit 8 different 4-bank groups. Needs k and n multiples of 8 (16-byte chunks).
-template <class T>
-__global__ void __launch_bounds__(256) gemm_mma(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
-                                                long long m, long long n, long long k) {
-#if __CUDA_ARCH__ >= 800
-  using namespace lab::ptx;
-  constexpr int BM = 128, BN = 128, BK = 32, S = 4, AST = BK + 8, BST = BN + 8;
-  extern __shared__ __align__(16) unsigned char gemm_mma_smem[];
-  T* As = reinterpret_cast<T*>(gemm_mma_smem);  // [S][BM][AST]
-  T* Bs = As + S * BM * AST;                     // [S][BK][BST]
-  long long bz = blockIdx.z;
-  const T* a = A + bz * m * k;
-  const T* b = B + bz * k * n;
-  T* c = C + bz * m * n;
-  long long row0 = blockIdx.y * (long long)BM, col0 = blockIdx.x * (long long)BN;
-  int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wr = warp / 4, wc = warp % 4;
-  float acc[4][4][4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
-  int kt = (int)((k + BK - 1) / BK);
-  auto load = [&](int stage, int t) {
-    long long k0 = (long long)t * BK;
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      int p = tid + q * 256;
-      int r = p / 4, cc = (p % 4) * 8;  // A tile: 128 rows x 4 chunks of 8
-      long long gr = row0 + r, gk = k0 + cc;
-      bool ok = gr < m && gk < k;
-      cp_async16(smem_addr(As + (stage * BM + r) * AST + cc), ok ? a + gr * k + gk : a, ok);
-      int rb = p / 16, cb = (p % 16) * 8;  // B tile: 32 rows x 16 chunks of 8
-      long long hk = k0 + rb, hc = col0 + cb;
-      bool okb = hk < k && hc < n;
-      cp_async16(smem_addr(Bs + (stage * BK + rb) * BST + cb), okb ? b + hk * n + hc : b, okb);
-    }
-  };
-#pragma unroll
-  for (int st = 0; st < S - 1; ++st) {
-    if (st < kt) load(st, st);
-    cp_async_commit();
-  }
-  for (int t = 0; t < kt; ++t) {
-    cp_async_wait<S - 2>();  // slice t has landed (per thread) ...
-    __syncthreads();         // ... for every thread, and slice t-1's buffer is free to refill
-    if (t + S - 1 < kt) load((t + S - 1) % S, t + S - 1);
-    cp_async_commit();
-    const T* as = As + (t % S) * BM * AST;
-    const T* bs = Bs + (t % S) * BK * BST;
-#pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
-      uint32_t af[4][4], bf[4][2];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        ldmatrix_x4(af[i], smem_addr(as + (wr * 64 + i * 16 + lane % 16) * AST + kk + (lane / 16) * 8));
-#pragma unroll
-      for (int jj = 0; jj < 2; ++jj) {
-        uint32_t r4[4];
-        ldmatrix_x4_trans(r4, smem_addr(bs + (kk + lane % 8 + ((lane / 8) % 2) * 8) * BST + wc * 32 + jj * 16 +
-                                        (lane / 16) * 8));
-        bf[2 * jj][0] = r4[0];
-        bf[2 * jj][1] = r4[1];
-        bf[2 * jj + 1][0] = r4[2];
-        bf[2 * jj + 1][1] = r4[3];
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) mma_16816<T>(acc[i][j], af[i], bf[j][0], bf[j][1]);
-    }
-  }
-  cp_async_wait<0>();
-  // Accumulator layout of m16n8: lane holds (row lane/4, cols 2*(lane%4)+{0,1}) and row+8.
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      long long r = row0 + wr * 64 + i * 16 + lane / 4, cc = col0 + wc * 32 + j * 8 + (lane % 4) * 2;
-      if (cc >= n) continue;
-      if (r < m) *reinterpret_cast<Pair<T>*>(c + r * n + cc) = {from_f<T>(acc[i][j][0]), from_f<T>(acc[i][j][1])};
-      if (r + 8 < m)
-        *reinterpret_cast<Pair<T>*>(c + (r + 8) * n + cc) = {from_f<T>(acc[i][j][2]), from_f<T>(acc[i][j][3])};
-    }
-#endif
-}
 
 // versions 7 and 8 (fp16/bf16, sm_90a): the Hopper pipeline. Warpgroup 0 is the producer: one
 // thread issues TMA copies of 128x64 A tiles and 64xBN B tiles (128-byte swizzled, zero-filled
@@ -455,96 +274,10 @@ __global__ void __launch_bounds__(256) gemm_mma(const T* __restrict__ A, const T
 // shared memory: no ldmatrix, no register staging, so the tensor cores are fed at the rate only
 // wgmma reaches on H100/H200. One wgmma group stays in flight while the previous slice's buffer
 // is released. A is K-major (row-major m x k); B is row-major k x n, i.e. N-major: imm-trans-b.
-template <class T, int BN>
-__global__ void __launch_bounds__(384, 1) gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
-                                                     const __grid_constant__ CUtensorMap tmB, T* __restrict__ C,
-                                                     int m, int n, int k) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using namespace lab::ptx;
-  constexpr int BM = 128, BK = 64, STAGES = BN == 128 ? 5 : 4;
-  constexpr int A_BYTES = BM * BK * 2, B_BYTES = BK * BN * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-  extern __shared__ __align__(1024) unsigned char gemm_wgmma_smem[];
-  // 128-byte swizzle repeats every 1024 bytes: tiles must start on a 1024-byte boundary.
-  unsigned char* smem = gemm_wgmma_smem + ((1024 - (smem_addr(gemm_wgmma_smem) & 1023)) & 1023);
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + STAGES * STAGE_BYTES);
-  uint64_t* empty = full + STAGES;
-  int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-  int bz = blockIdx.z, m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-  int kt = (k + BK - 1) / BK;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], 8);  // one arrival per consumer warp
-    }
-    mbar_fence_init();
-  }
-  __syncthreads();
-  if (wg == 0) {
-    if (tid == 0) {
-      for (int t = 0; t < kt; ++t) {
-        int s = t % STAGES;
-        if (t >= STAGES) mbar_wait(&empty[s], ((t / STAGES) + 1) & 1);
-        mbar_arrive_expect_tx(&full[s], STAGE_BYTES);
-        uint32_t sa = smem_addr(smem + s * STAGE_BYTES);
-        tma_load_3d(sa, &tmA, &full[s], t * BK, m0, bz);
-#pragma unroll
-        for (int j = 0; j < BN / 64; ++j)
-          tma_load_3d(sa + A_BYTES + j * BK * 128, &tmB, &full[s], n0 + j * 64, t * BK, bz);
-      }
-    }
-    return;
-  }
-  int cw = wg - 1;
-  float d[BN / 2];  // no zero fill: the first product overwrites (scale-d 0)
-  for (int t = 0; t < kt; ++t) {
-    int s = t % STAGES;
-    mbar_wait(&full[s], (t / STAGES) & 1);
-    uint32_t sa = smem_addr(smem + s * STAGE_BYTES), sb = sa + A_BYTES;
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      // A: this warpgroup's 64 rows, K-major; +32 bytes per k16 step inside the swizzled row.
-      uint64_t da = wgmma_desc_sw128(sa + cw * 64 * 128 + kk * 32, 16, 1024);
-      // B: N-major; 64-column chunks are BK*128 bytes apart (LBO), 8-row K groups 1024 (SBO).
-      uint64_t db = wgmma_desc_sw128(sb + kk * 16 * 128, BK * 128, 1024);
-      if constexpr (BN == 128) {
-        if constexpr (std::is_same_v<T, __half>) wgmma_m64n128k16_f16(d, da, db, t | kk);
-        else wgmma_m64n128k16_bf16(d, da, db, t | kk);
-      } else {
-        if constexpr (std::is_same_v<T, __half>) wgmma_m64n256k16_f16(d, da, db, t | kk);
-        else wgmma_m64n256k16_bf16(d, da, db, t | kk);
-      }
-    }
-    wgmma_commit();
-    wgmma_wait<1>();  // slice t-1's products are done: its buffer can be refilled
-    if (t > 0 && tid % 32 == 0) mbar_arrive(&empty[(t - 1) % STAGES]);
-  }
-  wgmma_wait<0>();
-  fence_regs(d);  // only now may ordinary instructions touch the accumulators
-  if (kt == 0)
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) d[i] = 0.f;
-  // Accumulator layout of m64nN: warp w of the group holds rows 16w + lane/4 (+8), and for each
-  // 8-column chunk j the columns 8j + 2*(lane%4) + {0,1}.
-  int w = tid / 32, lane = tid % 32;
-  long long r = m0 + cw * 64 + w * 16 + lane / 4;
-  T* c = C + (long long)bz * m * n;
-#pragma unroll
-  for (int j = 0; j < BN / 8; ++j) {
-    long long cc = n0 + j * 8 + (lane % 4) * 2;
-    if (cc >= n) continue;
-    if (r < m) *reinterpret_cast<Pair<T>*>(c + r * n + cc) = {from_f<T>(d[4 * j]), from_f<T>(d[4 * j + 1])};
-    if (r + 8 < m)
-      *reinterpret_cast<Pair<T>*>(c + (r + 8) * n + cc) = {from_f<T>(d[4 * j + 2]), from_f<T>(d[4 * j + 3])};
-  }
-#elif defined(__CUDA_ARCH__)
-  __trap();  // built without sm_90a code: the launcher refuses before this can run
-#endif
-}
 
 namespace {
 
-constexpr int kMmaSmem = 4 * (128 * 40 + 32 * 136) * 2;  // gemm_mma: 4 stages of A and B tiles
+constexpr int kMmaSmem = 4 * (128 * 40 + 32 * 136) * 2;  // gemm_mma_async: 4 stages of A and B tiles
 
 [[noreturn]] void refuse(int variant, const std::string& why) {
   die(1, "gemm variant " + std::to_string(variant) + " cannot run here: " + why);
@@ -577,10 +310,10 @@ void launch_wgmma(int variant, int dt, const void* A, const void* B, void* C, lo
   static int binary = 0;
   std::call_once(once, [] {
     cudaFuncAttributes fa{};
-    attr_rc = cudaFuncGetAttributes(&fa, gemm_wgmma<T, BN>);
+    attr_rc = cudaFuncGetAttributes(&fa, gemm_wgmma_tma<T, BN>);
     binary = fa.binaryVersion;
     if (attr_rc == cudaSuccess)
-      attr_rc = cudaFuncSetAttribute(gemm_wgmma<T, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
+      attr_rc = cudaFuncSetAttribute(gemm_wgmma_tma<T, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
   });
   // An sm_90a cubin is what runs on sm_90 when the build included "90a" (CMakeLists maps 90 to it).
   if (attr_rc != cudaSuccess || binary != 90)
@@ -602,7 +335,7 @@ void launch_wgmma(int variant, int dt, const void* A, const void* B, void* C, lo
     maps = it->second;
   }
   dim3 grid((unsigned)((n + BN - 1) / BN), (unsigned)((m + 127) / 128), (unsigned)batch);
-  gemm_wgmma<T, BN><<<grid, 384, SMEM, s>>>(maps.first, maps.second, static_cast<T*>(C), (int)m, (int)n, (int)k);
+  gemm_wgmma_tma<T, BN><<<grid, 384, SMEM, s>>>(maps.first, maps.second, static_cast<T*>(C), (int)m, (int)n, (int)k);
 }
 
 }  // namespace
@@ -629,7 +362,7 @@ static void gemm_variant(int variant, int dt, const void* A, const void* B, void
     auto c = static_cast<T*>(C);
     if (variant == 1) {
       dim3 block(32, 8), grid((unsigned)((n + 31) / 32), (unsigned)((m + 7) / 8), (unsigned)batch);
-      gemm_naive<T><<<grid, block, 0, s>>>(a, b, c, m, n, k);
+      gemm_reference<T><<<grid, block, 0, s>>>(a, b, c, m, n, k);
     } else if (variant == 2) {
       constexpr int TILE = 32;
       dim3 block(TILE, TILE), grid((unsigned)((n + TILE - 1) / TILE), (unsigned)((m + TILE - 1) / TILE), (unsigned)batch);
@@ -637,16 +370,16 @@ static void gemm_variant(int variant, int dt, const void* A, const void* B, void
     } else if (variant == 3) {
       gemm_reg<T><<<g128, 256, 0, s>>>(a, b, c, m, n, k);
     } else if (variant == 5) {
-      gemm_reg_db<T><<<g128, 256, 0, s>>>(a, b, c, m, n, k);
+      gemm_simt_tiles<T><<<g128, 256, 0, s>>>(a, b, c, m, n, k);
     } else if constexpr (sizeof(T) == 2) {
       if (variant == 4) {
         gemm_wmma<T><<<g128, 256, 0, s>>>(a, b, c, m, n, k);
       } else if (variant == 6) {
         static bool set = [] {
-          return cudaFuncSetAttribute(gemm_mma<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMmaSmem) == cudaSuccess;
+          return cudaFuncSetAttribute(gemm_mma_async<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMmaSmem) == cudaSuccess;
         }();
         (void)set;
-        gemm_mma<T><<<g128, 256, kMmaSmem, s>>>(a, b, c, m, n, k);
+        gemm_mma_async<T><<<g128, 256, kMmaSmem, s>>>(a, b, c, m, n, k);
       } else if (variant == 7) {
         launch_wgmma<T, 128>(variant, dt, A, B, C, batch, m, n, k, s);
       } else if (variant == 8) {
@@ -661,14 +394,14 @@ static void gemm_variant(int variant, int dt, const void* A, const void* B, void
 
 static const OpInfo kInfo = {
     "gemm", "BxMxNxK", 4, "8x2000x2000x2000,8x4096x4096x4096",
-    {{1, "gemm_naive", "-", "one thread per output, operands from global memory"},
+    {{1, "gemm_reference", "-", "one thread per output, operands from global memory"},
      {2, "gemm_smem_tiles", "1", "32x32 shared-memory tiles"},
      {3, "gemm_reg_tiles", "2", "128x128 block tiles, 8x8 outputs per thread (SIMT fp32)"},
      {4, "gemm_wmma", "3", "tensor cores via WMMA, single-buffered (fp16/bf16)"},
-     {5, "gemm_reg_tiles_db", "3", "double-buffered, conflict-free 16-byte shared reads; shipped (fp32)"},
-     {6, "gemm_mma_cp_async", "4", "mma.sync + ldmatrix, 4-stage cp.async ring (fp16/bf16, sm_80+); shipped off sm_90"},
-     {7, "gemm_wgmma_tma_128", "6", "TMA + wgmma, producer warpgroup, 128x128 tiles (sm_90a); shipped"},
-     {8, "gemm_wgmma_tma_256", "7", "128x256 tiles (sm_90a); shipped"}},
+     {5, "gemm_simt_tiles", "3", "double-buffered, conflict-free 16-byte shared reads; shipped (fp32)"},
+     {6, "gemm_mma_async", "4", "mma.sync + ldmatrix, 4-stage cp.async ring (fp16/bf16, sm_80+); shipped off sm_90"},
+     {7, "gemm_wgmma_tma128", "6", "TMA + wgmma, producer warpgroup, 128x128 tiles (sm_90a); shipped"},
+     {8, "gemm_wgmma_tma256", "7", "128x256 tiles (sm_90a); shipped"}},
     "cublas", nullptr};
 
 static Case make_case(int dt, const std::vector<long long>& dims, Context& ctx, const std::vector<int>& variants) {

@@ -6,9 +6,9 @@ useful size (each element of A is read once): the target is the copy bandwidth. 
 Build (or: cmake -S . -B build-lab -DGAPBENCH_LAB=ON && cmake --build build-lab):
   nvcc -O3 -std=c++20 -arch=sm_90a cuda/lab/gemv.cu -o gemv -ldl
 
-version 1, gemv_thread_row: one thread per row; the threads of a warp read 32 different rows
+version 1, gemv_reference: one thread per row; the threads of a warp read 32 different rows
   (uncoalesced): the baseline.
-version 2, gemv_warp_row (parent 1): one warp per row, 16-byte packs, 4 packs in flight per lane
+version 2, gemv_warp_rows (parent 1): one warp per row, 16-byte packs, 4 packs in flight per lane
   before any arithmetic (enough outstanding loads to cover HBM latency), shuffle reduction.
   Shipped for fp16/bf16 and where variant 4 does not apply.
 version 3, gemv_split_k (parent 2): a warp per (row, k-slice), 8 packs in flight; when m alone
@@ -22,6 +22,14 @@ Sweep: ./gemv [--variants all|1,2,..] [--dtypes fp16,bf16,fp32] [--shapes MxK,..
               [--cold read|write|none] [--json FILE] [--cublas PATH]
 */
 #include "common.h"
+#include "ops/gemv.cuh"  // the library's kernels of the op (reference and shipped)
+
+// The library's kernels this file runs (cuda/ops/gemv.cuh), by their strategy names.
+using gb::blas::gemv_reference;
+using gb::blas::gemv_split_k;
+using gb::blas::gemv_split_k_reduce;
+using gb::blas::gemv_warp_rows;
+using gb::blas::gemv_x_stationary;
 
 using namespace lab;
 
@@ -43,104 +51,12 @@ static std::vector<double> gemv_cpu(const void* A, const void* x, long long m, l
 // GPU kernels
 
 // version 1
-template <class T>
-__global__ void gemv_thread_row(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y, long long m,
-                                long long k) {
-  long long row = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (row >= m) return;
-  const T* a = A + row * k;
-  float acc = 0.f;
-  for (long long j = 0; j < k; ++j) acc += to_f(a[j]) * to_f(x[j]);
-  y[row] = from_f<T>(acc);
-}
 
 // version 2 (also variant 3's fallback for rows that are not 16-byte aligned)
-template <class T, int UNROLL>
-__global__ void gemv_warp_row(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y, long long m,
-                              long long k) {
-  constexpr int N = Pack<T>::N;
-  long long row = blockIdx.x * (long long)(blockDim.x / 32) + threadIdx.x / 32;
-  int lane = threadIdx.x % 32;
-  if (row >= m) return;
-  const T* a = A + row * k;
-  float acc = 0.f;
-  if (k % N == 0) {  // every row starts 16-byte aligned
-    const Pack<T>* av = reinterpret_cast<const Pack<T>*>(a);
-    const Pack<T>* xv = reinterpret_cast<const Pack<T>*>(x);
-    long long nv = k / N, i = lane;
-    for (; i + 32 * (UNROLL - 1) < nv; i += 32 * UNROLL) {
-      Pack<T> ra[UNROLL], rx[UNROLL];
-#pragma unroll
-      for (int u = 0; u < UNROLL; ++u) {
-        ra[u] = av[i + 32 * u];
-        rx[u] = xv[i + 32 * u];
-      }
-#pragma unroll
-      for (int u = 0; u < UNROLL; ++u)
-#pragma unroll
-        for (int e = 0; e < N; ++e) acc += to_f(ra[u].v[e]) * to_f(rx[u].v[e]);
-    }
-    for (; i < nv; i += 32) {
-      Pack<T> ra = av[i], rx = xv[i];
-#pragma unroll
-      for (int e = 0; e < N; ++e) acc += to_f(ra.v[e]) * to_f(rx.v[e]);
-    }
-  } else {
-    for (long long j = lane; j < k; j += 32) acc += to_f(a[j]) * to_f(x[j]);
-  }
-  acc = warp_sum(acc);
-  if (lane == 0) y[row] = from_f<T>(acc);
-}
 
 // version 3: split-k. A warp per (row, k-slice), 8 packs in flight per lane; when m alone
 // cannot fill the GPU (m warps < ~4 per SM slot) the row is cut into slices whose fp32 partial
 // sums a second kernel adds. For large m it is variant 2 with deeper unrolling.
-template <class T, int UNROLL>
-__global__ void gemv_split(const T* __restrict__ A, const T* __restrict__ x, float* __restrict__ part,
-                           T* __restrict__ y, long long m, long long k, long long slice) {
-  constexpr int N = Pack<T>::N;
-  long long row = blockIdx.x * (long long)(blockDim.x / 32) + threadIdx.x / 32;
-  int lane = threadIdx.x % 32;
-  if (row >= m) return;
-  long long j0 = blockIdx.y * slice, j1 = j0 + slice < k ? j0 + slice : k;  // slice is a multiple of N
-  const Pack<T>* av = reinterpret_cast<const Pack<T>*>(A + row * k);
-  const Pack<T>* xv = reinterpret_cast<const Pack<T>*>(x);
-  long long i = j0 / N + lane, end = j1 / N;
-  float acc = 0.f;
-  for (; i + 32 * (UNROLL - 1) < end; i += 32 * UNROLL) {
-    Pack<T> ra[UNROLL], rx[UNROLL];
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      ra[u] = av[i + 32 * u];
-      rx[u] = xv[i + 32 * u];
-    }
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u)
-#pragma unroll
-      for (int e = 0; e < N; ++e) acc += to_f(ra[u].v[e]) * to_f(rx[u].v[e]);
-  }
-  for (; i < end; i += 32) {
-    Pack<T> ra = av[i], rx = xv[i];
-#pragma unroll
-    for (int e = 0; e < N; ++e) acc += to_f(ra.v[e]) * to_f(rx.v[e]);
-  }
-  acc = warp_sum(acc);
-  if (lane == 0) {
-    if (gridDim.y == 1)
-      y[row] = from_f<T>(acc);
-    else
-      part[blockIdx.y * m + row] = acc;
-  }
-}
-
-template <class T>
-__global__ void gemv_reduce(const float* __restrict__ part, T* __restrict__ y, long long m, int slices) {
-  long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (r >= m) return;
-  float acc = 0.f;
-  for (int s = 0; s < slices; ++s) acc += part[s * m + r];
-  y[r] = from_f<T>(acc);
-}
 
 // version 4. Each lane holds P packs of x (its warp's k-range: 32 x P packs, contiguous, so a
 // warp reads 512 B-runs of a row and the block's warps together a contiguous WARPS x 32 x P-pack
@@ -149,71 +65,6 @@ __global__ void gemv_reduce(const float* __restrict__ part, T* __restrict__ y, l
 // warps per row; with one k-slice it writes y, else it adds into an fp32 accumulator and the
 // block that completes a run of rows (a counter per run) converts it to y and clears it, so the
 // workspace is reusable without a memset. Needs k % N == 0 (16-byte rows).
-template <class T, int P, int R, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32) gemv_xstat(const T* __restrict__ A, const T* __restrict__ x,
-                                                          T* __restrict__ y, float* accum, unsigned* counters,
-                                                          long long m, long long k, int rows_per_block) {
-  constexpr int N = Pack<T>::N;
-  extern __shared__ float red[];  // [WARPS][rows_per_block]
-  __shared__ bool last;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const long long kp = k / N;
-  const long long p0 = ((long long)blockIdx.y * WARPS + warp) * 32 * P + lane;
-  const Pack<T>* xv = reinterpret_cast<const Pack<T>*>(x);
-  const Pack<T>* av = reinterpret_cast<const Pack<T>*>(A);
-  Pack<T> xr[P];
-#pragma unroll
-  for (int u = 0; u < P; ++u) {
-    long long i = p0 + 32LL * u;
-    if (i < kp) xr[u] = xv[i];
-    else
-#pragma unroll
-      for (int e = 0; e < N; ++e) xr[u].v[e] = from_f<T>(0.f);  // past k: contributes nothing
-  }
-  const long long r0 = (long long)blockIdx.x * rows_per_block;
-  const int rows = (int)(m - r0 < rows_per_block ? m - r0 : rows_per_block);
-  for (int r = 0; r < rows; r += R) {
-    Pack<T> ra[R][P];
-#pragma unroll
-    for (int rr = 0; rr < R; ++rr)
-#pragma unroll
-      for (int u = 0; u < P; ++u) {
-        long long i = p0 + 32LL * u;
-        if (r + rr < rows && i < kp) ra[rr][u] = av[(r0 + r + rr) * kp + i];
-        else
-#pragma unroll
-          for (int e = 0; e < N; ++e) ra[rr][u].v[e] = from_f<T>(0.f);
-      }
-#pragma unroll
-    for (int rr = 0; rr < R; ++rr) {
-      float acc = 0.f;
-#pragma unroll
-      for (int u = 0; u < P; ++u)
-#pragma unroll
-        for (int e = 0; e < N; ++e) acc += to_f(ra[rr][u].v[e]) * to_f(xr[u].v[e]);
-      acc = warp_sum(acc);
-      if (lane == 0 && r + rr < rows) red[warp * rows_per_block + r + rr] = acc;
-    }
-  }
-  __syncthreads();
-  const bool one = gridDim.y == 1;
-  for (int i = threadIdx.x; i < rows; i += blockDim.x) {
-    float sum = 0.f;
-#pragma unroll
-    for (int w = 0; w < WARPS; ++w) sum += red[w * rows_per_block + i];
-    if (one) y[r0 + i] = from_f<T>(sum);
-    else atomicAdd(accum + r0 + i, sum);
-  }
-  if (one) return;
-  __threadfence();  // this block's adds are visible before its count
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(counters + blockIdx.x, 1u) == gridDim.y - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  for (int i = threadIdx.x; i < rows; i += blockDim.x) y[r0 + i] = from_f<T>(atomicExch(accum + r0 + i, 0.f));
-  if (threadIdx.x == 0) counters[blockIdx.x] = 0u;
-}
 
 static constexpr int kGemvV4Packs = 4, kGemvV4Rows = 2, kGemvV4BlocksPerSm = 4, kGemvV4MaxRows = 512;
 
@@ -231,7 +82,7 @@ static void launch_gemv_xstat(const T* A, const T* x, T* y, float* accum, unsign
     rpb = (rpb + R - 1) / R * R;
     if (rpb > kGemvV4MaxRows) rpb = kGemvV4MaxRows;
     long long runs = (m + rpb - 1) / rpb;
-    gemv_xstat<T, P, R, WARPS><<<dim3((unsigned)runs, (unsigned)slices), WARPS * 32,
+    gemv_x_stationary<T, P, R, WARPS><<<dim3((unsigned)runs, (unsigned)slices), WARPS * 32,
                                  sizeof(float) * WARPS * rpb, s>>>(A, x, y, accum, counters, m, k, (int)rpb);
   };
   long long busy = (kp + 32LL * P - 1) / (32LL * P);  // warps the row can keep busy
@@ -261,7 +112,7 @@ static long long gemv_work_floats(long long m, long long k, int sms) { return ge
 
 static void gemv1(int dt, const void* A, const void* x, void* y, long long m, long long k, cudaStream_t s) {
   dispatch_dtype(dt, [&]<class T>() {
-    gemv_thread_row<T><<<(unsigned)((m + 127) / 128), 128, 0, s>>>(static_cast<const T*>(A), static_cast<const T*>(x),
+    gemv_reference<T><<<(unsigned)((m + 127) / 128), 128, 0, s>>>(static_cast<const T*>(A), static_cast<const T*>(x),
                                                                     static_cast<T*>(y), m, k);
   });
 }
@@ -269,7 +120,7 @@ static void gemv1(int dt, const void* A, const void* x, void* y, long long m, lo
 static void gemv2(int dt, const void* A, const void* x, void* y, long long m, long long k, cudaStream_t s) {
   dispatch_dtype(dt, [&]<class T>() {
     constexpr int warps = 8;
-    gemv_warp_row<T, 4><<<(unsigned)((m + warps - 1) / warps), warps * 32, 0, s>>>(
+    gemv_warp_rows<T, 4><<<(unsigned)((m + warps - 1) / warps), warps * 32, 0, s>>>(
         static_cast<const T*>(A), static_cast<const T*>(x), static_cast<T*>(y), m, k);
   });
 }
@@ -282,7 +133,7 @@ static void gemv3(int dt, const void* A, const void* x, void* y, long long m, lo
     auto yv = static_cast<T*>(y);
     constexpr int warps = 8;
     if (k % Pack<T>::N != 0) {  // rows not 16-byte aligned: the warp-per-row form handles it
-      gemv_warp_row<T, 4><<<(unsigned)((m + warps - 1) / warps), warps * 32, 0, s>>>(a, xv, yv, m, k);
+      gemv_warp_rows<T, 4><<<(unsigned)((m + warps - 1) / warps), warps * 32, 0, s>>>(a, xv, yv, m, k);
       return;
     }
     long long slices = gemv_split_slices(m, k, Pack<T>::N, sms);
@@ -290,8 +141,8 @@ static void gemv3(int dt, const void* A, const void* x, void* y, long long m, lo
     per = (per + Pack<T>::N - 1) / Pack<T>::N * Pack<T>::N;
     slices = (k + per - 1) / per;
     dim3 grid((unsigned)((m + warps - 1) / warps), (unsigned)slices);
-    gemv_split<T, 8><<<grid, warps * 32, 0, s>>>(a, xv, work, yv, m, k, per);
-    if (slices > 1) gemv_reduce<T><<<(unsigned)((m + 255) / 256), 256, 0, s>>>(work, yv, m, (int)slices);
+    gemv_split_k<T, 8><<<grid, warps * 32, 0, s>>>(a, xv, work, yv, m, k, per);
+    if (slices > 1) gemv_split_k_reduce<T><<<(unsigned)((m + 255) / 256), 256, 0, s>>>(work, yv, m, (int)slices);
   });
 }
 
@@ -309,8 +160,8 @@ static void gemv4(int dt, const void* A, const void* x, void* y, long long m, lo
 
 static const OpInfo kInfo = {
     "gemv", "MxK", 2, "4096x4096,16384x16384,1024x16384,16384x1024,4096x16384",
-    {{1, "gemv_thread_row", "-", "one thread per row (uncoalesced baseline)"},
-     {2, "gemv_warp_row", "1", "warp per row, 16-byte packs, 4 in flight per lane; shipped (fp16/bf16)"},
+    {{1, "gemv_reference", "-", "one thread per row (uncoalesced baseline)"},
+     {2, "gemv_warp_rows", "1", "warp per row, 16-byte packs, 4 in flight per lane; shipped (fp16/bf16)"},
      {3, "gemv_split_k", "2", "warp per (row, k-slice), 8 packs in flight, fp32 partials + reduce kernel"},
      {4, "gemv_x_stationary", "2", "x in registers for a run of rows, k-slices added atomically; shipped (fp32)"}},
     "cublas", nullptr};

@@ -6,10 +6,10 @@ with inner dimension 1 (which is far from it: 30-67% of the copy rate on an H200
 Build (or: cmake -S . -B build-lab -DGAPBENCH_LAB=ON && cmake --build build-lab):
   nvcc -O3 -std=c++20 -arch=sm_90a cuda/lab/vjp_dw.cu -o vjp_dw -ldl
 
-version 1, dw_thread_elem: one thread per element (2-D grid: columns x rows).
+version 1, vjp_dw_reference: one thread per element (2-D grid: columns x rows).
 version 2, dw_pack16 (parent 1): one 16-byte pack of a row per thread, grid-stride over all packs
   (an index division per pack).
-version 3, dw_rows_streaming (parent 2): a thread owns one 16-byte pack of columns, loads x once
+version 3, vjp_dw_2d_stream (parent 2): a thread owns one 16-byte pack of columns, loads x once
   and walks rows (2-D grid, no division), streaming stores (st.global.cs: dW is written once and
   not read back here, so it should not evict L2). The library ships this one.
 
@@ -17,6 +17,11 @@ Sweep: ./vjp_dw [--variants all|1,2,3] [--dtypes fp16,bf16,fp32] [--shapes MxK,.
                 [--cold read|write|none] [--json FILE] [--cublas PATH]
 */
 #include "common.h"
+#include "ops/vjp_dw.cuh"  // the library's kernels of the op (reference and shipped)
+
+// The library's kernels this file runs (cuda/ops/vjp_dw.cuh), by their strategy names.
+using gb::blas::vjp_dw_2d_stream;
+using gb::blas::vjp_dw_reference;
 
 using namespace lab;
 
@@ -28,13 +33,6 @@ using namespace lab;
 // GPU kernels
 
 // version 1
-template <class T>
-__global__ void vjp_dw_thread_elem(const T* __restrict__ v, const T* __restrict__ x, T* __restrict__ dW, long long m,
-                                   long long k) {
-  long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  long long i = blockIdx.y;
-  if (j < k) dW[i * k + j] = from_f<T>(to_f(v[i]) * to_f(x[j]));
-}
 
 // version 2
 template <class T>
@@ -56,32 +54,13 @@ __global__ void vjp_dw_pack(const T* __restrict__ v, const T* __restrict__ x, T*
 // version 3: thread = one 16-byte pack of columns, loaded from x once and reused down the rows
 // it visits (grid-y strides over rows): no index division, and streaming stores (st.global.cs)
 // because dW is written once and never read back here, so it should not evict L2.
-template <class T>
-__global__ void vjp_dw_rows(const T* __restrict__ v, const T* __restrict__ x, T* __restrict__ dW, long long m,
-                            long long k) {
-  constexpr int N = Pack<T>::N;
-  long long packs = k / N;
-  long long jp = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (jp >= packs) return;
-  Pack<T> xs = reinterpret_cast<const Pack<T>*>(x)[jp];
-  float xf[N];
-#pragma unroll
-  for (int e = 0; e < N; ++e) xf[e] = to_f(xs.v[e]);
-  for (long long i = blockIdx.y; i < m; i += gridDim.y) {
-    float vi = to_f(v[i]);
-    Pack<T> out;
-#pragma unroll
-    for (int e = 0; e < N; ++e) out.v[e] = from_f<T>(vi * xf[e]);
-    __stcs(reinterpret_cast<uint4*>(dW + i * k) + jp, *reinterpret_cast<const uint4*>(&out));
-  }
-}
 
 // ----------------------------------------------------------------------------
 // launchers
 
 static void dw1(int dt, const void* v, const void* x, void* dW, long long m, long long k, cudaStream_t s) {
   dispatch_dtype(dt, [&]<class T>() {
-    vjp_dw_thread_elem<T><<<dim3((unsigned)((k + 255) / 256), (unsigned)m), 256, 0, s>>>(
+    vjp_dw_reference<T><<<dim3((unsigned)((k + 255) / 256), (unsigned)m), 256, 0, s>>>(
         static_cast<const T*>(v), static_cast<const T*>(x), static_cast<T*>(dW), m, k);
   });
 }
@@ -96,7 +75,7 @@ static void dw2(int dt, const void* v, const void* x, void* dW, long long m, lon
       long long grid = (total + 255) / 256;
       vjp_dw_pack<T><<<(unsigned)(grid < 65535LL * 32 ? grid : 65535LL * 32), 256, 0, s>>>(vv, xv, out, m, k);
     } else {  // a row length no pack divides
-      vjp_dw_thread_elem<T><<<dim3((unsigned)((k + 255) / 256), (unsigned)m), 256, 0, s>>>(vv, xv, out, m, k);
+      vjp_dw_reference<T><<<dim3((unsigned)((k + 255) / 256), (unsigned)m), 256, 0, s>>>(vv, xv, out, m, k);
     }
   });
 }
@@ -107,14 +86,14 @@ static void dw3(int dt, const void* v, const void* x, void* dW, long long m, lon
     auto xv = static_cast<const T*>(x);
     auto out = static_cast<T*>(dW);
     if (k % Pack<T>::N != 0) {
-      vjp_dw_thread_elem<T><<<dim3((unsigned)((k + 255) / 256), (unsigned)m), 256, 0, s>>>(vv, xv, out, m, k);
+      vjp_dw_reference<T><<<dim3((unsigned)((k + 255) / 256), (unsigned)m), 256, 0, s>>>(vv, xv, out, m, k);
       return;
     }
     long long packs = k / Pack<T>::N;
     long long xblocks = (packs + 255) / 256;
     long long rows = (4096LL + xblocks - 1) / xblocks;  // ~4096 blocks in all, each over m/rows rows
     rows = rows > m ? m : (rows > 65535 ? 65535 : rows);
-    vjp_dw_rows<T><<<dim3((unsigned)xblocks, (unsigned)rows), 256, 0, s>>>(vv, xv, out, m, k);
+    vjp_dw_2d_stream<T><<<dim3((unsigned)xblocks, (unsigned)rows), 256, 0, s>>>(vv, xv, out, m, k);
   });
 }
 
@@ -123,9 +102,9 @@ static void dw3(int dt, const void* v, const void* x, void* dW, long long m, lon
 
 static const OpInfo kInfo = {
     "vjp_dw", "MxK", 2, "16384x16384,4096x16384,16384x4096",
-    {{1, "dw_thread_elem", "-", "one thread per element"},
+    {{1, "vjp_dw_reference", "-", "one thread per element"},
      {2, "dw_pack16", "1", "16-byte packs, grid-stride (index division per pack)"},
-     {3, "dw_rows_streaming", "2", "x pack loaded once, walks rows, streaming stores; shipped"}},
+     {3, "vjp_dw_2d_stream", "2", "x pack loaded once, walks rows, streaming stores; shipped"}},
     "cublas", [](const std::vector<long long>& d) -> const char* {
       return d[0] > 65535LL * 1024 ? "m too large for variant 1's grid (rows in gridDim.y)" : nullptr;
     }};

@@ -6,8 +6,8 @@ fp32, GemmEx with n = 1 for fp16/bf16, which runs nvjet / gemvx kernels).
 Build (or: cmake -S . -B build-lab -DGAPBENCH_LAB=ON && cmake --build build-lab):
   nvcc -O3 -std=c++20 -arch=sm_90a cuda/lab/vjp_dx.cu -o vjp_dx -ldl
 
-version 1, dx_thread_col: one thread per column over all rows (coalesced, but only k threads).
-version 2, dx_row_slices (parent 1): each thread owns one 16-byte pack of columns for a slice of
+version 1, vjp_dx_reference: one thread per column over all rows (coalesced, but only k threads).
+version 2, vjp_dx_row_slices (parent 1): each thread owns one 16-byte pack of columns for a slice of
   rows, so the grid fills every SM; per-slice fp32 partials and a second kernel that sums them.
 version 3, dx_rows_in_flight4 (parent 2): 4 rows' loads issued before their FMAs, twice the slices.
 version 4, dx_rows_in_flight8 (parent 3): 8 rows' loads in flight, 4x fewer slices.
@@ -25,13 +25,13 @@ version 9, dx_tma_ring (parent 8, sm_90+): a TMA ring streams W tiles into share
   work per resident block. Correct and slower (80-98% of cuBLAS): the measured negative result.
 version 10, dx_persistent (parent 8): variant 8's loads and finish on a grid of exactly the
   resident blocks, each an equal contiguous share. 1-3% slower than variant 8.
-version 11, dx_strips128 (parent 8): narrow column strips (128 B of a row) so at wide k each block
+version 11, vjp_dx_strips128 (parent 8): narrow column strips (128 B of a row) so at wide k each block
   owns its columns over all rows and writes dx itself: no cross-block finish (cuBLAS's structure).
-version 12, dx_strips256 (parent 11): 256-byte strips, one 32-warp block per SM; 128-byte strips
+version 12, vjp_dx_strips256 (parent 11): 256-byte strips, one 32-warp block per SM; 128-byte strips
   only where the wide ones cannot fill the SMs. Chosen with the clean (read-pass) cold scrub.
-version 13, dx_strips_one_wave (parent 12): variant 12 from 4096 rows up; below, 128-byte strips in
+version 13, vjp_dx_strips128_wave (parent 12): variant 12 from 4096 rows up; below, 128-byte strips in
   blocks sized so every strip runs in one wave.
-version 14, dx_strips_evict_first (parent 13): variant 13 with evict-first loads of W under 4096
+version 14, vjp_dx_strips128_wave_ef (parent 13): variant 13 with evict-first loads of W under 4096
   rows, so a W read once does not push other (possibly dirty) lines out of L2.
 The library ships the variant 12-14 family (strips) with the fp32 choices among 6-8 where they led
 (see LINEAGE.md).
@@ -53,6 +53,15 @@ Sweep: ./vjp_dx [--variants all|1,2,..] [--configs all|pdl,..] [--dtypes fp16,bf
 #include <type_traits>
 
 #include "common.h"
+#include "ops/vjp_dx.cuh"  // the library's kernels of the op (reference and shipped)
+
+// The library's kernels this file runs (cuda/ops/vjp_dx.cuh), by their strategy names.
+using gb::blas::add_and_finish;
+using gb::blas::load_w_pack;
+using gb::blas::vjp_dx_reduce;
+using gb::blas::vjp_dx_reference;
+using gb::blas::vjp_dx_row_slices;
+using gb::blas::vjp_dx_strips;
 #include "ptx.cuh"
 
 using namespace lab;
@@ -77,43 +86,6 @@ static std::vector<double> vjp_dx_cpu(const void* W, const void* v, long long m,
 // GPU kernels and their launch geometry (variant numbers in each comment)
 
 // version 1
-template <class T>
-__global__ void vjp_dx_thread_col(const T* __restrict__ W, const T* __restrict__ v, T* __restrict__ dx, long long m,
-                                  long long k) {
-  long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (j >= k) return;
-  float acc = 0.f;
-  for (long long i = 0; i < m; ++i) acc += to_f(W[i * k + j]) * to_f(v[i]);
-  dx[j] = from_f<T>(acc);
-}
-
-template <class T>
-__global__ void vjp_dx_partial(const T* __restrict__ W, const T* __restrict__ v, float* __restrict__ part,
-                               long long m, long long k, long long rows_per_slice) {
-  constexpr int N = Pack<T>::N;
-  long long col0 = (blockIdx.x * (long long)blockDim.x + threadIdx.x) * N;
-  if (col0 >= k) return;
-  long long r0 = blockIdx.y * rows_per_slice;
-  long long r1 = r0 + rows_per_slice < m ? r0 + rows_per_slice : m;
-  float acc[N];
-#pragma unroll
-  for (int e = 0; e < N; ++e) acc[e] = 0.f;
-  if (k % N == 0) {
-#pragma unroll 4
-    for (long long i = r0; i < r1; ++i) {
-      Pack<T> w = *reinterpret_cast<const Pack<T>*>(W + i * k + col0);
-      float vi = to_f(v[i]);
-#pragma unroll
-      for (int e = 0; e < N; ++e) acc[e] += to_f(w.v[e]) * vi;
-    }
-  } else {
-    for (long long i = r0; i < r1; ++i) {
-      float vi = to_f(v[i]);
-      for (int e = 0; e < N && col0 + e < k; ++e) acc[e] += to_f(W[i * k + col0 + e]) * vi;
-    }
-  }
-  for (int e = 0; e < N && col0 + e < k; ++e) part[blockIdx.y * k + col0 + e] = acc[e];
-}
 
 // Variant 3's slice kernel: the loads of R rows are issued before any of their FMAs, so each
 // thread has R 16-byte loads in flight (HBM latency is covered by loads, not by more warps).
@@ -339,33 +311,6 @@ __device__ __forceinline__ const float* slice_column_sums(const T* __restrict__ 
 // (red.global.add, vector form on sm_90: done in L2, no DRAM traffic), then count the `done`
 // units it covered there; the block whose count completes `total` converts the sums to T and
 // zeroes the accumulator and the counter again for the next call. Block-uniform; `last` is shared.
-template <class T, int THREADS, int COLS = 32 * Pack<T>::N>
-__device__ __forceinline__ void add_and_finish(const float* sums, T* __restrict__ dx, float* __restrict__ accum,
-                                               unsigned* __restrict__ counters, long long cbi, long long k,
-                                               unsigned done, unsigned total, bool* last) {
-  static_assert(COLS % 4 == 0, "whole 4-float groups");
-  const long long cb = cbi * COLS;
-  // k is a multiple of 8 (checked by the launchers) and cb of COLS: 4-float groups never straddle k.
-  for (int c = 4 * threadIdx.x; c < COLS && cb + c < k; c += 4 * THREADS) {
-#if __CUDA_ARCH__ >= 900
-    atomicAdd(reinterpret_cast<float4*>(accum + cb + c), make_float4(sums[c], sums[c + 1], sums[c + 2], sums[c + 3]));
-#else
-    for (int e = 0; e < 4; ++e) atomicAdd(accum + cb + c + e, sums[c + e]);
-#endif
-  }
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) *last = atomicAdd(&counters[cbi], done) + done == total;
-  __syncthreads();
-  if (*last) {
-    __threadfence();
-    for (int c = threadIdx.x; c < COLS && cb + c < k; c += THREADS) {
-      dx[cb + c] = from_f<T>(__ldcg(accum + cb + c));
-      accum[cb + c] = 0.f;
-    }
-    if (threadIdx.x == 0) counters[cbi] = 0;
-  }
-}
 
 // Variant 7's slice kernel: per block one partial row, then the reduce kernel (PDL on sm_90+).
 template <class T, int R, int WARPS>
@@ -449,80 +394,6 @@ __global__ void __launch_bounds__(WARPS * 32)
 // share a strip and finish as variant 8 does.
 // W's 16-byte packs for variant 11: LD 0 a plain load, 1 evict-first (__ldcs), 2 no L1
 // allocation with a 256-byte L2 fetch (lab::ptx::ld_stream_l2_256).
-template <class T, int LD>
-__device__ __forceinline__ Pack<T> load_w_pack(const T* p) {
-  if constexpr (LD == 0) {
-    return *reinterpret_cast<const Pack<T>*>(p);
-  } else {
-    Pack<T> r;
-    *reinterpret_cast<uint4*>(&r) = LD == 1 ? __ldcs(reinterpret_cast<const uint4*>(p)) : lab::ptx::ld_stream_l2_256(p);
-    return r;
-  }
-}
-
-template <class T, int L, int R, int WARPS, int LD = 0>
-__global__ void __launch_bounds__(WARPS * 32)
-    vjp_dx_strips(const T* __restrict__ W, const T* __restrict__ v, T* __restrict__ dx, float* __restrict__ accum,
-                  unsigned* __restrict__ counters, long long m, long long k, long long rows_per_slice) {
-  constexpr int N = Pack<T>::N, RW = 32 / L, COLS = L * N;
-  static_assert(32 % L == 0 && COLS % 4 == 0, "a strip is whole lanes of a warp and whole 4-float groups");
-  __shared__ float red[WARPS][COLS];
-  __shared__ float sums[COLS];
-  __shared__ bool last;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sub = lane / L;
-  const long long col0 = blockIdx.x * (long long)COLS + (long long)(lane % L) * N;
-  const long long r0 = blockIdx.y * rows_per_slice, r1 = r0 + rows_per_slice < m ? r0 + rows_per_slice : m;
-  float acc[N];
-#pragma unroll
-  for (int e = 0; e < N; ++e) acc[e] = 0.f;
-  if (col0 < k) {
-    // A warp's unit: R load instructions of RW rows each, all issued before the first FMA.
-    for (long long g = r0 + (long long)warp * R * RW; g < r1; g += (long long)WARPS * R * RW) {
-      if (g + R * RW <= r1) {
-        Pack<T> w[R];
-        float vi[R];
-#pragma unroll
-        for (int q = 0; q < R; ++q) w[q] = load_w_pack<T, LD>(W + (g + q * RW + sub) * k + col0);
-#pragma unroll
-        for (int q = 0; q < R; ++q) vi[q] = to_f(v[g + q * RW + sub]);
-#pragma unroll
-        for (int q = 0; q < R; ++q)
-#pragma unroll
-          for (int e = 0; e < N; ++e) acc[e] += to_f(w[q].v[e]) * vi[q];
-      } else {
-        for (long long i = g + sub; i < r1; i += RW) {  // the slice's last, partial unit
-          Pack<T> w = load_w_pack<T, LD>(W + i * k + col0);
-          float vi = to_f(v[i]);
-#pragma unroll
-          for (int e = 0; e < N; ++e) acc[e] += to_f(w.v[e]) * vi;
-        }
-      }
-    }
-  }
-  // Lanes lane%L alike hold the same columns for different rows: fold them, then the warps.
-#pragma unroll
-  for (int off = L; off < 32; off <<= 1)
-#pragma unroll
-    for (int e = 0; e < N; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], off);
-  if (sub == 0)
-#pragma unroll
-    for (int e = 0; e < N; ++e) red[warp][(lane % L) * N + e] = acc[e];
-  __syncthreads();
-  const long long cb = blockIdx.x * (long long)COLS;
-  for (int c = threadIdx.x; c < COLS; c += WARPS * 32) {
-    float t = 0.f;
-#pragma unroll
-    for (int w = 0; w < WARPS; ++w) t += red[w][c];
-    if (gridDim.y == 1) {
-      if (cb + c < k) dx[cb + c] = from_f<T>(t);
-    } else {
-      sums[c] = t;
-    }
-  }
-  if (gridDim.y == 1) return;  // grid-uniform
-  __syncthreads();
-  add_and_finish<T, WARPS * 32, COLS>(sums, dx, accum, counters, blockIdx.x, k, 1u, gridDim.y, &last);
-}
 
 // Variant 9 (sm_90): the Tensor Memory Accelerator streams W. A block owns a contiguous, equal
 // share of all (column block, TR-row tile) units, so every SM gets the same bytes whatever the
@@ -605,19 +476,6 @@ __global__ void __launch_bounds__(NW * 32)
 #endif
 }
 
-template <class T, bool Pdl = false>
-__global__ void vjp_dx_reduce(const float* __restrict__ part, T* __restrict__ dx, long long k, int slices) {
-  if constexpr (Pdl) {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-  }
-  long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (j >= k) return;
-  float acc = 0.f;
-  for (int s = 0; s < slices; ++s) acc += part[s * k + j];
-  dx[j] = from_f<T>(acc);
-}
 
 // The slices' sum, one thread per column; with `pdl` (sm_90+) a programmatic dependent launch: it
 // is scheduled while the slice kernel drains and waits in-kernel for its writes.
@@ -1098,7 +956,7 @@ static bool launch_vjp_dx(int variant, int dt, const void* W, const void* v, voi
       else if (k % Pack<T>::N == 0)
         vjp_dx_partial_rows<T, 4><<<grid, kDxBlock, 0, s>>>(w, vv, work, m, k, rps);
       else
-        vjp_dx_partial<T><<<dim3((unsigned)xblocks, (unsigned)slices), kDxBlock, 0, s>>>(w, vv, work, m, k, rps);
+        vjp_dx_row_slices<T><<<dim3((unsigned)xblocks, (unsigned)slices), kDxBlock, 0, s>>>(w, vv, work, m, k, rps);
       vjp_dx_reduce<T><<<(unsigned)((k + 255) / 256), 256, 0, s>>>(work, out, k, (int)slices);
     });
   }
@@ -1108,12 +966,12 @@ static bool launch_vjp_dx(int variant, int dt, const void* W, const void* v, voi
     auto vv = static_cast<const T*>(v);
     auto out = static_cast<T*>(dx);
     if (variant == 1) {
-      vjp_dx_thread_col<T><<<(unsigned)((k + 255) / 256), 256, 0, s>>>(w, vv, out, m, k);
+      vjp_dx_reference<T><<<(unsigned)((k + 255) / 256), 256, 0, s>>>(w, vv, out, m, k);
       return;
     }
     long long xblocks, slices, rps;
     dx_geometry(m, k, Pack<T>::N, sms, &xblocks, &slices, &rps);
-    vjp_dx_partial<T><<<dim3((unsigned)xblocks, (unsigned)slices), kDxBlock, 0, s>>>(w, vv, work, m, k, rps);
+    vjp_dx_row_slices<T><<<dim3((unsigned)xblocks, (unsigned)slices), kDxBlock, 0, s>>>(w, vv, work, m, k, rps);
     vjp_dx_reduce<T><<<(unsigned)((k + 255) / 256), 256, 0, s>>>(work, out, k, (int)slices);
   });
 }
@@ -1249,8 +1107,8 @@ static void add_configs(std::vector<Arm>& arms, const std::vector<std::string>& 
 
 static const OpInfo kInfo = {
     "vjp_dx", "MxK", 2, "16384x16384,8192x8192,4096x16384,16384x4096,1024x16384",
-    {{1, "dx_thread_col", "-", "one thread per column over all rows"},
-     {2, "dx_row_slices", "1", "16-byte column packs x row slices, fp32 partials + reduce kernel"},
+    {{1, "vjp_dx_reference", "-", "one thread per column over all rows"},
+     {2, "vjp_dx_row_slices", "1", "16-byte column packs x row slices, fp32 partials + reduce kernel"},
      {3, "dx_rows_in_flight4", "2", "4 rows' loads before their FMAs, 2x the slices"},
      {4, "dx_rows_in_flight8", "3", "8 rows' loads in flight, 4x fewer slices"},
      {5, "dx_fused_last_block", "4", "one launch: the last slice block reduces; evict-first W"},
@@ -1259,10 +1117,10 @@ static const OpInfo kInfo = {
      {8, "dx_warp_rows_atomic", "7", "one launch, partial rows added in L2 (red.global.add), last block converts"},
      {9, "dx_tma_ring", "8", "TMA ring of W tiles, equal work per resident block (sm_90+); slower"},
      {10, "dx_persistent", "8", "grid of exactly the resident blocks, equal contiguous shares; slower"},
-     {11, "dx_strips128", "8", "128-byte column strips over all rows, no cross-block finish at wide k"},
-     {12, "dx_strips256", "11", "256-byte strips, one 32-warp block per SM; shipped"},
-     {13, "dx_strips_one_wave", "12", "under 4096 rows: 128-byte strips in one wave of right-sized blocks; shipped"},
-     {14, "dx_strips_evict_first", "13", "variant 13 with evict-first W under 4096 rows; shipped"}},
+     {11, "vjp_dx_strips128", "8", "128-byte column strips over all rows, no cross-block finish at wide k"},
+     {12, "vjp_dx_strips256", "11", "256-byte strips, one 32-warp block per SM; shipped"},
+     {13, "vjp_dx_strips128_wave", "12", "under 4096 rows: 128-byte strips in one wave of right-sized blocks; shipped"},
+     {14, "vjp_dx_strips128_wave_ef", "13", "variant 13 with evict-first W under 4096 rows; shipped"}},
     "cublas", nullptr, {"pdl", "atomic", "persistent", "strips", "loads", "ws"}};
 
 static Case make_case(int dt, const std::vector<long long>& dims, Context& ctx, const std::vector<int>& variants) {

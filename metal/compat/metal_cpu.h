@@ -22,6 +22,7 @@
 //     transpose), simdgroup_store and simdgroup_multiply_accumulate: each emulated lane computes
 //     the whole 8x8 product (same values as the 32 cooperating lanes of the GPU), and only lane 0
 //     stores, so a barrier is needed before other threads read what was stored (as on the GPU).
+//   - fma, min, max, sqrt and rsqrt on float
 //   - no textures or other simd_* functions: a kernel using them fails to compile here, which
 //     is the signal to extend this header first.
 #pragma once
@@ -98,6 +99,9 @@ inline void atomic_store_explicit(atomic<T>* obj, U v, memory_order o) {
 using std::fma;
 using std::max;
 using std::min;
+// MSL's float math the kernels use (fp32 here, correctly rounded: the GPU's are within its ulps).
+inline float sqrt(float x) { return std::sqrt(x); }
+inline float rsqrt(float x) { return 1.0f / std::sqrt(x); }
 
 enum class mem_flags { mem_none = 0, mem_device = 1, mem_threadgroup = 2 };
 }  // namespace metal

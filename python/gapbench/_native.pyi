@@ -12,7 +12,7 @@ this file and the built module name the same things):
   metal        status, context_create_seconds, LaunchProbe, BlasCase    (built on macOS/arm64)
 
 Per op, the CUDA library holds a reference kernel (Impl.reference) and the kernels its dispatcher
-picks from (Impl.dispatch; rule table in cuda/kernels.h); BlasCase.strategy(impl) names the one
+picks from (Impl.dispatch; rule table in cuda/ops/<op>.cuh); BlasCase.strategy(impl) names the one
 that runs. Impl.vendor is cuBLAS (cudaMemcpyAsync for copy) or MPS (a blit for copy) on Metal;
 Impl.vendor_tf32 is cuBLAS with TF32, fp32 gemm only.
 
@@ -31,6 +31,7 @@ class Op(enum.Enum):
     vjp_dx = 2
     vjp_dw = 3
     gemm = 4
+    rmsnorm = 5
 
 class DType(enum.Enum):
     fp32 = 0

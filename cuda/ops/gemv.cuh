@@ -1,4 +1,5 @@
-// gemv.cu: y = A x (A row-major m x k), fp32/fp16/bf16 with fp32 accumulation.
+// cuda/ops/gemv.cuh: the gemv kernels (csrc/ops.def), shared by the library (its part at the end of this file) and
+// the lab (cuda/lab/gemv.cu). y = A x (A row-major m x k), fp32/fp16/bf16 with fp32 accumulation.
 // Memory-bound at every useful size: each element of A is read once, so the target is the copy
 // bandwidth. gemv_reference: one thread per row (threads of a warp read 32 different rows).
 // gemv_warp_rows: one warp per row, 16-byte packs, 4 packs in flight per lane before any
@@ -6,14 +7,15 @@
 // the GPU; fp32 partials summed by a second kernel. gemv_x_stationary: a block owns a k-range and
 // a run of rows; each warp keeps its part of x in registers for all those rows (x is read once
 // per block, not once per row), and the k-slices of a row meet by fp32 atomics in L2, the last
-// slice's block writing y (one launch). Which one runs: the rule in kernels.h.
+// slice's block writing y (one launch). Which one runs: the rule in
+// its library part below.
+#pragma once
 #include "dtype.cuh"
-#include "kernels.h"
 
 namespace gb::blas {
 
 template <class T>
-__global__ void gemv_thread_row(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y, long long m,
+__global__ void gemv_reference(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y, long long m,
                                 long long k) {
   long long row = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   if (row >= m) return;
@@ -24,7 +26,7 @@ __global__ void gemv_thread_row(const T* __restrict__ A, const T* __restrict__ x
 }
 
 template <class T, int UNROLL>
-__global__ void gemv_warp_row(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y, long long m,
+__global__ void gemv_warp_rows(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y, long long m,
                               long long k) {
   constexpr int N = Pack<T>::N;
   long long row = blockIdx.x * (long long)(blockDim.x / 32) + threadIdx.x / 32;
@@ -64,7 +66,7 @@ __global__ void gemv_warp_row(const T* __restrict__ A, const T* __restrict__ x, 
 // cannot fill the GPU (m warps < ~4 per SM slot) the row is cut into slices whose fp32 partial
 // sums a second kernel adds. For large m it is gemv_warp_rows with deeper unrolling.
 template <class T, int UNROLL>
-__global__ void gemv_split(const T* __restrict__ A, const T* __restrict__ x, float* __restrict__ part,
+__global__ void gemv_split_k(const T* __restrict__ A, const T* __restrict__ x, float* __restrict__ part,
                            T* __restrict__ y, long long m, long long k, long long slice) {
   constexpr int N = Pack<T>::N;
   long long row = blockIdx.x * (long long)(blockDim.x / 32) + threadIdx.x / 32;
@@ -102,7 +104,7 @@ __global__ void gemv_split(const T* __restrict__ A, const T* __restrict__ x, flo
 }
 
 template <class T>
-__global__ void gemv_reduce(const float* __restrict__ part, T* __restrict__ y, long long m, int slices) {
+__global__ void gemv_split_k_reduce(const float* __restrict__ part, T* __restrict__ y, long long m, int slices) {
   long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   if (r >= m) return;
   float acc = 0.f;
@@ -118,7 +120,7 @@ __global__ void gemv_reduce(const float* __restrict__ part, T* __restrict__ y, l
 // block that completes a run of rows (a counter per run) converts it to y and clears it, so the
 // workspace is reusable without a memset. Needs k % N == 0 (16-byte rows).
 template <class T, int P, int R, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32) gemv_xstat(const T* __restrict__ A, const T* __restrict__ x,
+__global__ void __launch_bounds__(WARPS * 32) gemv_x_stationary(const T* __restrict__ A, const T* __restrict__ x,
                                                           T* __restrict__ y, float* accum, unsigned* counters,
                                                           long long m, long long k, int rows_per_block) {
   constexpr int N = Pack<T>::N;
@@ -183,12 +185,24 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_xstat(const T* __restrict__ A
   if (threadIdx.x == 0) counters[blockIdx.x] = 0u;
 }
 
+}  // namespace gb::blas
+
+// ---------------------------------------------------------------- the library's part
+// The op's launcher, dispatcher rule, workspace and vendor call (cuda/kernels.h), compiled once into
+// the library: the build compiles this header with GB_OPS_LIBRARY defined (CMakeLists.txt); the
+// lab includes the kernels above only.
+#ifdef GB_OPS_LIBRARY
+#include "cublas_loader.h"
+#include "kernels.h"
+
+namespace gb::blas::ops::gemv {
+
 static constexpr int kGemvV4Packs = 4, kGemvV4Rows = 2, kGemvV4BlocksPerSm = 4, kGemvV4MaxRows = 512;
 
 // Warps per block: as many (up to 8) as the row's packs keep busy, so a narrow k does not leave
 // warps holding nothing but zeros.
 template <class T>
-static void launch_gemv_xstat(const T* A, const T* x, T* y, float* accum, unsigned* counters, long long m,
+static void launch_x_stationary(const T* A, const T* x, T* y, float* accum, unsigned* counters, long long m,
                               long long k, int sms, cudaStream_t s) {
   constexpr int P = kGemvV4Packs, R = kGemvV4Rows;
   long long kp = k / Pack<T>::N;
@@ -199,7 +213,7 @@ static void launch_gemv_xstat(const T* A, const T* x, T* y, float* accum, unsign
     rpb = (rpb + R - 1) / R * R;
     if (rpb > kGemvV4MaxRows) rpb = kGemvV4MaxRows;
     long long runs = (m + rpb - 1) / rpb;
-    gemv_xstat<T, P, R, WARPS><<<dim3((unsigned)runs, (unsigned)slices), WARPS * 32,
+    gemv_x_stationary<T, P, R, WARPS><<<dim3((unsigned)runs, (unsigned)slices), WARPS * 32,
                                  sizeof(float) * WARPS * rpb, s>>>(A, x, y, accum, counters, m, k, (int)rpb);
   };
   long long busy = (kp + 32LL * P - 1) / (32LL * P);  // warps the row can keep busy
@@ -222,9 +236,9 @@ static long long gemv_partials_floats(long long m, long long k, int sms) {
   return (gemv_split_slices(m, k, 4, sms) * m + 3) / 4 * 4;  // the fp32 pack allows the most slices
 }
 
-long long gemv_work_floats(long long m, long long k, int sms) { return gemv_partials_floats(m, k, sms) + 2 * m; }
+long long work_floats(const Problem& p, const Gpu& g) { return gemv_partials_floats(p.m, p.k, g.sms) + 2 * p.m; }
 
-void launch_gemv(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cudaStream_t s) {
+void launch(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cudaStream_t s) {
   const long long m = p.m, k = p.k;
   const int sms = g.sms;
   float* work = buf.work;
@@ -237,11 +251,11 @@ void launch_gemv(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf
     constexpr int warps = 8;
     switch (kern) {
       case Kernel::gemv_reference:
-        gemv_thread_row<T><<<(unsigned)((m + 127) / 128), 128, 0, s>>>(a, xv, yv, m, k);
+        gemv_reference<T><<<(unsigned)((m + 127) / 128), 128, 0, s>>>(a, xv, yv, m, k);
         return;
       case Kernel::gemv_x_stationary: {
         float* accum = work + gemv_partials_floats(m, k, sms);
-        launch_gemv_xstat<T>(a, xv, yv, accum, reinterpret_cast<unsigned*>(accum + m), m, k, sms, s);
+        launch_x_stationary<T>(a, xv, yv, accum, reinterpret_cast<unsigned*>(accum + m), m, k, sms, s);
         return;
       }
       case Kernel::gemv_split_k:
@@ -251,15 +265,41 @@ void launch_gemv(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf
           per = (per + Pack<T>::N - 1) / Pack<T>::N * Pack<T>::N;
           slices = (k + per - 1) / per;
           dim3 grid((unsigned)((m + warps - 1) / warps), (unsigned)slices);
-          gemv_split<T, 8><<<grid, warps * 32, 0, s>>>(a, xv, work, yv, m, k, per);
-          if (slices > 1) gemv_reduce<T><<<(unsigned)((m + 255) / 256), 256, 0, s>>>(work, yv, m, (int)slices);
+          gemv_split_k<T, 8><<<grid, warps * 32, 0, s>>>(a, xv, work, yv, m, k, per);
+          if (slices > 1) gemv_split_k_reduce<T><<<(unsigned)((m + 255) / 256), 256, 0, s>>>(work, yv, m, (int)slices);
           return;
         }
         [[fallthrough]];  // rows not 16-byte aligned: the warp-per-row form handles any k
       default:
-        gemv_warp_row<T, 4><<<(unsigned)((m + warps - 1) / warps), warps * 32, 0, s>>>(a, xv, yv, m, k);
+        gemv_warp_rows<T, 4><<<(unsigned)((m + warps - 1) / warps), warps * 32, 0, s>>>(a, xv, yv, m, k);
     }
   });
 }
 
-}  // namespace gb::blas
+// The dispatcher's rule, gemv's rows of the table (evidence: H200 paired sweeps, gemv-v4 at da1a708):
+//   fp32       k % 8 == 0                    gemv_x_stationary (v4): 102-127% of cuBLAS
+//   fp16/bf16  m < 4096                      gemv_split_k (v3): short m fills the GPU
+//   fp16/bf16  m >= 4096                     gemv_warp_rows (v2): no split needed
+//   any        k % 8 != 0 (no 16-byte rows)  gemv_warp_rows (v2, scalar loads)
+Kernel rule(const Problem& p, const Gpu&) {
+  if (p.k % 8 != 0) return Kernel::gemv_warp_rows;
+  if (p.dt == DType::fp32) return Kernel::gemv_x_stationary;
+  return p.m < 4096 ? Kernel::gemv_split_k : Kernel::gemv_warp_rows;
+}
+
+// Vendor row: cuBLAS, y = A x as column-major A^T (k x m), op T: sgemv for fp32, GemmEx with n = 1
+// for fp16/bf16.
+void vendor(const Vendor& v) {
+  const auto& api = gb::cuda::cublas::api();
+  const float one = 1.f, zero = 0.f;
+  const int M = (int)v.p.m, K = (int)v.p.k;
+  if (v.p.dt == DType::fp32)
+    check_cublas(api.sgemv(v.handle, gb::cuda::cublas::kOpT, K, M, &one, (const float*)v.buf.a, K, (const float*)v.buf.b, 1,
+                           &zero, (float*)v.buf.out, 1), "cublasSgemv");
+  else
+    check_cublas(api.gemm_ex(v.handle, gb::cuda::cublas::kOpT, gb::cuda::cublas::kOpN, M, 1, K, &one, v.buf.a, v.type, K, v.buf.b, v.type,
+                             K, &zero, v.buf.out, v.type, M, v.compute, gb::cuda::cublas::kGemmDefault), "cublasGemmEx(gemv)");
+}
+
+}  // namespace gb::blas::ops::gemv
+#endif  // GB_OPS_LIBRARY

@@ -1,27 +1,23 @@
-// vjp.cu: both cotangents of y = W x (W row-major m x k), the backward pass of a linear layer.
-//   dx = W^T v, a column reduction:
-//     vjp_dx_reference: one thread per column over all rows (coalesced, but only k threads).
-//     vjp_dx_row_slices: each thread owns one 16-byte pack of columns (or fewer at a ragged k) for a
-//       slice of rows, so the grid fills every SM; per-slice fp32 partials, then a reduce kernel.
-//       The dispatcher's choice where k % 8 != 0 (the strips need 16-byte rows).
-//     vjp_dx_strips*: narrow column strips, so that at wide k each block owns its columns over all
-//       rows and writes dx itself: no partials, no finishing block (the structure of cuBLAS's fp16
-//       kernel). 256- or 128-byte strips, block sizes and evict-first loads by the rule in kernels.h.
-//   dW = v x^T, a write-bound outer product:
-//     vjp_dw_reference: one thread per element.
-//     vjp_dw_2d_stream: 2-D grid, x's pack loaded once per thread, streaming stores.
-// The numbered variants these came from (1, 2, 12-14 and 1, 3) and the others: cuda/lab/.
-#include <stdexcept>
-#include <string>
-
+// cuda/ops/vjp_dx.cuh: the vjp_dx kernels (csrc/ops.def), shared by the library (its part at the end of this file)
+// and the lab (cuda/lab/vjp_dx.cu). dx = W^T v (W row-major m x k), a column reduction, the
+// backward pass of a linear layer:
+//   vjp_dx_reference: one thread per column over all rows (coalesced, but only k threads).
+//   vjp_dx_row_slices: each thread owns one 16-byte pack of columns (or fewer at a ragged k) for a
+//     slice of rows, so the grid fills every SM; per-slice fp32 partials, then vjp_dx_reduce.
+//   vjp_dx_strips: narrow column strips, so that at wide k each block owns its columns over all
+//     rows and writes dx itself: no partials, no finishing block (the structure of cuBLAS's fp16
+//     kernel). The shipped vjp_dx_strips256, _strips128, _strips128_wave and _strips128_wave_ef are
+//     its instantiations (strip width, block size, evict-first loads: its library part below).
+// The numbered variants these came from (1, 2, 12-14) and the others: cuda/lab/.
+#pragma once
 #include "dtype.cuh"
-#include "kernels.h"
 #include "ptx.cuh"
 
 namespace gb::blas {
 
+
 template <class T>
-__global__ void vjp_dx_thread_col(const T* __restrict__ W, const T* __restrict__ v, T* __restrict__ dx, long long m,
+__global__ void vjp_dx_reference(const T* __restrict__ W, const T* __restrict__ v, T* __restrict__ dx, long long m,
                                   long long k) {
   long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   if (j >= k) return;
@@ -31,7 +27,7 @@ __global__ void vjp_dx_thread_col(const T* __restrict__ W, const T* __restrict__
 }
 
 template <class T>
-__global__ void vjp_dx_partial(const T* __restrict__ W, const T* __restrict__ v, float* __restrict__ part,
+__global__ void vjp_dx_row_slices(const T* __restrict__ W, const T* __restrict__ v, float* __restrict__ part,
                                long long m, long long k, long long rows_per_slice) {
   constexpr int N = Pack<T>::N;
   long long col0 = (blockIdx.x * (long long)blockDim.x + threadIdx.x) * N;
@@ -191,6 +187,33 @@ __global__ void __launch_bounds__(WARPS * 32)
   add_and_finish<T, WARPS * 32, COLS>(sums, dx, accum, counters, blockIdx.x, k, 1u, gridDim.y, &last);
 }
 
+// The shipped strip configurations by strategy name (the rule picks among them; why these values:
+// the library part below): lanes per strip row (16: 256-byte strips, 8: 128-byte), rows per lane
+// step, warps per block (the wave forms size it to the strips), evict-first loads of W (_ef).
+static constexpr int kDxWideLanes = 16, kDxNarrowLanes = 8, kDxRows = 8, kDxWarps = 32;
+template <class T>
+constexpr auto vjp_dx_strips256 = vjp_dx_strips<T, kDxWideLanes, kDxRows, kDxWarps>;
+template <class T>
+constexpr auto vjp_dx_strips128 = vjp_dx_strips<T, kDxNarrowLanes, kDxRows, kDxWarps>;
+template <class T, int WARPS>
+constexpr auto vjp_dx_strips128_wave = vjp_dx_strips<T, kDxNarrowLanes, kDxRows, WARPS>;
+template <class T, int WARPS>
+constexpr auto vjp_dx_strips128_wave_ef = vjp_dx_strips<T, kDxNarrowLanes, kDxRows, WARPS, 1>;
+
+}  // namespace gb::blas
+
+// ---------------------------------------------------------------- the library's part
+// The op's launcher, dispatcher rule, workspace and vendor call (cuda/kernels.h), compiled once into
+// the library: the build compiles this header with GB_OPS_LIBRARY defined (CMakeLists.txt); the
+// lab includes the kernels above only.
+#ifdef GB_OPS_LIBRARY
+#include <stdexcept>
+#include <string>
+#include "cublas_loader.h"
+#include "kernels.h"
+
+namespace gb::blas::ops::vjp_dx {
+
 static constexpr int kDxBlock = 256;
 
 static void dx_geometry(long long m, long long k, int pack, int sms, long long* xblocks, long long* slices,
@@ -221,7 +244,9 @@ static long long dx_accum_counter_offset(long long m, long long k, int sms) {
   return dx_accum_offset(m, k, sms) + (k + 3) / 4 * 4;
 }
 
-long long vjp_dx_work_floats(long long m, long long k, int sms) {
+long long work_floats(const Problem& p, const Gpu& g) {
+  const long long m = p.m, k = p.k;
+  const int sms = g.sms;
   return dx_accum_counter_offset(m, k, sms) + (k + 31) / 32;  // counters: strips are >= 32 columns
 }
 
@@ -249,7 +274,7 @@ void launch_dx_strips(const T* W, const T* v, T* dx, float* work, long long m, l
 // reads two whole 128-byte lines of W instead of one. Where 256-byte strips are too few to fill
 // the SMs (fewer than ~3/4 of them) it falls back to 128-byte strips, so a strip still needs no
 // second slice while the strips fill the GPU.
-static constexpr int kDxWideLanes = 16, kDxNarrowLanes = 8, kDxRows = 8, kDxWarps = 32;
+// (kDxWideLanes, kDxNarrowLanes, kDxRows, kDxWarps: with the strip kernel above.)
 // vjp_dx_strips128_wave (was variant 13): under kDxTallRows rows, 128-byte strips in blocks small
 // enough that every strip's block is resident at once (16, 8 or 4 warps, ~32 warps per SM). With
 // few rows a strip is a short job: variant 12's 256-byte strips in one 32-warp block per SM run
@@ -265,39 +290,7 @@ static constexpr long long kDxTallRows = 4096;
 // L2 it is within 0.5% of plain loads (da1a708:docs/results/vjp-dx-sweep-h200-2026-11-22-loads13.txt).
 // Tall W keeps variant 12's plain loads: evict-first was 4-11% slower there.
 
-template <class T>
-__global__ void vjp_dw_thread_elem(const T* __restrict__ v, const T* __restrict__ x, T* __restrict__ dW, long long m,
-                                   long long k) {
-  long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (j >= k) return;
-  for (long long i = blockIdx.y; i < m; i += gridDim.y) dW[i * k + j] = from_f<T>(to_f(v[i]) * to_f(x[j]));
-}
-
-// vjp_dw_2d_stream: thread = one 16-byte pack of columns, loaded from x once and reused down the rows
-// it visits (grid-y strides over rows): no index division, and streaming stores (st.global.cs)
-// because dW is written once and never read back here, so it should not evict L2.
-template <class T>
-__global__ void vjp_dw_rows(const T* __restrict__ v, const T* __restrict__ x, T* __restrict__ dW, long long m,
-                            long long k) {
-  constexpr int N = Pack<T>::N;
-  long long packs = k / N;
-  long long jp = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (jp >= packs) return;
-  Pack<T> xs = reinterpret_cast<const Pack<T>*>(x)[jp];
-  float xf[N];
-#pragma unroll
-  for (int e = 0; e < N; ++e) xf[e] = to_f(xs.v[e]);
-  for (long long i = blockIdx.y; i < m; i += gridDim.y) {
-    float vi = to_f(v[i]);
-    Pack<T> out;
-#pragma unroll
-    for (int e = 0; e < N; ++e) out.v[e] = from_f<T>(vi * xf[e]);
-    __stcs(reinterpret_cast<uint4*>(dW + i * k) + jp, *reinterpret_cast<const uint4*>(&out));
-  }
-}
-
-
-void launch_vjp_dx(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cudaStream_t s) {
+void launch(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cudaStream_t s) {
   const long long m = p.m, k = p.k;
   const int sms = g.sms;
   float* work = buf.work;
@@ -320,7 +313,7 @@ void launch_vjp_dx(Kernel kern, const Problem& p, const Gpu& g, const Buffers& b
     };
     switch (kern) {
       case Kernel::vjp_dx_reference:
-        vjp_dx_thread_col<T><<<(unsigned)((k + 255) / 256), 256, 0, s>>>(w, vv, out, m, k);
+        vjp_dx_reference<T><<<(unsigned)((k + 255) / 256), 256, 0, s>>>(w, vv, out, m, k);
         return;
       case Kernel::vjp_dx_strips256:
         launch_dx_strips<T, kDxWideLanes, R, kDxWarps>(w, vv, out, work, m, k, sms, 1, s);
@@ -337,15 +330,23 @@ void launch_vjp_dx(Kernel kern, const Problem& p, const Gpu& g, const Buffers& b
       default: {  // vjp_dx_row_slices
         long long xblocks, slices, rps;
         dx_geometry(m, k, Pack<T>::N, sms, &xblocks, &slices, &rps);
-        vjp_dx_partial<T><<<dim3((unsigned)xblocks, (unsigned)slices), kDxBlock, 0, s>>>(w, vv, work, m, k, rps);
+        vjp_dx_row_slices<T><<<dim3((unsigned)xblocks, (unsigned)slices), kDxBlock, 0, s>>>(w, vv, work, m, k, rps);
         vjp_dx_reduce<T><<<(unsigned)((k + 255) / 256), 256, 0, s>>>(work, out, k, (int)slices);
       }
     }
   });
 }
 
-// The dispatcher's dx rule (the table in kernels.h).
-Kernel vjp_dx_rule(const Problem& p, const Gpu& g) {
+// The dispatcher's rule, dx's rows of the table (evidence: dx sweep v14 at da1a708):
+//   k % 8 != 0                                  vjp_dx_row_slices (v2)
+//   m >= 4096, 256-byte strips fill 3/4 of SMs  vjp_dx_strips256 (v12)
+//   m >= 4096, otherwise                        vjp_dx_strips128 (v12)
+//   m < 4096, W < L2/4                          vjp_dx_strips128_wave (v13)
+//   m < 4096, W >= L2/4                         vjp_dx_strips128_wave_ef (v14)
+// Why the last rows: v14's evict-first loads of W only pay where W is large against L2 (with dirty
+// L2 lines they took 512-2048 x 16384 fp32 from 88-94% to 101-104% of cuBLAS); on a W far below L2
+// they cost (1024x1024 fp16: v14 84.6% of cuBLAS, v13 108.8%), so v14 applies from W >= L2/4.
+Kernel rule(const Problem& p, const Gpu& g) {
   if (p.k % 8 != 0) return Kernel::vjp_dx_row_slices;
   if (p.m >= kDxTallRows) {
     const long long pack = 16 / dtype_bytes(p.dt);
@@ -356,23 +357,19 @@ Kernel vjp_dx_rule(const Problem& p, const Gpu& g) {
   return w_bytes >= 0.25 * (double)g.l2_bytes ? Kernel::vjp_dx_strips128_wave_ef : Kernel::vjp_dx_strips128_wave;
 }
 
-void launch_vjp_dw(Kernel kern, const Problem& p, const Buffers& buf, cudaStream_t s) {
-  const long long m = p.m, k = p.k;
-  dispatch_dtype(p.dt, [&]<class T>() {
-    auto vv = static_cast<const T*>(buf.a);
-    auto xv = static_cast<const T*>(buf.b);
-    auto out = static_cast<T*>(buf.out);
-    if (kern == Kernel::vjp_dw_reference || k % Pack<T>::N != 0) {  // (a ragged row: the reference form)
-      vjp_dw_thread_elem<T><<<dim3((unsigned)((k + 255) / 256), (unsigned)(m < 65535 ? m : 65535)), 256, 0, s>>>(
-          vv, xv, out, m, k);
-      return;
-    }
-    long long packs = k / Pack<T>::N;
-    long long xblocks = (packs + 255) / 256;
-    long long rows = (4096LL + xblocks - 1) / xblocks;  // ~4096 blocks in all, each over m/rows rows
-    rows = rows > m ? m : (rows > 65535 ? 65535 : rows);
-    vjp_dw_rows<T><<<dim3((unsigned)xblocks, (unsigned)rows), 256, 0, s>>>(vv, xv, out, m, k);
-  });
+// Vendor row: cuBLAS, dx = W^T v as column-major W^T (k x m) times v, op N: sgemv for fp32,
+// GemmEx with n = 1 for fp16/bf16.
+void vendor(const Vendor& v) {
+  const auto& api = gb::cuda::cublas::api();
+  const float one = 1.f, zero = 0.f;
+  const int M = (int)v.p.m, K = (int)v.p.k;
+  if (v.p.dt == DType::fp32)
+    check_cublas(api.sgemv(v.handle, gb::cuda::cublas::kOpN, K, M, &one, (const float*)v.buf.a, K, (const float*)v.buf.b, 1,
+                           &zero, (float*)v.buf.out, 1), "cublasSgemv");
+  else
+    check_cublas(api.gemm_ex(v.handle, gb::cuda::cublas::kOpN, gb::cuda::cublas::kOpN, K, 1, M, &one, v.buf.a, v.type, K, v.buf.b, v.type,
+                             M, &zero, v.buf.out, v.type, K, v.compute, gb::cuda::cublas::kGemmDefault), "cublasGemmEx(vjp_dx)");
 }
 
-}  // namespace gb::blas
+}  // namespace gb::blas::ops::vjp_dx
+#endif  // GB_OPS_LIBRARY

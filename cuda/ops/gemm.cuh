@@ -1,31 +1,25 @@
-// gemm.cu: batched C = A B (row-major, A m x k, B k x n, per batch), fp32 accumulation.
+// cuda/ops/gemm.cuh: the gemm kernels (csrc/ops.def), shared by the library (its part at the end of this file) and
+// the lab (cuda/lab/gemm.cu). Batched C = A B (row-major, A m x k, B k x n, per batch), fp32 accumulation.
 // Compute-bound at the paper's size (8 x 2000^3): the target is the vendor GEMM's FLOP rate.
 //   gemm_reference: one thread per output element, operands straight from global memory.
 //   gemm_simt_tiles (was variant 5): 128x128 block tiles, 8x8 register tiles per thread (SIMT fp32
 //     math), double-buffered shared memory with conflict-free 16-byte reads. Any dtype and shape.
 //   gemm_mma_async (was 6; fp16/bf16, sm_80+): mma.sync + ldmatrix fed by a 4-stage cp.async ring.
-//   gemm_wgmma_tma128/256 (were 7/8; fp16/bf16, sm_90a only): Hopper's TMA + wgmma with a producer
+//   gemm_wgmma_tma (gemm_wgmma_tma128/256, were 7/8; the BN = 128/256 instantiations; fp16/bf16, sm_90a only): Hopper's TMA + wgmma with a producer
 //     warpgroup and an mbarrier ring; 128x128 and 128x256 block tiles.
-// Which one runs: the rule in kernels.h. The other numbered variants: cuda/lab/.
+// Which one runs: the rule at the end of this file. The other numbered variants: cuda/lab/.
+#pragma once
 #include <cudaTypedefs.h>
 #include <mma.h>
 
-#include <map>
-#include <mutex>
-#include <stdexcept>
-#include <string>
-#include <tuple>
-#include <type_traits>
-
 #include "dtype.cuh"
-#include "kernels.h"
 #include "ptx.cuh"
-#include "tensor_map.h"
 
 namespace gb::blas {
 
+
 template <class T>
-__global__ void gemm_naive(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, long long m,
+__global__ void gemm_reference(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, long long m,
                            long long n, long long k) {
   long long col = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   long long row = blockIdx.y * (long long)blockDim.y + threadIdx.y;
@@ -44,7 +38,7 @@ __global__ void gemm_naive(const T* __restrict__ A, const T* __restrict__ B, T* 
 // rows/columns apart, so its shared-memory reads are 16-byte loads from consecutive addresses
 // across the warp: no bank conflicts. fp32 operands come in as 16-byte loads where aligned.
 template <class T>
-__global__ void __launch_bounds__(256) gemm_reg_db(const T* __restrict__ A, const T* __restrict__ B,
+__global__ void __launch_bounds__(256) gemm_simt_tiles(const T* __restrict__ A, const T* __restrict__ B,
                                                    T* __restrict__ C, long long m, long long n, long long k) {
   constexpr int BM = 128, BN = 128, BK = 8;
   __shared__ __align__(16) float As[2][BK][BM];
@@ -146,7 +140,7 @@ struct alignas(4) Pair {
 // column-major fragment mma wants). Rows are padded by 16 bytes so the 8 addresses of each
 // ldmatrix phase hit 8 different 4-bank groups. Needs k and n multiples of 8 (16-byte chunks).
 template <class T>
-__global__ void __launch_bounds__(256) gemm_mma(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
+__global__ void __launch_bounds__(256) gemm_mma_async(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
                                                 long long m, long long n, long long k) {
 #if __CUDA_ARCH__ >= 800
   using namespace gb::ptx;
@@ -241,7 +235,7 @@ __global__ void __launch_bounds__(256) gemm_mma(const T* __restrict__ A, const T
 // wgmma reaches on H100/H200. One wgmma group stays in flight while the previous slice's buffer
 // is released. A is K-major (row-major m x k); B is row-major k x n, i.e. N-major: imm-trans-b.
 template <class T, int BN>
-__global__ void __launch_bounds__(384, 1) gemm_wgmma(const __grid_constant__ CUtensorMap tmA,
+__global__ void __launch_bounds__(384, 1) gemm_wgmma_tma(const __grid_constant__ CUtensorMap tmA,
                                                      const __grid_constant__ CUtensorMap tmB, T* __restrict__ C,
                                                      int m, int n, int k) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -327,9 +321,34 @@ __global__ void __launch_bounds__(384, 1) gemm_wgmma(const __grid_constant__ CUt
 #endif
 }
 
+// The shipped wgmma configurations by strategy name: 128x128 and 128x256 block tiles.
+template <class T>
+constexpr auto gemm_wgmma_tma128 = gemm_wgmma_tma<T, 128>;
+template <class T>
+constexpr auto gemm_wgmma_tma256 = gemm_wgmma_tma<T, 256>;
+
+}  // namespace gb::blas
+
+// ---------------------------------------------------------------- the library's part
+// The op's launcher, dispatcher rule, workspace and vendor call (cuda/kernels.h), compiled once into
+// the library: the build compiles this header with GB_OPS_LIBRARY defined (CMakeLists.txt); the
+// lab includes the kernels above only.
+#ifdef GB_OPS_LIBRARY
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include "cublas_loader.h"
+#include "kernels.h"
+#include "tensor_map.h"
+
+namespace gb::blas::ops::gemm {
+
 namespace {
 
-constexpr int kMmaSmem = 4 * (128 * 40 + 32 * 136) * 2;  // gemm_mma: 4 stages of A and B tiles
+constexpr int kMmaSmem = 4 * (128 * 40 + 32 * 136) * 2;  // gemm_mma_async: 4 stages of A and B tiles
 
 [[noreturn]] void refuse(Kernel kern, const std::string& why) {
   throw gb::NotApplicable(std::string(kernel_name(kern)) + " cannot run here: " + why);
@@ -363,11 +382,11 @@ template <class T, int BN>
 int wgmma_binary() {
   static int binary = [] {
     cudaFuncAttributes fa{};
-    if (cudaFuncGetAttributes(&fa, gemm_wgmma<T, BN>) != cudaSuccess) {
+    if (cudaFuncGetAttributes(&fa, gemm_wgmma_tma<T, BN>) != cudaSuccess) {
       cudaGetLastError();
       return 0;
     }
-    if (cudaFuncSetAttribute(gemm_wgmma<T, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgmma_smem<T, BN>()) !=
+    if (cudaFuncSetAttribute(gemm_wgmma_tma<T, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgmma_smem<T, BN>()) !=
         cudaSuccess) {
       cudaGetLastError();
       return 0;
@@ -399,15 +418,16 @@ void launch_wgmma(Kernel kern, DType dt, const void* A, const void* B, void* C, 
     maps = it->second;
   }
   dim3 grid((unsigned)((n + BN - 1) / BN), (unsigned)((m + 127) / 128), (unsigned)batch);
-  gemm_wgmma<T, BN><<<grid, 384, wgmma_smem<T, BN>(), s>>>(maps.first, maps.second, static_cast<T*>(C), (int)m,
+  gemm_wgmma_tma<T, BN><<<grid, 384, wgmma_smem<T, BN>(), s>>>(maps.first, maps.second, static_cast<T*>(C), (int)m,
                                                           (int)n, (int)k);
 }
 
 }  // namespace
 
-bool gemm_wgmma_built() { return wgmma_binary<__half, 256>() == 90 && wgmma_binary<__half, 128>() == 90; }
+// This build holds sm_90a code for the wgmma kernels (needs a CUDA context).
+static bool wgmma_built() { return wgmma_binary<__half, 256>() == 90 && wgmma_binary<__half, 128>() == 90; }
 
-void launch_gemm(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cudaStream_t s) {
+void launch(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cudaStream_t s) {
   const long long batch = p.batch, m = p.m, n = p.n, k = p.k;
   const bool tensor = kern == Kernel::gemm_mma_async || kern == Kernel::gemm_wgmma_tma128 ||
                       kern == Kernel::gemm_wgmma_tma256;
@@ -428,10 +448,10 @@ void launch_gemm(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf
     if constexpr (sizeof(T) == 2) {
       if (kern == Kernel::gemm_mma_async) {
         static bool set = [] {
-          return cudaFuncSetAttribute(gemm_mma<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMmaSmem) == cudaSuccess;
+          return cudaFuncSetAttribute(gemm_mma_async<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMmaSmem) == cudaSuccess;
         }();
         (void)set;
-        gemm_mma<T><<<tiles, 256, kMmaSmem, s>>>(a, b, c, m, n, k);
+        gemm_mma_async<T><<<tiles, 256, kMmaSmem, s>>>(a, b, c, m, n, k);
         return;
       }
       if (kern == Kernel::gemm_wgmma_tma128) return launch_wgmma<T, 128>(kern, p.dt, a, b, c, batch, m, n, k, s);
@@ -439,11 +459,43 @@ void launch_gemm(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf
     }
     if (kern == Kernel::gemm_reference) {
       dim3 block(32, 8), grid((unsigned)((n + 31) / 32), (unsigned)((m + 7) / 8), (unsigned)batch);
-      gemm_naive<T><<<grid, block, 0, s>>>(a, b, c, m, n, k);
+      gemm_reference<T><<<grid, block, 0, s>>>(a, b, c, m, n, k);
       return;
     }
-    gemm_reg_db<T><<<tiles, 256, 0, s>>>(a, b, c, m, n, k);  // gemm_simt_tiles
+    gemm_simt_tiles<T><<<tiles, 256, 0, s>>>(a, b, c, m, n, k);  // gemm_simt_tiles
   });
 }
 
-}  // namespace gb::blas
+// The dispatcher's rule, gemm's rows of the table (evidence: gemm run 4 at da1a708):
+//   fp32       -                                           gemm_simt_tiles (v5)
+//   fp16/bf16  sm_90 + sm_90a code, k,n % 8 == 0, n > 128  gemm_wgmma_tma256 (v8)
+//   fp16/bf16  as above, n <= 128                          gemm_wgmma_tma128 (v7)
+//   fp16/bf16  sm_80+, k,n % 8 == 0                        gemm_mma_async (v6)
+//   fp16/bf16  otherwise                                   gemm_simt_tiles (v5)
+Kernel rule(const Problem& p, const Gpu& g) {
+  const bool half = p.dt != DType::fp32;
+  const bool aligned = p.k % 8 == 0 && p.n % 8 == 0;
+  if (!half || !aligned) return Kernel::gemm_simt_tiles;
+  const bool fits32 = p.m <= INT32_MAX && p.n <= INT32_MAX && p.k <= INT32_MAX;
+  const bool wgmma = g.cc / 10 == 9 && wgmma_built();  // an sm_90 GPU and sm_90a code in this build
+  if (wgmma && fits32) return p.n > 128 ? Kernel::gemm_wgmma_tma256 : Kernel::gemm_wgmma_tma128;
+  return g.cc >= 80 ? Kernel::gemm_mma_async : Kernel::gemm_simt_tiles;
+}
+
+long long work_floats(const Problem&, const Gpu&) { return 0; }
+
+// Vendor row: cuBLAS, C = A B row-major  <=>  C^T = B^T A^T column-major, strided-batched; with
+// Impl.vendor_tf32 the compute type allows TF32 tensor cores (fp32).
+void vendor(const Vendor& v) {
+  const auto& api = gb::cuda::cublas::api();
+  const float one = 1.f, zero = 0.f;
+  const int M = (int)v.p.m, N = (int)v.p.n, K = (int)v.p.k;
+  check_cublas(api.gemm_strided_batched_ex(v.handle, gb::cuda::cublas::kOpN, gb::cuda::cublas::kOpN, N, M, K, &one, v.buf.b, v.type, N,
+                                           (long long)K * N, v.buf.a, v.type, K, (long long)M * K, &zero, v.buf.out,
+                                           v.type, N, (long long)M * N, (int)v.p.batch, v.compute,
+                                           gb::cuda::cublas::kGemmDefault),
+               "cublasGemmStridedBatchedEx");
+}
+
+}  // namespace gb::blas::ops::gemm
+#endif  // GB_OPS_LIBRARY

@@ -1,0 +1,75 @@
+"""Each platform's binding includes that platform's headers: with the include directories CMake
+gives the _native target (cmake/native_includes.cmake, the one function CMakeLists.txt uses too),
+the host compiler's dependency list (g++ -M) for csrc/bind_metal.cpp holds metal/ headers and no
+cuda/ header, and csrc/bind_cuda.cpp the converse. (With cuda/ and metal/ themselves on the path,
+bind_metal.cpp's "blas.h" was cuda/blas.h on a Mac.) Missing toolkit headers (Metal, CUDA) are fine
+here: -MG lists them as they are named."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+PLATFORMS = ("cuda", "metal")
+
+
+def cmake() -> str:
+    exe = shutil.which("cmake") or str(Path(sys.executable).parent / "cmake")
+    if not Path(exe).exists():
+        pytest.skip("cmake not found")
+    return exe
+
+
+def native_include_dirs() -> list[str]:
+    """The include directories of the _native target, from the function CMakeLists.txt calls."""
+    p = subprocess.run([cmake(), f"-DGAPBENCH_ROOT={ROOT}", "-P", str(ROOT / "cmake" / "native_includes.cmake")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    dirs = [line.strip() for line in p.stderr.splitlines() if line.strip()]  # message() writes to stderr
+    assert dirs and all(Path(d).is_dir() for d in dirs), dirs
+    return dirs
+
+
+def dependencies(source: Path, dirs: list[str]) -> list[Path]:
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no host C++ compiler")
+    import pybind11
+
+    cmd = [cxx, "-std=c++17", "-M", "-MG", "-DGAPBENCH_WITH_METAL=1", "-DGAPBENCH_WITH_CUDA=1",
+           *[f"-I{d}" for d in dirs], "-isystem", pybind11.get_include(),
+           "-isystem", sysconfig.get_paths()["include"], str(source)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    deps = p.stdout.replace("\\\n", " ").split(":", 1)[1].split()
+    return [Path(d).resolve() for d in deps]
+
+
+def platform_of(path: Path) -> str | None:
+    try:
+        rel = path.relative_to(ROOT)
+    except ValueError:
+        return None
+    return rel.parts[0] if rel.parts[0] in PLATFORMS else None
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_binding_includes_its_own_platform_headers(platform):
+    source = ROOT / "csrc" / f"bind_{platform}.cpp"
+    deps = dependencies(source, native_include_dirs())
+    seen = {platform_of(d) for d in deps if d.exists()} - {None}
+    assert seen == {platform}, (source.name, sorted(str(d.relative_to(ROOT)) for d in deps
+                                                    if d.exists() and platform_of(d)))
+    # the headers that exist on both sides resolve to this platform's copy
+    for name in ("blas.h", "launch.h"):
+        assert ROOT / platform / name in deps, (source.name, name)
+
+
+def test_native_include_dirs_hold_no_platform_folder():
+    assert not any(Path(d).resolve().name in PLATFORMS for d in native_include_dirs())
