@@ -5,7 +5,7 @@ has it. Run: python -m bench.blas --ops rmsnorm"""
 import numpy as np
 
 from gapbench.core import opdecl
-from gapbench.ops.spec import C, FrameworkImpl, M, OpSpec, T, uniform
+from gapbench.ops.spec import C, FrameworkImpl, M, OpSpec, T, draw
 
 EPS = opdecl.get("rmsnorm").scalar
 #: fp32 roundings of a correct kernel beyond the sum of squares, each relative to y: the mean, + eps,
@@ -75,7 +75,7 @@ def _cupy_unfused(ad, a):
 SPEC = OpSpec(
     name="rmsnorm", form=("m", "k"),
     shapes=shapes,
-    inputs=lambda s, rng: [uniform(rng, s["m"], s["k"]), uniform(rng, s["k"])],
+    inputs=lambda s, rng: [draw(rng, s["m"], s["k"]), draw(rng, s["k"])],
     reference=reference,
     reduction=lambda s: s["k"],
     elements=lambda s: (s["m"] * s["k"] + s["k"], s["m"] * s["k"]),
