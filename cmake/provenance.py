@@ -22,7 +22,7 @@ from pathlib import Path
 
 SOURCE_DIRS = ("csrc", "cuda", "metal", "python")
 #: top-level files that shape the build
-SOURCE_FILES = ("CMakeLists.txt", "pyproject.toml", "cmake/native.exports")
+SOURCE_FILES = ("CMakeLists.txt", "pyproject.toml", "cmake/native.exports", "cmake/native_includes.cmake")
 EXCLUDED_DIRS = {"__pycache__", ".pytest_cache", ".import_linter_cache"}
 #: build output folders, excluded only directly under a source folder (python/build, not gapbench/dist:
 #: until 2026-11-23 a bare "dist" rule left python/gapbench/dist, bench.dist's code, out of the hash)
