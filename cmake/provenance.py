@@ -24,7 +24,7 @@ from pathlib import Path
 
 SOURCE_DIRS = ("csrc", "cuda", "metal", "python", "bench")
 #: top-level files that shape the build
-SOURCE_FILES = ("CMakeLists.txt", "pyproject.toml", "cmake/native.exports")
+SOURCE_FILES = ("CMakeLists.txt", "pyproject.toml", "cmake/native.exports", "cmake/native_includes.cmake")
 #: what generates committed tables, hashed too (a generator's change changes the tables)
 GENERATOR_GLOBS = ("docs/results/*.py",)
 EXCLUDED_DIRS = {"__pycache__", ".pytest_cache", ".import_linter_cache"}

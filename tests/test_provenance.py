@@ -47,7 +47,7 @@ def test_clean_checkout_then_an_edit_is_dirty(tree):
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, capture_output=True, text=True).stdout.strip()
     clean = prov.provenance(tree)
     assert clean == {"source_commit": head, "source_hash": clean["source_hash"], "dirty": False}
-    f = tree / "cuda" / "gemv.cu"
+    f = tree / "cuda" / "ops" / "gemv.cuh"
     original = f.read_bytes()
     f.write_bytes(original + b"\n// edited\n")
     edited = prov.provenance(tree)
