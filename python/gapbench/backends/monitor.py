@@ -110,23 +110,13 @@ def clock_watch(index: int = 0):
     return ClockWatch(nv.sm_clock_mhz, top, throttle=nv.throttle_reasons), ""
 
 
-def event_pair_seconds(samples: int = 200) -> float | None:
-    """The device time of an empty CUDA event pair (two events recorded back to back, no work
-    between), the median over `samples` pairs: the floor under every event-timed sample. None
-    where torch with CUDA is not here to record the events."""
+def event_pair_seconds(adapter, samples: int = 200) -> float | None:
+    """The device time of an empty CUDA event pair: two events recorded back to back on the
+    framework adapter's stream behind the release gate (the same hold the framework rows are timed
+    under), so the host's gap between the two records is not in it; the median over `samples`.
+    The floor under every event-timed sample. None where the adapter cannot time on a device."""
     try:
-        import torch
-
-        if not torch.cuda.is_available():
-            return None
-        vals = []
-        for _ in range(samples):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            b.record()
-            b.synchronize()
-            vals.append(a.elapsed_time(b) * 1e-3)
-        vals.sort()
+        vals = sorted(adapter.time_device(lambda: None, 1) for _ in range(samples))
         return vals[len(vals) // 2]
     except Exception:
         return None

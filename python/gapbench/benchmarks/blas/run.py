@@ -122,7 +122,7 @@ class Session:
 
             self.watch, _ = clock_watch(0)
             if Backend.torch_cuda in self.adapters:
-                self.event_pair_s = event_pair_seconds()
+                self.event_pair_s = event_pair_seconds(self.adapters[Backend.torch_cuda])
 
 
 def iterate(cfg: Config, backends: list[Backend], on_case: Callable[[str], None] | None = None,
