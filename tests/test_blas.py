@@ -466,3 +466,14 @@ def test_a_row_faster_than_the_measured_ceiling_is_implausible_unless_l2_residen
         c.print(t)
     line = next(ln for ln in c.export_text().splitlines() if "1024x16384" in ln)
     assert "implausible" in line and "faster" not in line
+
+
+def test_an_op_no_vendor_has_is_paired_against_the_dispatcher():
+    """rmsnorm has no vendor row: its framework rows are paired against the library's dispatcher."""
+    from gapbench.benchmarks.blas.measure import measure_case
+
+    arms = [_fake_arm("gapbench", 1.0e-3), _fake_arm("torch", 2.0e-3)]
+    recs = measure_case(lambda b, v, p, **kw: Record(probe="blas", backend=b, variant=v, params=p.to_dict(), **kw),
+                        arms, [HOT], budget_s=1.0, rel_hw=0.01, max_rounds=20, min_rounds=10, warmup=0, seed=0)
+    t = next(r for r in recs if r.variant == "torch").params["paired"]
+    assert t["vs"] == "native-cuda/gapbench" and t["speed_ratio"] == pytest.approx(0.5)

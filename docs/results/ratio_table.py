@@ -75,7 +75,12 @@ def launch_table(path: str, run) -> str:
         if p and p.get("x_floor") is not None:
             lo = "-" if p.get("lo") is None else f"{p['lo']:.3f}"
             hi = "-" if p.get("hi") is None else f"{p['hi']:.3f}"
-            lines.append(f"| {r.backend} | {r.metric} | {p['vs']} | {p['x_floor']:.3f} [{lo}-{hi}] | {p['rounds']} |")
+            if p.get("perturbed"):  # an arm moved between the rounds and its standalone timing
+                cell = (f"{p['x_standalone']:.3f} alone (paired {p['x_floor']:.3f} [{lo}-{hi}] perturbed: "
+                        f"{p['perturbed']})")
+            else:
+                cell = f"{p['x_floor']:.3f} [{lo}-{hi}]"
+            lines.append(f"| {r.backend} | {r.metric} | {p['vs']} | {cell} | {p['rounds']} |")
     lines += ["", "| harness / plain C++ loop (native-cuda null kernel, time) | ratio [95% interval] |", "|---|---|"]
     lines += [f"| {m} | {r:.3f} [{lo:.3f}-{hi:.3f}] |" for m, r, lo, hi in plain_comparison(run.records)]
     wall = ""
@@ -126,6 +131,20 @@ def table(path: str) -> str:
         g = by.get("gapbench")
         lines.append(f"| {op} | {dt} | {shape} | {g.params.get('strategy', '') if g else ''} | "
                      + " | ".join(cell(by[v]) if v in by else "" for v in ROWS) + " |")
+    roof = (run.run.get("roofline") or {}).get("cuda", {}).get("bytes_per_s", {}).get("value")
+    own = [("| op | dtype | shape | row | TB/s | % of copy | vs the dispatcher |"), "|---|---|---|---|---|---|---|"]
+    for (op, dt, shape), rs in cases.items():
+        if any(r.variant in ("cublas", "memcpy") for r in rs) or not roof:
+            continue
+        for r in rs:
+            if r.status == OK:
+                rate = r.rates().get("bytes_per_s", 0)
+                own.append(f"| {op} | {dt} | {shape} | {r.backend}/{r.variant} | {rate / 1e12:.3f} | "
+                           f"{100 * rate / roof:.1f}% | {cell(r)} |")
+    if len(own) > 2:
+        lines += ["", "Ops no vendor library has: each row's rate against the copy bandwidth measured in the run "
+                      f"({roof / 1e12:.3f} TB/s), and its paired ratio against the dispatcher where the run took one.",
+                  ""] + own
     foot = ["", "Speed ratio = vendor time / row time (> 1: faster than the vendor), hot cache; * the ratio's "
             "interval did not reach its 1% target within the case's budget; n/c: the row and the vendor ran under "
             "different conditions (the field named), so no ratio. torch rows at fp32 may run at TF32 "

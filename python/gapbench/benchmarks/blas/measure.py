@@ -53,6 +53,8 @@ class CaseArm:
         return f"{self.backend.value}/{self.variant}"
 
 
+#: the variant name of the library's dispatcher row
+DISPATCHER = "gapbench"
 #: runs of each arm timed alone after the paired rounds (at least), to check the pairing moved none
 ALONE_RUNS = 20
 
@@ -117,7 +119,10 @@ def measure_case(make_record: Callable[..., Record], arms: list[CaseArm], modes:
             live = [a for a in group if mode.cache in a.samplers]
             if not live:
                 continue
-            ref = next((a for a in live if a.vendor), None)
+            # every ratio is against the vendor arm; an op no vendor library has (rmsnorm) is
+            # held against the library's dispatcher instead
+            ref = next((a for a in live if a.vendor), None) or next(
+                (a for a in live if a.backend.is_native and a.variant == DISPATCHER), None)
             pairs = [(a.key, ref.key) for a in live if ref is not None and a is not ref]
             w = watch if cls is DeviceClass.cuda else None
             try:
