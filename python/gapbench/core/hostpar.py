@@ -59,9 +59,9 @@ def elementwise(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray, dtype) ->
     return out.reshape(np.shape(x))
 
 
-def uniform(rng: np.random.Generator, shape: tuple[int, ...], low: float = -1.0, high: float = 1.0) -> np.ndarray:
-    """float32 values uniform in [low, high), drawn in chunks from generators spawned from `rng`
-    (so a seeded rng gives the same values on any number of cores)."""
+def _draw(rng: np.random.Generator, shape: tuple[int, ...], fill) -> np.ndarray:
+    """float32 values of `shape`, each chunk filled by `fill(generator, view)` with its own
+    generator spawned from `rng` (so a seeded rng gives the same values on any number of cores)."""
     n = int(np.prod(shape, dtype=np.int64))
     out = np.empty(n, dtype=np.float32)
     parts = spans(n, 4 * CHUNK)
@@ -69,25 +69,22 @@ def uniform(rng: np.random.Generator, shape: tuple[int, ...], low: float = -1.0,
 
     def part(i):
         lo, hi = parts[i]
-        view = out[lo:hi]
-        gens[i].random(out=view, dtype=np.float32)
+        fill(gens[i], out[lo:hi])
+
+    map_chunks(lambda i, _: part(i), len(parts), chunk=1)
+    return out.reshape(shape)
+
+
+def uniform(rng: np.random.Generator, shape: tuple[int, ...], low: float = -1.0, high: float = 1.0) -> np.ndarray:
+    """float32 values uniform in [low, high), drawn in chunks on the host's cores."""
+    def fill(g, view):
+        g.random(out=view, dtype=np.float32)
         view *= np.float32(high - low)
         view += np.float32(low)
 
-    map_chunks(lambda i, _: part(i), len(parts), chunk=1)
-    return out.reshape(shape)
+    return _draw(rng, shape, fill)
 
 
 def normal(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    """float32 values from the standard normal distribution, drawn in chunks as `uniform` is."""
-    n = int(np.prod(shape, dtype=np.int64))
-    out = np.empty(n, dtype=np.float32)
-    parts = spans(n, 4 * CHUNK)
-    gens = rng.spawn(len(parts)) if parts else []
-
-    def part(i):
-        lo, hi = parts[i]
-        gens[i].standard_normal(out=out[lo:hi], dtype=np.float32)
-
-    map_chunks(lambda i, _: part(i), len(parts), chunk=1)
-    return out.reshape(shape)
+    """float32 values from the standard normal distribution, drawn in chunks on the host's cores."""
+    return _draw(rng, shape, lambda g, view: g.standard_normal(out=view, dtype=np.float32))

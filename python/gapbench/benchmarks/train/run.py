@@ -175,25 +175,21 @@ def _run_case(case: Case, base: dict, params: dict, progress) -> list[Record]:
     sampler = Sampler(case.backend, case.sample_interval_s, nvml)
     done = 0
     total = case.steps * len(arms)
+    plain_loops = {"plain": (wl.plain, plain, "plain loop"),
+                   "plain_defaults": (getattr(wl, "plain_defaults", None), plain_def, "plain loop, library defaults")}
     with sampler:
         wl.sync()
         energy.start()
         for r, n in enumerate(per_round):
             order = arms if r % 2 == 0 else arms[::-1]
             for arm in order:
-                if arm == "plain_defaults":
+                if arm in plain_loops:  # a plain loop: no sampler, one sync per step
+                    run, into, what = plain_loops[arm]
                     sampler.pause()
-                    plain_def += wl.plain_defaults(n)
+                    into += run(n)
                     sampler.resume()
                     done += n
-                    say(f"round {r + 1}/{case.rounds} plain loop, library defaults ({done}/{total} steps)")
-                    continue
-                if arm == "plain":
-                    sampler.pause()
-                    plain += wl.plain(n)
-                    sampler.resume()
-                    done += n
-                    say(f"round {r + 1}/{case.rounds} plain loop ({done}/{total} steps)")
+                    say(f"round {r + 1}/{case.rounds} {what} ({done}/{total} steps)")
                     continue
                 if arm == "nosampler":
                     sampler.pause()
