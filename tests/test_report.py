@@ -90,17 +90,6 @@ def _rec(samples):
                   work={"bytes": 4096 * 4097 * 4.0}, params={"op": "gemv", "dtype": "fp32", "shape_text": "4096x4096"})
 
 
-@pytest.mark.parametrize("a, b, want", [
-    ([1.0, 1.01, 0.99, 1.02, 0.98] * 4, [0.80, 0.81, 0.79, 0.82, 0.78] * 4, "faster"),
-    ([1.0, 1.01, 0.99, 1.02, 0.98] * 4, [1.30, 1.31, 1.29, 1.32, 1.28] * 4, "slower"),
-    ([1.0, 1.01, 0.99, 1.02, 0.98] * 4, [1.005, 1.0, 1.01, 0.995, 0.99] * 4, "same"),
-    ([1.0, 1.5, 0.5, 1.2, 0.8] * 4, [1.5, 2.2, 0.8, 1.85, 1.15] * 4, "unclear"),  # IQRs overlap, medians 50% apart
-])
-def test_ab_verdict_comes_from_the_spread(a, b, want):
-    v, ratio = rp.verdict(_rec(a), _rec(b))
-    assert v == want
-
-
 def test_compare_table_matches_rows_by_key(tmp_path):
     def run(path, scale):
         w = RunWriter(path, env=_env("G"), run={"probe": "blas"})
@@ -110,7 +99,7 @@ def test_compare_table_matches_rows_by_key(tmp_path):
 
     md, _ = rp.build([run(tmp_path / "a.json", 1.0), run(tmp_path / "b.json", 0.5)], tmp_path / "rep", compare=True)
     row = next(line for line in md.read_text().splitlines() if line.startswith("| blas | torch-cuda"))
-    assert row.endswith("| 0.500 | faster |")
+    assert "| 0.500 [" in row and row.endswith("| faster |")  # gapbench compare's ratio and verdict
     with pytest.raises(rp.SchemaError):
         rp.build([run(tmp_path / "a.json", 1.0)], tmp_path / "rep2", compare=True)
 

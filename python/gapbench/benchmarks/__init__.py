@@ -15,6 +15,7 @@ REGISTRY: dict[str, str] = {
     "suite": "gapbench.benchmarks.suite.command:BENCHMARK",
     "dist": "gapbench.benchmarks.collectives.command:BENCHMARK",
     "report": "gapbench.benchmarks.report.command:BENCHMARK",
+    "compare": "gapbench.benchmarks.compare.command:BENCHMARK",
     "run": "gapbench.benchmarks.run.command:BENCHMARK",
 }
 

@@ -25,9 +25,9 @@ from pathlib import Path
 from gapbench.core import published as pub
 from gapbench.core.benchmark import Benchmark
 from gapbench.core.cli import UsageError
-from gapbench.core.reportkit import Table, date, machine_of, ok, peaks_by_machine, spread
+from gapbench.core.reportkit import Table, date, machine_of, peaks_by_machine, spread
 from gapbench.core.bundle import load_inputs
-from gapbench.core.result import Record, Run, SchemaError, atomic_write_text
+from gapbench.core.result import Run, SchemaError, atomic_write_text
 
 
 # ============================================================== sections
@@ -79,43 +79,18 @@ def published_table1() -> Table:
 
 
 # ============================================================== A/B
-def _key(r: Record) -> tuple:
-    p = r.params
-    return (r.probe, r.backend, r.variant, r.metric, str(p.get("label") or ""), str(p.get("op") or ""),
-            str(p.get("dtype") or ""), str(p.get("shape_text") or ""), str(p.get("cache") or ""))
-
-
-def verdict(a: Record, b: Record) -> tuple[str, float]:
-    """B against A from their samples: 'faster'/'slower' when the interquartile ranges do not
-    overlap, 'same' when they overlap and the medians differ by less than the larger relative
-    IQR, otherwise 'unclear'. Returns (verdict, B/A median ratio)."""
-    sa, sb = a.summary(), b.summary()
-    ratio = sb.median / sa.median
-    if sb.p75 < sa.p25:
-        return "faster", ratio
-    if sb.p25 > sa.p75:
-        return "slower", ratio
-    tol = max(sa.iqr / sa.median, sb.iqr / sb.median)
-    return ("same" if abs(ratio - 1) <= tol else "unclear"), ratio
-
-
 def compare_table(a: Run, b: Run) -> Table:
-    ia = {_key(r): r for r in a.records if ok(r)}
-    rows = []
-    for r in b.records:
-        k = _key(r)
-        if k not in ia:
-            continue
-        if not ok(r):
-            rows.append([*map(str, k[:4]), k[4] or f"{k[5]} {k[6]} {k[7]}".strip(), "-", "-", "-", f"B {r.status}"])
-            continue
-        v, ratio = verdict(ia[k], r)
-        rows.append([*map(str, k[:4]), k[4] or f"{k[5]} {k[6]} {k[7]}".strip(), spread(ia[k], 1e6), spread(r, 1e6),
-                     f"{ratio:.3f}", v])
+    """`gapbench compare A B` (gapbench.core.compare) as a report table: the same matching,
+    intervals and verdicts."""
+    from gapbench.core import compare as cmp
+
+    rows = [[*c.key[:4], c.key[4], f"{c.quantiles['A'][0] * 1e6:.4g}", f"{c.quantiles['B'][0] * 1e6:.4g}",
+             cmp.fmt_ratio(c), c.verdict if not c.why else f"{c.verdict} ({c.why})"] for c in cmp.compare_runs(a, b)]
     return Table(f"A/B: B = {b.path.name} ({machine_of(b)}) against A = {a.path.name} ({machine_of(a)}), us per op",
-                 ["probe", "backend", "variant", "metric", "case", "A", "B", "B/A", "verdict"], rows,
-                 note="Verdict from the spreads: faster/slower when the interquartile ranges do not overlap; same when they overlap "
-                      "and the medians differ by less than the larger relative IQR; unclear otherwise.")
+                 ["probe", "backend", "variant", "metric", "case", "A p50", "B p50", "B/A [95%]", "verdict"], rows,
+                 note="gapbench compare: B/A is the median time ratio with its 95% bootstrap interval; same / faster / "
+                      f"slower beyond +-{100 * cmp.MIN_EFFECT:.0f}%, ambiguous where the interval straddles a bound; "
+                      "rows whose conditions differ are not comparable.")
 
 
 # ============================================================== rendering
@@ -218,7 +193,8 @@ class ReportBenchmark(Benchmark):
         ap.add_argument("files", nargs="+", help="result files (.json, .json.gz), folders of them, `gapbench run` bundles (folders or "
                         ".tar.gz) - any suites, any machines")
         ap.add_argument("--out", default="report", help="output folder (report.md, report.html, figures)")
-        ap.add_argument("--compare", action="store_true", help="also an A/B table of the two files given (A first)")
+        ap.add_argument("--compare", action="store_true",
+                        help="also an A/B table of the two files given (A first): gapbench compare A B")
         ap.add_argument("--price", action="append", default=[], metavar="NAME=USD",
                         help="a machine's price for the Table 1 view, matched against its device name (repeatable)")
         ap.add_argument("--self-contained", action="store_true",

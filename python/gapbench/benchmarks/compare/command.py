@@ -1,0 +1,125 @@
+"""`gapbench compare A B [C ...]` (also `python -m bench.compare`): each later result file against
+the first, row by row: the change B/A of the median time with a 95% interval from the raw samples,
+and a verdict same / faster / slower / ambiguous beyond a minimum effect (gapbench.core.compare).
+Rows whose conditions differ are listed as not comparable, with the field; files from different
+devices are said to be so, and each row is also shown as a fraction of its own machine's measured
+ceiling. `--fail-if slower>5%` exits 1 with one line per regressed row, for a CI gate.
+
+    gapbench compare before.json.gz after.json.gz
+    gapbench compare before.json.gz after.json.gz --fail-if slower>5% --markdown cmp.md --json cmp.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from gapbench.core import compare as cmp
+from gapbench.core.benchmark import Benchmark
+from gapbench.core.cli import UsageError
+from gapbench.core.result import SchemaError, atomic_write_text, load_run
+
+
+def _fail_if(text: str) -> tuple[str, float]:
+    try:
+        return cmp.parse_fail_if(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _fraction(text: str) -> float:
+    try:
+        v = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a fraction (0.02) or a percentage (2%)") from None
+    if not 0 <= v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: the minimum effect must lie in [0, 1)")
+    return v
+
+
+class CompareBenchmark(Benchmark):
+    name = "compare"
+    title = "Did it get faster or slower: rows of result files matched, with intervals and verdicts"
+    measures = False
+
+    def add_arguments(self, ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("files", nargs="+", help="two or more result files (.json, .json.gz): each later one against the first")
+        ap.add_argument("--min-effect", type=_fraction, default=cmp.MIN_EFFECT,
+                        help="smallest change called faster or slower (default 2%%)")
+        ap.add_argument("--widen", type=float, default=1.0,
+                        help="factor on each interval's half-width for the noise between processes (default 1: "
+                             "the intervals cover the noise within the runs only)")
+        ap.add_argument("--fail-if", type=_fail_if, default=None, metavar="slower>N%",
+                        help="exit 1 when a row is classified slower (or faster) by more than N%%")
+        ap.add_argument("--markdown", help="also write the comparison as Markdown to this file")
+        ap.add_argument("--json", help="also write the comparison as JSON to this file")
+
+    def run(self, args, prog: str, argv: list[str] | None) -> int:
+        from rich.table import Table
+
+        from gapbench.core.cli import console_for
+
+        if len(args.files) < 2:
+            raise UsageError("give at least two result files: the first is the baseline (A)")
+        if args.widen < 1:
+            raise UsageError(f"--widen {args.widen}: must be >= 1")
+        runs = []
+        for f in args.files:
+            if not Path(f).is_file():
+                raise UsageError(f"{f}: no such file (give result files written by gapbench)")
+            try:
+                runs.append(load_run(f))
+            except (SchemaError, OSError, ValueError) as e:
+                raise UsageError(f"{f}: cannot read it as a gapbench result ({str(e).splitlines()[0][:200]})") from None
+        console = console_for()
+        base = runs[0]
+        doc, md, failed = {"baseline": str(base.path), "min_effect": args.min_effect, "widen": args.widen,
+                           "widen_note": "1: within-run noise only (not calibrated against A/A runs)"
+                           if args.widen == 1 else "given with --widen", "comparisons": []}, [], []
+        for other in runs[1:]:
+            changes = cmp.compare_runs(base, other, args.min_effect, args.widen)
+            devices = cmp.different_devices(base, other)
+            title = f"B = {other.path.name} against A = {base.path.name}"
+            if devices:
+                title += f" (different devices: {cmp.device_of(base)} -> {cmp.device_of(other)})"
+            t = Table(title=title, caption=f"B/A: median time ratio (below 1: B faster) [95% bootstrap interval]; "
+                      f"verdict beyond +-{100 * args.min_effect:.3g}%")
+            for col in ("row", "A p50 us", "B p50 us", "B/A [95%]", "verdict") + (("of ceiling A -> B",) if devices else ()):
+                t.add_column(col)
+            md += [f"## {title}", "", "| row | A p50 us | B p50 us | B/A [95%] | verdict |" + (" of ceiling A -> B |" if devices else ""),
+                   "|---|---|---|---|---|" + ("---|" if devices else "")]
+            for c in changes:
+                verdict = c.verdict if not c.why else f"{c.verdict} ({c.why})"
+                ceil = (f"{100 * c.of_ceiling['A']:.0f}% -> {100 * c.of_ceiling['B']:.0f}%" if c.of_ceiling else "",)
+                cells = (cmp.key_text(c.key), f"{c.quantiles['A'][0] * 1e6:.4g}", f"{c.quantiles['B'][0] * 1e6:.4g}",
+                         cmp.fmt_ratio(c), verdict) + (ceil if devices else ())
+                t.add_row(*cells)
+                md.append("| " + " | ".join(cells) + " |")
+            n = cmp.counts(changes)
+            summary = ", ".join(f"{v} {k}" for k, v in n.items())
+            console.print(t)
+            console.print(f"{other.path.name}: {summary}", highlight=False)
+            md += ["", summary, ""]
+            doc["comparisons"].append({"a": str(base.path), "b": str(other.path), "different_devices": devices,
+                                       "counts": n, "rows": [c.to_dict() for c in changes]})
+            if args.fail_if is not None:
+                failed += [(other, c) for c in cmp.gate(changes, args.fail_if)]
+        if args.markdown:
+            atomic_write_text(Path(args.markdown), "\n".join(md) + "\n")
+        if args.json:
+            atomic_write_text(Path(args.json), json.dumps(doc, indent=1) + "\n")
+        if failed:
+            direction, size = args.fail_if
+            for other, c in failed:
+                print(f"{direction} by more than {100 * size:.3g}%: {cmp.key_text(c.key)}: B/A {cmp.fmt_ratio(c)} "
+                      f"({other.path.name})", file=sys.stderr)
+            return 1
+        return 0
+
+
+BENCHMARK = CompareBenchmark()
+
+
+def main(argv: list[str] | None = None, prog: str = "gapbench compare") -> int:
+    return BENCHMARK.main(argv, prog)

@@ -1,0 +1,175 @@
+"""Did it get faster or slower, and how sure are we: rows of two or more result files matched and
+classified (`gapbench compare`).
+
+Rows match by benchmark, backend, variant, metric and case (op, dtype, shape, or a training
+case's label) and must share their compared conditions (gapbench.core.conditions): a row whose
+conditions differ is listed as not comparable, with the field. For each matched pair the change is
+the ratio of medians, B time / A time (below 1: B is faster), with a 95% percentile-bootstrap
+interval from the raw samples of both sides, widened by `widen` (1 by default: the interval then
+covers the noise within the two runs only; the noise between processes and machines needs a factor
+calibrated from A/A runs, issue 30). Each row is then:
+
+- same: the whole interval within 1 +- min_effect;
+- faster / slower: the whole interval below 1 - min_effect / above 1 + min_effect;
+- ambiguous: the interval straddles a bound, so the data cannot say.
+
+nvbench_compare and pyperf's compare_to were the models: both classify from each side's noise and
+hold a minimum effect; this adds the conditions and the devices.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from gapbench.core.conditions import Conditions, mismatch
+from gapbench.core.result import OK, Record, Run
+
+SAME, FASTER, SLOWER, AMBIGUOUS, NOT_COMPARABLE = "same", "faster", "slower", "ambiguous", "not comparable"
+#: default smallest change called faster or slower (2%: below it, a change is noise or not worth a gate)
+MIN_EFFECT = 0.02
+BOOTSTRAP = 2000
+
+
+def row_key(r: Record) -> tuple[str, ...]:
+    """What a row is, whatever run it is in: benchmark, backend, variant, metric and its case."""
+    p = r.params or {}
+    case = str(p.get("label") or " ".join(str(p.get(k) or "") for k in ("op", "dtype", "shape_text")).strip())
+    return (r.probe, r.backend, r.variant, r.metric, case)
+
+
+def key_text(k: Sequence[str]) -> str:
+    return " ".join(x for x in (k[0], k[4], f"{k[1]}/{k[2]}", k[3]) if x)
+
+
+def median_ratio_ci(a: np.ndarray, b: np.ndarray, n: int = BOOTSTRAP, seed: int = 0,
+                    confidence: float = 0.95) -> tuple[float, float, float]:
+    """(median(b) / median(a), lo, hi): the ratio of medians and its percentile-bootstrap interval,
+    each side resampled with replacement on its own (the two runs are independent)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    ma = np.median(a[rng.integers(0, a.size, (n, a.size))], axis=1)
+    mb = np.median(b[rng.integers(0, b.size, (n, b.size))], axis=1)
+    r = mb / ma
+    tail = (1 - confidence) / 2
+    return float(np.median(b) / np.median(a)), float(np.quantile(r, tail)), float(np.quantile(r, 1 - tail))
+
+
+def classify(lo: float, hi: float, min_effect: float = MIN_EFFECT) -> str:
+    """same / faster / slower / ambiguous from the interval of B time / A time."""
+    if hi < 1 - min_effect:
+        return FASTER
+    if lo > 1 + min_effect:
+        return SLOWER
+    if lo >= 1 - min_effect and hi <= 1 + min_effect:
+        return SAME
+    return AMBIGUOUS
+
+
+@dataclass
+class RowChange:
+    key: tuple
+    a: Record
+    b: Record
+    verdict: str
+    ratio: float | None = None  # B time / A time
+    lo: float | None = None
+    hi: float | None = None
+    why: str = ""  # not comparable: the field that differs
+    quantiles: dict = field(default_factory=dict)  # {"A": [p50, p90, p99], "B": [...]} seconds per op
+    of_ceiling: dict = field(default_factory=dict)  # {"A": fraction, "B": fraction} of each machine's ceiling
+
+    def to_dict(self) -> dict:
+        return {"row": key_text(self.key), "verdict": self.verdict, "ratio_b_over_a": self.ratio, "lo": self.lo,
+                "hi": self.hi, "why": self.why or None, "quantiles_s": self.quantiles,
+                "of_ceiling": self.of_ceiling or None}
+
+
+def _ceiling_fraction(run: Run, r: Record) -> float | None:
+    """The row's rate as a fraction of its machine's ceiling measured in the same run (BLAS: the
+    copy bandwidth for bytes, the GEMM of its precision for FLOPs)."""
+    roof = run.run.get("roofline") or {}
+    rates = r.rates()
+    for entries in roof.values():
+        if "flops_per_s" in rates and (r.params or {}).get("precision") in entries:
+            return rates["flops_per_s"] / entries[r.params["precision"]]["value"]
+        if "flops_per_s" in rates and (r.params or {}).get("dtype") in entries and "bytes_per_s" not in rates:
+            return rates["flops_per_s"] / entries[r.params["dtype"]]["value"]
+        if "bytes_per_s" in rates and "bytes_per_s" in entries:
+            return rates["bytes_per_s"] / entries["bytes_per_s"]["value"]
+    return None
+
+
+def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 1.0, seed: int = 0) -> list[RowChange]:
+    """Every row present and measured in both runs, classified (module docstring)."""
+    if widen < 1:
+        raise ValueError(f"widen must be >= 1 (a factor on the interval's half-widths), got {widen}")
+    ia = {row_key(r): r for r in a.records if r.status == OK and r.samples_s}
+    out = []
+    for r in b.records:
+        k = row_key(r)
+        if k not in ia or r.status != OK or not r.samples_s:
+            continue
+        ra = ia[k]
+        why = mismatch(Conditions.of(ra), Conditions.of(r))
+        qa, qb = ra.per_op(), r.per_op()
+        quant = {"A": [float(np.quantile(qa, q)) for q in (0.5, 0.9, 0.99)],
+                 "B": [float(np.quantile(qb, q)) for q in (0.5, 0.9, 0.99)]}
+        if why:
+            out.append(RowChange(k, ra, r, NOT_COMPARABLE, why=why, quantiles=quant))
+            continue
+        ratio, lo, hi = median_ratio_ci(qa, qb, seed=seed)
+        if widen != 1:  # on the log scale, so the interval stays positive and symmetric in ratio terms
+            lo, hi = ratio * (lo / ratio) ** widen, ratio * (hi / ratio) ** widen
+        frac = {}
+        if different_devices(a, b):
+            fa, fb = _ceiling_fraction(a, ra), _ceiling_fraction(b, r)
+            if fa is not None and fb is not None:
+                frac = {"A": fa, "B": fb}
+        out.append(RowChange(k, ra, r, classify(lo, hi, min_effect), ratio, lo, hi, quantiles=quant,
+                             of_ceiling=frac))
+    return out
+
+
+def device_of(run: Run) -> str:
+    gpus = run.env.get("nvidia_smi") or []
+    return str(gpus[0].get("name")) if gpus else str(run.env.get("cpu") or run.env.get("machine") or "unknown")
+
+
+def different_devices(a: Run, b: Run) -> bool:
+    return device_of(a) != device_of(b)
+
+
+_FAIL_IF = re.compile(r"^\s*(slower|faster)\s*>\s*([0-9.]+)\s*%\s*$")
+
+
+def parse_fail_if(text: str) -> tuple[str, float]:
+    """'slower>5%' -> ("slower", 0.05): the gate --fail-if sets. ValueError with what to write."""
+    m = _FAIL_IF.match(text)
+    if not m:
+        raise ValueError(f"--fail-if {text!r}: write it as slower>N% (or faster>N%), e.g. slower>5%")
+    return m.group(1), float(m.group(2)) / 100
+
+
+def gate(changes: list[RowChange], rule: tuple[str, float]) -> list[RowChange]:
+    """The rows the gate fails on: classified in the rule's direction with a change beyond its size."""
+    direction, size = rule
+    if direction == SLOWER:
+        return [c for c in changes if c.verdict == SLOWER and c.ratio is not None and c.ratio - 1 > size]
+    return [c for c in changes if c.verdict == FASTER and c.ratio is not None and 1 - c.ratio > size]
+
+
+def counts(changes: list[RowChange]) -> dict[str, int]:
+    out = {v: 0 for v in (SAME, FASTER, SLOWER, AMBIGUOUS, NOT_COMPARABLE)}
+    for c in changes:
+        out[c.verdict] += 1
+    return out
+
+
+def fmt_ratio(c: RowChange) -> str:
+    if c.ratio is None or not math.isfinite(c.ratio):
+        return "-"
+    return f"{c.ratio:.3f} [{c.lo:.3f}-{c.hi:.3f}]"

@@ -1,0 +1,112 @@
+"""gapbench compare on synthetic result files with known distributions: classification, its
+false-alarm and detection rates, refusal of unequal conditions, the CI gate's exit code, devices,
+and a corrupt input. No test times anything."""
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from gapbench.benchmarks.compare import command
+from gapbench.core import compare as cmp
+from gapbench.core.result import OK, Record, RunWriter, load_run
+
+
+def _row(op, samples, cache="rotated", backend="native-cuda"):
+    return Record(probe="blas", backend=backend, variant="gapbench", metric="time", status=OK, samples_s=list(samples),
+                  params={"op": op, "dtype": "fp16", "shape_text": "1024x1024"}, work={"bytes": 4e6},
+                  conditions={"cache": cache, "data": "randn", "clock": "device events, gated", "process": "paired"})
+
+
+def _write(path, rows, device="NVIDIA H100 80GB HBM3", roof=None):
+    w = RunWriter(path, env={"nvidia_smi": [{"name": device, "driver_version": "580"}]},
+                  run={"probe": "blas", **({"roofline": roof} if roof else {})}, overhead=None)
+    for r in rows:
+        w.add(r)
+    w.finish()
+    return path
+
+
+def _lognormal(rng, scale, sigma=0.01, n=60):
+    return scale * 1e-5 * rng.lognormal(0, sigma, n)
+
+
+def test_classification_of_known_changes(tmp_path):
+    rng = np.random.default_rng(0)
+    a = _write(tmp_path / "a.json", [_row("same", _lognormal(rng, 1)), _row("slow", _lognormal(rng, 1)),
+                                     _row("fast", _lognormal(rng, 1)), _row("noisy", _lognormal(rng, 1, 0.3, 8))])
+    b = _write(tmp_path / "b.json", [_row("same", _lognormal(rng, 1)), _row("slow", _lognormal(rng, 1.10)),
+                                     _row("fast", _lognormal(rng, 0.90)), _row("noisy", _lognormal(rng, 1.03, 0.3, 8))])
+    by = {c.key[4].split()[0]: c for c in cmp.compare_runs(load_run(a), load_run(b))}
+    assert by["same"].verdict == cmp.SAME and by["slow"].verdict == cmp.SLOWER and by["fast"].verdict == cmp.FASTER
+    assert by["noisy"].verdict == cmp.AMBIGUOUS
+    assert by["slow"].lo <= 1.10 * np.exp(0) and by["slow"].ratio == pytest.approx(1.10, rel=0.01)
+
+
+def test_false_alarms_and_detection_on_synthetic_runs(tmp_path):
+    """200 rows at 1% noise: A/A calls at most 2% of them faster or slower; a 5% slowdown injected
+    into every row is called slower in at least 95% of them."""
+    rng = np.random.default_rng(1)
+    scales = rng.uniform(0.5, 5, 200)
+    a = _write(tmp_path / "a.json", [_row(f"op{i}", _lognormal(rng, s)) for i, s in enumerate(scales)])
+    aa = _write(tmp_path / "aa.json", [_row(f"op{i}", _lognormal(rng, s)) for i, s in enumerate(scales)])
+    slow = _write(tmp_path / "slow.json", [_row(f"op{i}", _lognormal(rng, 1.05 * s)) for i, s in enumerate(scales)])
+    n_aa = cmp.counts(cmp.compare_runs(load_run(a), load_run(aa)))
+    n_slow = cmp.counts(cmp.compare_runs(load_run(a), load_run(slow)))
+    assert n_aa[cmp.FASTER] + n_aa[cmp.SLOWER] <= 0.02 * 200, n_aa
+    assert n_slow[cmp.SLOWER] >= 0.95 * 200, n_slow
+
+
+def test_rows_under_different_conditions_are_not_compared(tmp_path):
+    rng = np.random.default_rng(2)
+    a = _write(tmp_path / "a.json", [_row("gemv", _lognormal(rng, 1), cache="rotated")])
+    b = _write(tmp_path / "b.json", [_row("gemv", _lognormal(rng, 0.6), cache="l2-resident")])
+    (c,) = cmp.compare_runs(load_run(a), load_run(b))
+    assert c.verdict == cmp.NOT_COMPARABLE and c.why.startswith("cache: rotated vs l2-resident") and c.ratio is None
+
+
+def test_the_gate_exits_1_with_a_line_per_regressed_row(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    a = _write(tmp_path / "a.json", [_row("x", _lognormal(rng, 1)), _row("y", _lognormal(rng, 1))])
+    b = _write(tmp_path / "b.json", [_row("x", _lognormal(rng, 1.2)), _row("y", _lognormal(rng, 1.03))])
+    assert command.main([str(a), str(b), "--fail-if", "slower>5%", "--json", str(tmp_path / "c.json"),
+                         "--markdown", str(tmp_path / "c.md")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("slower by more than 5%: blas x fp16") and "y fp16" not in err[0]
+    doc = json.loads((tmp_path / "c.json").read_text())
+    assert doc["comparisons"][0]["counts"]["slower"] == 2 and "| blas x fp16" in (tmp_path / "c.md").read_text()
+    assert command.main([str(a), str(b), "--fail-if", "slower>25%"]) == 0
+
+
+def test_different_devices_are_said_and_rows_shown_against_their_own_ceiling(tmp_path, capsys):
+    rng = np.random.default_rng(4)
+    roof_a = {"cuda": {"bytes_per_s": {"value": 3.0e12, "from": "copy"}}}
+    roof_b = {"cuda": {"bytes_per_s": {"value": 4.3e12, "from": "copy"}}}
+    a = _write(tmp_path / "a.json", [_row("gemv", _lognormal(rng, 1))], roof=roof_a)
+    b = _write(tmp_path / "b.json", [_row("gemv", _lognormal(rng, 0.7))], "NVIDIA H200", roof=roof_b)
+    (c,) = cmp.compare_runs(load_run(a), load_run(b))
+    assert c.verdict == cmp.FASTER
+    # same efficiency, faster memory: each side near the same fraction of its own ceiling
+    assert c.of_ceiling["A"] == pytest.approx(4e6 / (1e-5 * 3.0e12), rel=0.02)
+    assert c.of_ceiling["B"] == pytest.approx(4e6 / (0.7e-5 * 4.3e12), rel=0.02)
+    assert command.main([str(a), str(b)]) == 0
+    assert "different devices: NVIDIA H100 80GB HBM3 -> NVIDIA H200" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content", [b"{not json", gzip.compress(b'{"schema": "something else"}'), b""])
+def test_a_corrupt_or_foreign_file_is_one_clear_line(tmp_path, capsys, content):
+    rng = np.random.default_rng(5)
+    a = _write(tmp_path / "a.json", [_row("x", _lognormal(rng, 1))])
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(content)
+    assert command.main([str(a), str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad.json.gz" in err[0]
+
+
+@pytest.mark.parametrize("args,msg", [(["--fail-if", "worse"], "slower>N%"), (["--min-effect", "2"], "minimum effect")])
+def test_bad_options_are_clear_errors(tmp_path, capsys, args, msg):
+    rng = np.random.default_rng(6)
+    a = _write(tmp_path / "a.json", [_row("x", _lognormal(rng, 1))])
+    assert command.main([str(a), str(a), *args]) == 2
+    assert msg in capsys.readouterr().err
