@@ -110,3 +110,27 @@ def test_bad_options_are_clear_errors(tmp_path, capsys, args, msg):
     a = _write(tmp_path / "a.json", [_row("x", _lognormal(rng, 1))])
     assert command.main([str(a), str(a), *args]) == 2
     assert msg in capsys.readouterr().err
+
+
+def test_history_marks_the_run_where_a_row_turned_slower_and_stayed(tmp_path):
+    """Five runs of two rows: x is steady; y turns 10% slower at run 3 and stays; z has a one-off
+    slow run 2 and recovers (not marked)."""
+    from gapbench.benchmarks.compare import history
+
+    rng = np.random.default_rng(7)
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for i, (y, z) in enumerate([(1, 1), (1, 1), (1, 1.2), (1.1, 1), (1.1, 1)]):
+        _write(folder / f"run{i}.json", [_row("x", _lognormal(rng, 1)), _row("y", _lognormal(rng, y)),
+                                         _row("z", _lognormal(rng, z))])
+        doc = json.loads((folder / f"run{i}.json").read_text())
+        doc["run"]["started"] = f"2026-11-2{i}T00:00:00+00:00"
+        (folder / f"run{i}.json").write_text(json.dumps(doc))
+    (folder / "notes.json").write_text("{}")  # not a result file: listed as not read, nothing lost
+    assert history.BENCHMARK.main([str(folder), "--out", str(tmp_path / "h")]) == 0
+    runs = sorted((load_run(p) for p in folder.glob("run*.json")), key=lambda r: r.run["started"])
+    marked = {k[4].split()[0]: i for k, i in history.regressions(runs).items()}
+    assert marked == {"y": 3}
+    text = (tmp_path / "h" / "history.md").read_text()
+    assert "**blas y fp16 1024x1024" in text and "turned slower at run 3" in text and "notes.json" in text
+    assert (tmp_path / "h" / "blas-nvidia-h100-80gb-hbm3.png").stat().st_size > 1000

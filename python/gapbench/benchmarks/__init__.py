@@ -16,6 +16,7 @@ REGISTRY: dict[str, str] = {
     "dist": "gapbench.benchmarks.collectives.command:BENCHMARK",
     "report": "gapbench.benchmarks.report.command:BENCHMARK",
     "compare": "gapbench.benchmarks.compare.command:BENCHMARK",
+    "history": "gapbench.benchmarks.compare.history:BENCHMARK",
     "run": "gapbench.benchmarks.run.command:BENCHMARK",
 }
 

@@ -98,6 +98,22 @@ def provenance() -> dict:
     return info
 
 
+def cpu_frequency() -> dict:
+    """The CPU frequency policy (Linux cpufreq: governor, and the current/min/max kHz of CPU 0), or
+    {} where the kernel does not expose it. Host-side latencies move with it between runs."""
+    base = "/sys/devices/system/cpu/cpu0/cpufreq/"
+    out = {}
+    for key, name in (("governor", "scaling_governor"), ("cur_khz", "scaling_cur_freq"),
+                      ("min_khz", "scaling_min_freq"), ("max_khz", "scaling_max_freq")):
+        try:
+            with open(base + name) as f:
+                v = f.read().strip()
+            out[key] = int(v) if v.isdigit() else v
+        except OSError:
+            pass
+    return out
+
+
 def collect() -> dict:
     mem = None
     try:
@@ -118,6 +134,7 @@ def collect() -> dict:
         "machine": platform.machine(),
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
+        "cpu_frequency": cpu_frequency(),
         "memory_bytes": mem,
         "libraries": library_versions(),
         "nvidia_smi": nvidia_smi(),
