@@ -235,3 +235,24 @@ def test_a_folder_reads_compact_files_and_a_compact_copy_once(tmp_path):
     runs = bd.load_inputs([tmp_path])
     assert sorted(r.path.name for r in runs) == ["a.json", "b.json.gz"]
     assert [r.records[0].samples_s for r in runs] == [[1e-5, 2e-5, 3e-5]] * 2
+
+
+def test_repeat_runs_each_benchmark_in_rounds_and_compare_reads_the_processes(tmp_path, capsys):
+    """--repeat 2: blas twice (each its own fresh processes) into one bundle, blas-1 and blas-2;
+    gapbench compare of that bundle against itself takes each row's interval between the runs."""
+    p = _run(tmp_path, "--only", "blas", "--args", FAST_BLAS, "--repeat", "2")
+    assert p.returncode == 0, p.stdout + p.stderr
+    folder = _one_bundle(tmp_path)
+    man = json.loads((folder / "bundle.json").read_text())
+    assert [(b["result"], b["repeat"], b["status"]) for b in man["benchmarks"]] == [
+        ("blas-1.json.gz", 1, "ok"), ("blas-2.json.gz", 2, "ok")]
+    from gapbench.benchmarks.compare import command as compare
+
+    assert compare.main([str(folder), str(folder), "--json", str(tmp_path / "c.json")]) == 0
+    doc = json.loads((tmp_path / "c.json").read_text())
+    (c,) = doc["comparisons"]
+    assert c["runs"] == [2, 2] and c["rows"]
+    assert all(r["interval_covers"] == "between processes (2 + 2)" for r in c["rows"] if r["ratio_b_over_a"])
+    # the same runs on both sides: ratio 1; two processes a side give a wide interval, never a verdict
+    assert all(r["verdict"] in ("same", "ambiguous") and r["ratio_b_over_a"] == 1.0
+               for r in c["rows"] if r["ratio_b_over_a"])

@@ -134,3 +134,19 @@ def test_history_marks_the_run_where_a_row_turned_slower_and_stayed(tmp_path):
     text = (tmp_path / "h" / "history.md").read_text()
     assert "**blas y fp16 1024x1024" in text and "turned slower at run 3" in text and "notes.json" in text
     assert (tmp_path / "h" / "blas-nvidia-h100-80gb-hbm3.png").stat().st_size > 1000
+
+
+def test_several_processes_per_side_give_the_interval_between_processes(tmp_path):
+    """Each run is a fresh process with its own speed (a 5% spread between processes) and 0.5%
+    noise inside. Single runs a few percent apart look faster or slower inside their tight
+    within-run interval; with three processes a side, the interval covers the spread and the
+    verdict is no longer a false alarm."""
+    rng = np.random.default_rng(8)
+    factors_a, factors_b = [1.0, 1.05, 0.95], [1.04, 0.97, 1.01]
+    a = [load_run(_write(tmp_path / f"a{i}.json", [_row("x", _lognormal(rng, f, 0.005))])) for i, f in enumerate(factors_a)]
+    b = [load_run(_write(tmp_path / f"b{i}.json", [_row("x", _lognormal(rng, f, 0.005))])) for i, f in enumerate(factors_b)]
+    (single,) = cmp.compare_runs(a[0], b[0])
+    assert single.verdict == cmp.SLOWER and single.covers == "within-run"
+    (pooled,) = cmp.compare_groups(a, b)
+    assert pooled.covers == "between processes (3 + 3)" and pooled.verdict in (cmp.SAME, cmp.AMBIGUOUS)
+    assert pooled.lo < 1 < pooled.hi

@@ -81,11 +81,13 @@ class RowChange:
     why: str = ""  # not comparable: the field that differs
     quantiles: dict = field(default_factory=dict)  # {"A": [p50, p90, p99], "B": [...]} seconds per op
     of_ceiling: dict = field(default_factory=dict)  # {"A": fraction, "B": fraction} of each machine's ceiling
+    #: what the interval covers: the noise within the two runs, or the spread between fresh processes
+    covers: str = "within-run"
 
     def to_dict(self) -> dict:
         return {"row": key_text(self.key), "verdict": self.verdict, "ratio_b_over_a": self.ratio, "lo": self.lo,
                 "hi": self.hi, "why": self.why or None, "quantiles_s": self.quantiles,
-                "of_ceiling": self.of_ceiling or None}
+                "of_ceiling": self.of_ceiling or None, "interval_covers": self.covers}
 
 
 def _ceiling_fraction(run: Run, r: Record) -> float | None:
@@ -132,6 +134,44 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
         out.append(RowChange(k, ra, r, classify(lo, hi, min_effect), ratio, lo, hi, quantiles=quant,
                              of_ceiling=frac))
     return out
+
+
+def process_ratio_ci(a_meds: Sequence[float], b_meds: Sequence[float], n: int = BOOTSTRAP, seed: int = 0,
+                     confidence: float = 0.95) -> tuple[float, float, float]:
+    """(median(b) / median(a), lo, hi) over the medians of several fresh processes per side, the
+    interval a bootstrap that resamples processes: it covers the spread between processes (their
+    placement, clocks, allocator state), which one run's samples never see."""
+    return median_ratio_ci(np.asarray(a_meds), np.asarray(b_meds), n, seed, confidence)
+
+
+def compare_groups(a_runs: list[Run], b_runs: list[Run], min_effect: float = MIN_EFFECT, widen: float = 1.0,
+                   seed: int = 0) -> list[RowChange]:
+    """Rows of several runs per side (`gapbench run --repeat N`: each a fresh process). With at
+    least two runs on each side, each row's interval comes from the spread between the runs'
+    medians (process_ratio_ci) and says so; otherwise it is compare_runs on the first run of each."""
+    if len(a_runs) < 2 or len(b_runs) < 2:
+        return compare_runs(a_runs[0], b_runs[0], min_effect, widen, seed)
+    base = compare_runs(a_runs[0], b_runs[0], min_effect, widen, seed)
+
+    def medians(runs):
+        out: dict = {}
+        for run in runs:
+            for r in run.records:
+                if r.status == OK and r.samples_s:
+                    out.setdefault(row_key(r), []).append(float(np.median(r.per_op())))
+        return out
+
+    ma, mb = medians(a_runs), medians(b_runs)
+    for c in base:
+        if c.verdict == NOT_COMPARABLE or len(ma.get(c.key, [])) < 2 or len(mb.get(c.key, [])) < 2:
+            continue
+        ratio, lo, hi = process_ratio_ci(ma[c.key], mb[c.key], seed=seed)
+        if widen != 1:
+            lo, hi = ratio * (lo / ratio) ** widen, ratio * (hi / ratio) ** widen
+        c.ratio, c.lo, c.hi = ratio, lo, hi
+        c.verdict = classify(lo, hi, min_effect)
+        c.covers = f"between processes ({len(ma[c.key])} + {len(mb[c.key])})"
+    return base
 
 
 def device_of(run: Run) -> str:

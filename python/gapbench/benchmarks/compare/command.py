@@ -18,7 +18,8 @@ from pathlib import Path
 from gapbench.core import compare as cmp
 from gapbench.core.benchmark import Benchmark
 from gapbench.core.cli import UsageError
-from gapbench.core.result import SchemaError, atomic_write_text, load_run
+from gapbench.core.bundle import load_inputs
+from gapbench.core.result import SchemaError, atomic_write_text
 
 
 def _fail_if(text: str) -> tuple[str, float]:
@@ -44,7 +45,10 @@ class CompareBenchmark(Benchmark):
     measures = False
 
     def add_arguments(self, ap: argparse.ArgumentParser) -> None:
-        ap.add_argument("files", nargs="+", help="two or more result files (.json, .json.gz): each later one against the first")
+        ap.add_argument("files", nargs="+",
+                        help="two or more result files (.json, .json.gz), bundles or folders of them: each later one "
+                             "against the first; a bundle of `gapbench run --repeat N` gives each row an interval "
+                             "from the spread between its fresh processes")
         ap.add_argument("--min-effect", type=_fraction, default=cmp.MIN_EFFECT,
                         help="smallest change called faster or slower (default 2%%)")
         ap.add_argument("--widen", type=float, default=1.0,
@@ -64,56 +68,68 @@ class CompareBenchmark(Benchmark):
             raise UsageError("give at least two result files: the first is the baseline (A)")
         if args.widen < 1:
             raise UsageError(f"--widen {args.widen}: must be >= 1")
-        runs = []
+        sides = []  # per argument: its runs by benchmark (several: the fresh processes of --repeat)
         for f in args.files:
-            if not Path(f).is_file():
-                raise UsageError(f"{f}: no such file (give result files written by gapbench)")
+            if not Path(f).exists():
+                raise UsageError(f"{f}: no such file or folder (give result files or bundles written by gapbench)")
             try:
-                runs.append(load_run(f))
+                runs = load_inputs([f])
             except (SchemaError, OSError, ValueError) as e:
                 raise UsageError(f"{f}: cannot read it as a gapbench result ({str(e).splitlines()[0][:200]})") from None
+            by: dict = {}
+            for r in runs:
+                by.setdefault(r.run.get("probe") or "?", []).append(r)
+            sides.append((f, by))
         console = console_for()
-        base = runs[0]
-        doc, md, failed = {"baseline": str(base.path), "min_effect": args.min_effect, "widen": args.widen,
+        a_name, a_by = sides[0]
+        doc, md, failed = {"baseline": a_name, "min_effect": args.min_effect, "widen": args.widen,
                            "widen_note": "1: within-run noise only (not calibrated against A/A runs)"
                            if args.widen == 1 else "given with --widen", "comparisons": []}, [], []
-        for other in runs[1:]:
-            changes = cmp.compare_runs(base, other, args.min_effect, args.widen)
-            devices = cmp.different_devices(base, other)
-            title = f"B = {other.path.name} against A = {base.path.name}"
-            if devices:
-                title += f" (different devices: {cmp.device_of(base)} -> {cmp.device_of(other)})"
-            t = Table(title=title, caption=f"B/A: median time ratio (below 1: B faster) [95% bootstrap interval]; "
-                      f"verdict beyond +-{100 * args.min_effect:.3g}%")
-            for col in ("row", "A p50 us", "B p50 us", "B/A [95%]", "verdict") + (("of ceiling A -> B",) if devices else ()):
-                t.add_column(col)
-            md += [f"## {title}", "", "| row | A p50 us | B p50 us | B/A [95%] | verdict |" + (" of ceiling A -> B |" if devices else ""),
-                   "|---|---|---|---|---|" + ("---|" if devices else "")]
-            for c in changes:
-                verdict = c.verdict if not c.why else f"{c.verdict} ({c.why})"
-                ceil = (f"{100 * c.of_ceiling['A']:.0f}% -> {100 * c.of_ceiling['B']:.0f}%" if c.of_ceiling else "",)
-                cells = (cmp.key_text(c.key), f"{c.quantiles['A'][0] * 1e6:.4g}", f"{c.quantiles['B'][0] * 1e6:.4g}",
-                         cmp.fmt_ratio(c), verdict) + (ceil if devices else ())
-                t.add_row(*cells)
-                md.append("| " + " | ".join(cells) + " |")
-            n = cmp.counts(changes)
-            summary = ", ".join(f"{v} {k}" for k, v in n.items())
-            console.print(t)
-            console.print(f"{other.path.name}: {summary}", highlight=False)
-            md += ["", summary, ""]
-            doc["comparisons"].append({"a": str(base.path), "b": str(other.path), "different_devices": devices,
-                                       "counts": n, "rows": [c.to_dict() for c in changes]})
-            if args.fail_if is not None:
-                failed += [(other, c) for c in cmp.gate(changes, args.fail_if)]
+        for b_name, b_by in sides[1:]:
+            for probe in [p for p in b_by if p in a_by]:
+                a_runs, b_runs = a_by[probe], b_by[probe]
+                base, other = a_runs[0], b_runs[0]
+                changes = cmp.compare_groups(a_runs, b_runs, args.min_effect, args.widen)
+                devices = cmp.different_devices(base, other)
+                title = f"{probe}: B = {Path(b_name).name} against A = {Path(a_name).name}"
+                if len(a_runs) > 1 or len(b_runs) > 1:
+                    title += f" ({len(a_runs)} and {len(b_runs)} runs)"
+                if devices:
+                    title += f" (different devices: {cmp.device_of(base)} -> {cmp.device_of(other)})"
+                t = Table(title=title, caption="B/A: median time ratio (below 1: B faster) [95% bootstrap interval: "
+                          "within the runs, or between their processes where each side has several]; verdict beyond "
+                          f"+-{100 * args.min_effect:.3g}%")
+                cols = ("row", "A p50 us", "B p50 us", "B/A [95%]", "covers", "verdict")
+                for col in cols + (("of ceiling A -> B",) if devices else ()):
+                    t.add_column(col)
+                md += [f"## {title}", "", "| " + " | ".join(cols) + " |" + (" of ceiling A -> B |" if devices else ""),
+                       "|" + "---|" * len(cols) + ("---|" if devices else "")]
+                for c in changes:
+                    verdict = c.verdict if not c.why else f"{c.verdict} ({c.why})"
+                    ceil = (f"{100 * c.of_ceiling['A']:.0f}% -> {100 * c.of_ceiling['B']:.0f}%" if c.of_ceiling else "",)
+                    cells = (cmp.key_text(c.key), f"{c.quantiles['A'][0] * 1e6:.4g}", f"{c.quantiles['B'][0] * 1e6:.4g}",
+                             cmp.fmt_ratio(c), c.covers, verdict) + (ceil if devices else ())
+                    t.add_row(*cells)
+                    md.append("| " + " | ".join(cells) + " |")
+                n = cmp.counts(changes)
+                summary = ", ".join(f"{v} {k}" for k, v in n.items())
+                console.print(t)
+                console.print(f"{probe}, {Path(b_name).name}: {summary}", highlight=False)
+                md += ["", summary, ""]
+                doc["comparisons"].append({"probe": probe, "a": a_name, "b": b_name, "different_devices": devices,
+                                           "runs": [len(a_runs), len(b_runs)], "counts": n,
+                                           "rows": [c.to_dict() for c in changes]})
+                if args.fail_if is not None:
+                    failed += [(Path(b_name).name, c) for c in cmp.gate(changes, args.fail_if)]
         if args.markdown:
             atomic_write_text(Path(args.markdown), "\n".join(md) + "\n")
         if args.json:
             atomic_write_text(Path(args.json), json.dumps(doc, indent=1) + "\n")
         if failed:
             direction, size = args.fail_if
-            for other, c in failed:
+            for name, c in failed:
                 print(f"{direction} by more than {100 * size:.3g}%: {cmp.key_text(c.key)}: B/A {cmp.fmt_ratio(c)} "
-                      f"({other.path.name})", file=sys.stderr)
+                      f"({name})", file=sys.stderr)
             return 1
         return 0
 

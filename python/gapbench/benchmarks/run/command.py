@@ -156,7 +156,7 @@ def _tidy(entry: dict, folder: Path) -> None:
     """Leave the result file, not its derived exports (CSV, figures drawn beside it: `gapbench csv`
     and the report make them again), and count its records into the manifest entry."""
     path = folder / entry["result"]
-    for extra in folder.glob(f"{entry['name']}.json?*"):
+    for extra in folder.glob(f"{entry['result'][:-len('.json.gz')]}.json?*"):
         if extra != path and extra.is_file():
             extra.unlink()
     if not path.is_file():
@@ -191,12 +191,17 @@ class RunBenchmark(Benchmark):
                         "name; give a neutral label to keep it private)")
         ap.add_argument("--archive", action="store_true", help="also write the bundle as one .tar.gz beside it")
         ap.add_argument("--timeout", type=float, default=7200.0, help="seconds allowed per benchmark (default 7200)")
+        ap.add_argument("--repeat", type=int, default=1,
+                        help="run every benchmark N times, each in fresh processes, in rounds (each benchmark once per "
+                             "round): gapbench compare then takes each row's interval from the spread between them")
 
     def run(self, args, prog: str, argv: list[str] | None) -> int:
         names = select(args.only, args.skip)
         extra = extra_args(args.args, measuring())
         if args.timeout <= 0:
             raise UsageError("--timeout must be > 0 seconds")
+        if args.repeat < 1:
+            raise UsageError(f"--repeat {args.repeat}: must be >= 1")
         from gapbench import benchmarks
         from gapbench.core import env
 
@@ -208,14 +213,17 @@ class RunBenchmark(Benchmark):
                     "created": now_iso(), "finished": None, "command": shlex.join([*prog.split(), *given]),
                     "quick": bool(args.quick), "env": env.collect(), "benchmarks": []}
         plan = []
-        for name in names:
-            bench = benchmarks.get(name)
-            bargs = command_for(bench, folder / f"{name}.json.gz", args.quick, args.backends, extra.get(name, []))
-            entry = {"name": name, "status": "pending", "exit_code": None, "command": shlex.join(["gapbench", name, *bargs]),
-                     "result": f"{name}.json.gz", "log": f"logs/{name}.log", "started": None, "duration_s": None,
-                     "records": 0, "measured": 0, "reason": ""}
-            manifest["benchmarks"].append(entry)
-            plan.append((entry, bargs))
+        for k in range(1, args.repeat + 1):  # rounds: every benchmark once per round
+            for name in names:
+                bench = benchmarks.get(name)
+                stem = name if args.repeat == 1 else f"{name}-{k}"
+                bargs = command_for(bench, folder / f"{stem}.json.gz", args.quick, args.backends, extra.get(name, []))
+                entry = {"name": name, "status": "pending", "exit_code": None,
+                         "command": shlex.join(["gapbench", name, *bargs]), "result": f"{stem}.json.gz",
+                         "log": f"logs/{stem}.log", "started": None, "duration_s": None, "records": 0, "measured": 0,
+                         "reason": "", **({"repeat": k} if args.repeat > 1 else {})}
+                manifest["benchmarks"].append(entry)
+                plan.append((entry, bargs))
         bd.write_manifest(folder, manifest)
         print(f"gapbench run: {len(plan)} benchmark(s) into {folder}", flush=True)
         t_all = time.monotonic()
