@@ -150,3 +150,21 @@ def test_several_processes_per_side_give_the_interval_between_processes(tmp_path
     (pooled,) = cmp.compare_groups(a, b)
     assert pooled.covers == "between processes (3 + 3)" and pooled.verdict in (cmp.SAME, cmp.AMBIGUOUS)
     assert pooled.lo < 1 < pooled.hi
+
+
+def test_an_injected_slowdown_is_found_and_a_bad_injection_refused(tmp_path):
+    """bench.launch --inject-delay-us (test only) makes torch-cpu's ops 200 us slower: compare calls
+    its launch + sync row slower; the records say the delay was injected."""
+    pytest.importorskip("torch")
+    from conftest import run_module
+
+    base, slow = tmp_path / "base.json", tmp_path / "slow.json"
+    common = ["--quick", "--backends", "torch-cpu", "--no-progress", "--no-pin"]
+    for out, extra in ((base, []), (slow, ["--inject-delay-us", "torch-cpu=200"])):
+        p = run_module("bench.launch", *common, *extra, "--out", str(out))
+        assert p.returncode == 0, p.stderr[-2000:]
+    rows = {c.key: c for c in cmp.compare_runs(load_run(base), load_run(slow))}
+    rt = next(c for k, c in rows.items() if k[1] == "torch-cpu" and k[3] == "roundtrip")
+    assert rt.verdict == cmp.SLOWER and "injected delay (test only)" in rt.b.op
+    p = run_module("bench.launch", *common, "--inject-delay-us", "native-cpu=5", "--out", str(tmp_path / "x.json"))
+    assert p.returncode == 2 and "native backends have no hook" in p.stderr

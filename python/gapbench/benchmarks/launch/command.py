@@ -37,7 +37,7 @@ from pathlib import Path
 from gapbench.backends import registry
 from gapbench.backends.base import BackendInfo
 from gapbench.benchmarks.launch.params import LaunchParams
-from gapbench.core.names import Backend
+from gapbench.core.names import Backend, UnknownName
 from gapbench.core.benchmark import Benchmark, print_lines
 from gapbench.core.cli import UsageError
 from gapbench.core.conditions import Clock, Conditions, Process
@@ -261,6 +261,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per fresh process (> 0)")
     ap.add_argument("--no-plain", action="store_true",
                     help="skip the paired plain C++ loop check (native-cuda: 6 rounds, each a fresh harness process and a fresh plain loop)")
+    ap.add_argument("--inject-delay-us", action="append", default=[], metavar="BACKEND=US",
+                    help="TEST ONLY: add US microseconds of host busy-wait to every op of that framework backend, a "
+                         "known slowdown for checking gapbench compare (its records say so); never use for results")
     ap.add_argument("--no-pin", action="store_true",
                     help="do not bind the workers and the plain loop to one CPU (default: bound to one core on the "
                          "GPU's NUMA node; unbound, launch latencies switch between speeds as threads migrate)")
@@ -280,6 +283,18 @@ def config_from_args(args) -> Config:
     cfg.timeout = args.timeout
     if args.no_plain:
         cfg.plain_rounds = 0
+    for item in args.inject_delay_us:
+        name, _, us = item.partition("=")
+        try:
+            b = Backend.parse(name.strip())
+            if b.is_native:
+                raise ValueError
+            cfg.inject_delay_us[b.value] = float(us)
+        except (ValueError, UnknownName):
+            raise ValueError(f"--inject-delay-us {item!r}: give FRAMEWORK_BACKEND=MICROSECONDS, "
+                             "e.g. torch-cpu=5 (native backends have no hook)") from None
+        if not cfg.inject_delay_us[b.value] > 0:
+            raise ValueError(f"--inject-delay-us {item!r}: the delay must be > 0 microseconds")
     cfg.validate()
     if not args.no_pin:
         cfg.cpu = pinned_cpu()

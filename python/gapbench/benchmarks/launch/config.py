@@ -2,7 +2,7 @@
 the op's inputs and its check)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -38,6 +38,9 @@ class Config:
     plain_rounds: int = 6
     #: the CPU every worker and plain loop is bound to (core.affinity.launch_cpu; None: not bound)
     cpu: int | None = None
+    #: TEST ONLY (--inject-delay-us): backend -> microseconds of host busy-wait added to every op of
+    #: that framework, a known slowdown to check that gapbench compare detects one. Never on by default.
+    inject_delay_us: dict = field(default_factory=dict)
 
     @classmethod
     def quick(cls) -> "Config":

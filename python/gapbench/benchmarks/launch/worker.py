@@ -212,13 +212,20 @@ def _harness_round(cfg: Config, p, verified: tuple) -> dict:
 class _FrameworkAdd:
     """The framework's smallest real op, out = a + b in fp32, on arrays made from numpy."""
 
-    def __init__(self, ad, a_np: np.ndarray, b_np: np.ndarray):
+    def __init__(self, ad, a_np: np.ndarray, b_np: np.ndarray, delay_s: float = 0.0):
         self.ad = ad
         self.a, self.b = ad.from_numpy(a_np), ad.from_numpy(b_np)
         self.c = ad.empty_like(self.a)
         self.text = ad.describe("add", n=a_np.size)
+        self.delay_s = delay_s  # test only (--inject-delay-us): a host busy-wait added to every op
+        if delay_s:
+            self.text += f" + {delay_s * 1e6:g} us injected delay (test only)"
 
     def submit(self) -> None:
+        if self.delay_s:
+            end = time.perf_counter() + self.delay_s
+            while time.perf_counter() < end:
+                pass
         self.c = self.ad.add_into(self.a, self.b, self.c)
 
     def run_sync(self) -> None:
@@ -271,7 +278,7 @@ def _worker_framework(cfg: Config, warm: bool, out: _Out) -> None:
         return
     out.phase("add", "context", ctx_s)
     a_np, b_np = random_inputs(cfg)
-    op = _FrameworkAdd(ad, a_np, b_np)
+    op = _FrameworkAdd(ad, a_np, b_np, cfg.inject_delay_us.get(backend.value, 0.0) * 1e-6)
     out.ops["add"] = op.text
     t0 = perf_ns(); op.run_sync(); out.phase("add", "cold", (perf_ns() - t0) * 1e-9)
     t0 = perf_ns(); op.run_sync(); out.phase("add", "first_warm", (perf_ns() - t0) * 1e-9)
