@@ -251,3 +251,16 @@ def test_machines_table_names_the_code_each_run_measured():
     assert clean == "0123456789ab fedcba987654"
     assert rp._source({"git_sha_checkout": "abc123-dirty"}) == "abc123-dirty (checkout, no content hash)"
     assert rp._source({}) == "-"
+
+
+def test_the_report_shows_each_runs_conditions(tmp_path):
+    w = RunWriter(tmp_path / "a.json", env=_env("G"), run={"probe": "blas"})
+    for cache in ("rotated", "rotated", "l2-resident"):
+        w.add(Record("blas", "torch-cuda", "time", variant="", samples_s=[1e-5] * 5, clock="device_events",
+                     params={"op": "gemv", "dtype": "fp32", "shape_text": cache},
+                     conditions={"cache": cache, "data": "randn", "process": "paired"}))
+    w.finish()
+    md, _ = rp.build([str(tmp_path / "a.json")], tmp_path / "rep")
+    text = md.read_text()
+    assert "| a.json | blas | cache rotated, data randn, process paired | 2 |" in text
+    assert "| a.json | blas | cache l2-resident, data randn, process paired | 1 |" in text

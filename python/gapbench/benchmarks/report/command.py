@@ -41,7 +41,7 @@ def machines_table(runs: list[Run], prices: dict[str, float] | None = None) -> T
         mem = run.env.get("memory_bytes")
         gpus = run.env.get("nvidia_smi") or []
         mach = machine_of(run)
-        pk = {k: v for k, v in peaks.get(mach, {}).items() if k != "bytes_per_s"}
+        pk = {k: v for k, v in peaks.get(mach, {}).items() if not k.endswith("bytes_per_s")}  # GEMM peaks only
         peak = ", ".join(f"{k} {v / 1e12:.4g}" for k, v in sorted(pk.items())) or "-"
         price = next((f"{usd:,.0f} (entered)" for name, usd in (prices or {}).items() if name.lower() in mach.lower()), "-")
         rows.append([_shown(run), mach, str(run.env.get("cpu", "")),
@@ -55,6 +55,27 @@ def machines_table(runs: list[Run], prices: dict[str, float] | None = None) -> T
                  note="Peak: the best vendor GEMM per dtype measured on that machine by bench.blas (none: -). "
                       "Price: as entered with --price, not looked up. An unfinished run was cut short (its "
                       "records up to then were written as it went).")
+
+
+def conditions_table(runs: list[Run]) -> Table:
+    """What each run's rows were measured under (gapbench.core.conditions): every distinct set of
+    compared conditions with how many rows share it, so a reader sees what can be compared."""
+    from collections import Counter
+
+    from gapbench.core.conditions import COMPARED, Conditions
+
+    rows = []
+    for run in runs:
+        sets = Counter()
+        for r in run.records:
+            c = Conditions.of(r).compared()
+            sets[", ".join(f"{k} {v}" for k, v in c.items() if v is not None) or "not recorded"] += 1
+        for text, n in sets.most_common():
+            rows.append([_shown(run), str(run.run.get("probe", "?")), text, str(n)])
+    return Table("Conditions of the rows (compared between arms: " + ", ".join(COMPARED) + ")",
+                 ["file", "suite", "conditions", "rows"], rows,
+                 note="A ratio or a compare verdict is drawn only between rows of the same conditions; 'not "
+                      "recorded': rows of files written before records carried them, or rows without timing.")
 
 
 def _source(env: dict) -> str:
@@ -169,7 +190,7 @@ def build(paths: list[str], out: Path, compare: bool = False, prices: dict[str, 
     for run in runs:
         step(f"read {run.path}")
     out.mkdir(parents=True, exist_ok=True)
-    tables = [machines_table(runs, prices), published_table1()]
+    tables = [machines_table(runs, prices), conditions_table(runs), published_table1()]
     if compare:
         if len(runs) != 2:
             raise SchemaError("--compare takes exactly two result files (A then B)")
