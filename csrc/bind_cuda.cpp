@@ -88,6 +88,10 @@ void register_cuda(py::module_& m) {
       .def("hold", &Gate::hold, py::arg("stream"), rel())
       .def("release", &Gate::release)
       .def("timed_out", &Gate::timed_out, rel())
+      .def("scrub", [](Gate& g, std::uintptr_t stream, Cache cache) {
+             if (cache == Cache::hot) return;  // nothing to evict: the hot mode rotates sets instead
+             g.scrub(stream, (int)cache);     // Cache::cold_clean = 1, cold_dirty = 2: l2_scrub.cuh's modes
+           }, py::arg("stream"), py::arg("cache"), rel())
       .def_property_readonly("timeout_s", &Gate::timeout_s)
       .def_property_readonly("device", &Gate::device);
   c.def("cublas_load", &gb::cuda::blas::cublas_load, py::arg("candidates"), rel());

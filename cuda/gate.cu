@@ -8,6 +8,7 @@
 
 #include "cuda_check.h"
 #include "gate.cuh"
+#include "l2_scrub.cuh"
 
 namespace gb::cuda {
 
@@ -18,6 +19,9 @@ struct Gate::Impl {
   unsigned* dev = nullptr;
   unsigned gen = 0;                   // generation of the last hold
   cudaEvent_t done = nullptr;         // recorded after the last hold's kernel
+  gb::cache::L2Scrub l2;              // scrub(): 2x the L2, allocated on first use
+  bool l2_ready = false;
+  int scrubs = 0;                     // varies the dirty scrub's byte from one run to the next
 };
 
 namespace {
@@ -80,6 +84,26 @@ Gate::~Gate() {
     cudaEventDestroy(s.done);
   }
   if (s.host) cudaFreeHost(const_cast<unsigned*>(s.host));
+  if (s.l2_ready) {
+    int prev = 0;
+    if (cudaGetDevice(&prev) == cudaSuccess && prev != s.device) cudaSetDevice(s.device);
+    cudaDeviceSynchronize();  // no scrub may still read the buffer
+    s.l2.release();
+    if (prev != s.device) cudaSetDevice(prev);
+  }
+}
+
+void Gate::scrub(std::uintptr_t stream, int mode) {
+  if (mode != gb::cache::kColdClean && mode != gb::cache::kColdDirty)
+    throw std::invalid_argument("gate scrub mode must be 1 (read pass) or 2 (memset), got " + std::to_string(mode));
+  auto& s = *impl_;
+  on_device(s.device, [&] {
+    if (!s.l2_ready) {
+      GB_CUDA_CHECK(s.l2.alloc(s.device));
+      s.l2_ready = true;
+    }
+    GB_CUDA_CHECK(s.l2.run(mode, s.scrubs++, reinterpret_cast<cudaStream_t>(stream)));
+  });
 }
 
 void Gate::hold(std::uintptr_t stream) {

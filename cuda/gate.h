@@ -32,6 +32,10 @@ class Gate {
   void hold(std::uintptr_t stream);  // enqueue the gate kernel on `stream` (a cudaStream_t)
   void release();                    // let the last hold's kernel finish
   bool timed_out();                  // waits for the last hold's kernel; true if it ended by timeout
+  // Queue an L2 scrub on `stream` before a hold (l2_scrub.cuh; mode 1: a 2x-L2 read pass, L2 left
+  // clean; 2: a 2x-L2 memset, L2 left dirty), the same scrubs the BLAS case runs, so a framework's
+  // cold-cache samples see the L2 the native ones see. The buffer is allocated on first use.
+  void scrub(std::uintptr_t stream, int mode);
   double timeout_s() const;
   int device() const;
 

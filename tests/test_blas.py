@@ -477,3 +477,65 @@ def test_an_op_no_vendor_has_is_paired_against_the_dispatcher():
                         arms, [HOT], budget_s=1.0, rel_hw=0.01, max_rounds=20, min_rounds=10, warmup=0, seed=0)
     t = next(r for r in recs if r.variant == "torch").params["paired"]
     assert t["vs"] == "native-cuda/gapbench" and t["speed_ratio"] == pytest.approx(0.5)
+
+
+def test_a_framework_that_can_scrub_gets_the_cold_modes_under_flushed_conditions():
+    """A framework whose stream takes the gate's L2 scrub (a stand-in adapter over torch-cpu on a
+    stand-in GPU) gets a sampler per cold mode that asks for that scrub before each sample, and its
+    cold rows record the flushed cache state the native cold rows record; one that cannot scrub
+    gets the hot mode alone."""
+    pytest.importorskip("torch")
+    if not registry.info(Backend.torch_cpu).available:
+        pytest.skip("torch-cpu not available")
+    from gapbench.backends.base import BackendInfo
+    from gapbench.benchmarks.blas import arms as rows
+    from gapbench.benchmarks.blas.run import record
+    from gapbench.core.conditions import Cache
+
+    spec, shape, dt = ops.get("gemv"), {"m": 32, "k": 32}, DType.fp32
+    rounded = [dtypes.round_to(a, dt) for a in spec.inputs(shape, np.random.default_rng(0))]
+    case = rows.Case(spec, dt, shape, rounded, spec.expected(rounded, shape),
+                     lambda b, v, p=None, **kw: record(spec, dt, shape, b, v, p, **kw))
+    gpu = BackendInfo(Backend.torch_cuda, True, "", {})
+
+    class Scrubbing(type(registry.make_adapter(Backend.torch_cpu))):
+        asked: list = []
+        can_scrub = True
+
+        def time_device(self, fn, inner, held=True, scrub=None):
+            self.asked.append(scrub)
+            fn()
+            return 1e-6
+
+    ad = Scrubbing(Backend.torch_cpu)
+    ad.setup_context()
+    _, (arm,) = rows.framework(case, gpu, ad, l2_bytes=2**20, free_bytes=2**30)
+    assert set(arm.samplers) == {CacheMode.hot, CacheMode.cold_clean, CacheMode.cold_dirty}
+    arm.samplers[CacheMode.cold_dirty](3)
+    arm.samplers[CacheMode.hot](2)
+    assert Scrubbing.asked == [CacheMode.cold_dirty] * 3 + [None] * 2
+    assert arm.conditions(CacheMode.cold_clean).cache == Cache.FLUSHED_CLEAN
+    assert arm.conditions(CacheMode.cold_dirty).cache == Cache.FLUSHED_DIRTY
+    plain = registry.make_adapter(Backend.torch_cpu)
+    plain.setup_context()
+    _, (hot_only,) = rows.framework(case, gpu, plain, l2_bytes=2**20, free_bytes=2**30)
+    assert set(hot_only.samplers) == {CacheMode.hot}
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not registry.info(Backend.torch_cuda).available or not registry.info(Backend.native_cuda).available,
+                    reason="needs torch with CUDA and gapbench's CUDA part on an NVIDIA GPU")
+def test_framework_cold_rows_verify_and_pair_with_the_native_cold_rows_on_gpu(tmp_path):
+    """torch-cuda's cold rows on a GPU: scrubbed on its stream by the gate, verified after timing,
+    recorded as flushed, and paired with cuBLAS's cold rows (same conditions: a ratio, no n/c)."""
+    out = tmp_path / "cold.json"
+    p = run_module("bench.blas", "--quick", "--no-progress", "--no-plain", "--backends", "native-cuda,torch-cuda",
+                   "--ops", "gemv", "--dtypes", "fp16", "--cold", "read,write", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    recs = [r for r in load_run(out).records if r.backend == "torch-cuda" and r.metric.startswith("time_cold")]
+    assert recs and all(r.status == OK and r.verified for r in recs), [(r.metric, r.reason) for r in recs]
+    for r in recs:
+        want = "flushed-clean" if r.metric == "time_cold" else "flushed-dirty"
+        assert r.conditions["cache"] == want
+        paired = r.params["paired"]
+        assert paired["vs"].endswith("/cublas") and paired.get("speed_ratio") and not paired.get("not_comparable")

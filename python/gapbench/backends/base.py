@@ -96,12 +96,21 @@ class Adapter(ABC):
     #: whether time_device can hold the queue behind the release gate (CUDA frameworks)
     can_hold = False
 
-    def time_device(self, fn: Callable[[], None], inner: int, held: bool = True) -> float:
+    @property
+    def can_scrub(self) -> bool:
+        """Whether time_device can scrub the L2 on the framework's own stream before a held sample
+        (the native gate's scrub: CUDA frameworks with gapbench's CUDA part)."""
+        return False
+
+    def time_device(self, fn: Callable[[], None], inner: int, held: bool = True, scrub=None) -> float:
         """Seconds for `inner` calls of fn, by device timers when the framework has them,
         otherwise by the host clock around the calls and a final sync. `held` (where `can_hold`):
         the stream waits behind the release gate until the start event, the calls and the stop
         event are queued, so the events time the device's work alone; held=False times the calls
-        as the host issues them (submission gaps included)."""
+        as the host issues them (submission gaps included). `scrub` (a cold CacheMode, where
+        `can_scrub`): the L2 is scrubbed on the stream before each sample, outside its events."""
+        if scrub is not None:
+            raise ValueError(f"{type(self).__name__} cannot scrub the L2 on its queue (can_scrub is False)")
         self.sync()
         t0 = perf_ns()
         for _ in range(inner):

@@ -97,16 +97,24 @@ class CupyAdapter(Adapter):
     def host_values(self, x) -> np.ndarray:
         return self.cp.asnumpy(x)
 
-    def time_device(self, fn, inner, held=True):
-        cp = self.cp
+    def _stream_hold(self):
         if getattr(self, "hold", None) is None:  # held as for torch (hold.py), one event pair
             from gapbench.backends.hold import StreamHold
 
-            self.hold = StreamHold(cp.cuda.Device().id, self._spin)
-            self._timing = cp.cuda.Event(), cp.cuda.Event()
+            self.hold = StreamHold(self.cp.cuda.Device().id, self._spin)
+            self._timing = self.cp.cuda.Event(), self.cp.cuda.Event()
+        return self.hold
+
+    @property
+    def can_scrub(self) -> bool:
+        return self._stream_hold().can_scrub
+
+    def time_device(self, fn, inner, held=True, scrub=None):
+        cp = self.cp
+        hold = self._stream_hold()
         stream = cp.cuda.get_current_stream()
-        return self.hold.time_events(stream.ptr, stream, *self._timing, fn, inner, cp.cuda.get_elapsed_time,
-                                     held=held)
+        return hold.time_events(stream.ptr, stream, *self._timing, fn, inner, cp.cuda.get_elapsed_time,
+                                held=held, scrub=scrub)
 
     def graph(self, fn, inner):
         cp = self.cp

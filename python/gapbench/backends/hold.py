@@ -40,11 +40,23 @@ class StreamHold:
         except (ImportError, RuntimeError) as e:
             self.method += f" (no native gate: {e})"
 
-    def sample(self, stream: int, enqueue: Callable[[], None], finish: Callable[[], float]) -> float:
+    @property
+    def can_scrub(self) -> bool:
+        return self.gate is not None and hasattr(self.gate, "scrub")
+
+    def sample(self, stream: int, enqueue: Callable[[], None], finish: Callable[[], float], scrub=None) -> float:
         """Device seconds of one sample: hold `stream` (a cudaStream_t as int), `enqueue()` the
         start event, the work and the stop event, release, then `finish()` (sync and read the
-        events). Retried while invalid; raises GateTimeout after MAX_RETRIES tries."""
+        events). `scrub` (a cold CacheMode): the gate's L2 scrub is queued first, before the hold,
+        so the events see the work alone on an L2 left as the native cold rows leave it. Retried
+        while invalid; raises GateTimeout after MAX_RETRIES tries."""
+        if scrub is not None and not self.can_scrub:
+            raise ValueError(f"no L2 scrub on this stream ({self.method})")
         for _ in range(MAX_RETRIES):
+            if scrub is not None:
+                from gapbench.core.native import cache
+
+                self.gate.scrub(stream, cache(scrub))
             if self.gate is not None:
                 self.gate.hold(stream)
                 try:
@@ -67,7 +79,7 @@ class StreamHold:
                           f"in {MAX_RETRIES} tries")
 
     def time_events(self, handle: int, stream, start, stop, fn: Callable[[], None], inner: int,
-                    elapsed_ms: Callable[[object, object], float], held: bool = True) -> float:
+                    elapsed_ms: Callable[[object, object], float], held: bool = True, scrub=None) -> float:
         """Device seconds of `inner` calls of fn between a framework's two events (torch and CuPy
         events share record(stream) and synchronize(); `elapsed_ms(start, stop)` reads them) on
         `stream` (`handle`: its cudaStream_t as int): behind the hold (`sample`), or, with
@@ -84,6 +96,8 @@ class StreamHold:
             return elapsed_ms(start, stop) * 1e-3
 
         if not held:
+            if scrub is not None:
+                raise ValueError("a scrubbed sample is held: the scrub must end before the timed region")
             enqueue()
             return finish()
-        return self.sample(handle, enqueue, finish)
+        return self.sample(handle, enqueue, finish, scrub)

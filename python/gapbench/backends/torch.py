@@ -157,9 +157,21 @@ class TorchAdapter(Adapter):
             return t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
         return t.mps.event.Event(enable_timing=True), t.mps.event.Event(enable_timing=True)
 
-    def time_device(self, fn, inner, held=True):
-        if self.device_clock != "device_events":
-            return super().time_device(fn, inner)
+    def _stream_hold(self):
+        if getattr(self, "hold", None) is None:
+            from gapbench.backends.hold import StreamHold
+
+            self.hold = StreamHold(self.torch.cuda.current_device(), self.torch.cuda._sleep)
+            self._timing = self._event_pair()
+        return self.hold
+
+    @property
+    def can_scrub(self) -> bool:
+        return bool(self.cuda) and self._stream_hold().can_scrub
+
+    def time_device(self, fn, inner, held=True, scrub=None):
+        if self.device_clock != "device_events" or (not self.cuda and scrub is not None):
+            return super().time_device(fn, inner, scrub=scrub)
         if not self.cuda:
             start, stop = self._event_pair()
             start.record()
@@ -171,14 +183,10 @@ class TorchAdapter(Adapter):
         # The stream is held until the host has queued the events and the op (hold.py), so the
         # events time the op, not the host's submission gap. One event pair and the stream are
         # looked up once: each sample waits for its stop event, so the pair is free again.
-        if getattr(self, "hold", None) is None:
-            from gapbench.backends.hold import StreamHold
-
-            self.hold = StreamHold(self.torch.cuda.current_device(), self.torch.cuda._sleep)
-            self._timing = self._event_pair()
+        hold = self._stream_hold()
         stream = self.torch.cuda.current_stream()
-        return self.hold.time_events(stream.cuda_stream, stream, *self._timing, fn, inner,
-                                     lambda a, b: a.elapsed_time(b), held=held)
+        return hold.time_events(stream.cuda_stream, stream, *self._timing, fn, inner,
+                                lambda a, b: a.elapsed_time(b), held=held, scrub=scrub)
 
     def graph(self, fn, inner):
         if not self.cuda:

@@ -19,7 +19,7 @@ from gapbench.benchmarks.blas.params import BlasParams, CpuThreads
 from gapbench.core import dtypes, native
 from gapbench.core.conditions import Cache, Clock, Conditions, Process
 from gapbench.core.dtypes import Expected, from_bytes
-from gapbench.core.names import Backend, CacheMode, Data, DType, Precision
+from gapbench.core.names import Backend, CacheMode, Data, DeviceClass, DType, Precision
 from gapbench.core.result import ERROR, FAILED, NOT_APPLICABLE, UNAVAILABLE, Record
 from gapbench.ops.spec import FrameworkImpl, OpSpec, Shape, native_dims
 
@@ -284,8 +284,15 @@ def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl
 
         run = ad.evaluated(run_next)
 
-        def sample(n):
-            return [ad.time_device(run, 1) for _ in range(n)]
+        def sampler(scrub: CacheMode | None):
+            return lambda n: [ad.time_device(run, 1, scrub=scrub) for _ in range(n)]
+
+        samplers = {CacheMode.hot: sampler(None)}
+        # The cold modes too where the framework's stream can take the native gate's L2 scrub (the
+        # scrub the native rows run), so its cold rows pair with theirs under the same L2 state.
+        scrubbed = info.device_class is DeviceClass.cuda and ad.can_scrub
+        if scrubbed:
+            samplers.update({m: sampler(m) for m in (CacheMode.cold_clean, CacheMode.cold_dirty)})
 
         def verify_last(mode: CacheMode):
             last = outs[(turn[0] - 1) % n_sets]
@@ -298,9 +305,14 @@ def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl
                                 cpu_threads=cpu, hold=hold.method if hold is not None else None)
         clock = Clock.GATED if ad.can_hold else Clock.HOST
         cond = c.conditions(cache, clock, rotations=n_sets, set_bytes=c.set_bytes, l2_bytes=l2_bytes)
-        return [], [CaseArm(info.backend, variant, info.device_class, ad.device_clock, {CacheMode.hot: sample},
+        cold = {CacheMode.cold_clean: Cache.FLUSHED_CLEAN, CacheMode.cold_dirty: Cache.FLUSHED_DIRTY}
+
+        def conditions(mode: CacheMode) -> Conditions:
+            return cond if mode is CacheMode.hot else cond.replace(cache=cold[mode])
+
+        return [], [CaseArm(info.backend, variant, info.device_class, ad.device_clock, samplers,
                             verify_last, detail, op=impl.text, params=params, device=info.device,
-                            conditions=lambda mode: cond,
+                            conditions=conditions,
                             invalid=lambda mode: getattr(getattr(ad, "hold", None), "invalid_samples", 0))]
     except Exception as e:  # one failing framework case must not lose the others
         msg = f"{type(e).__name__}: {e}"

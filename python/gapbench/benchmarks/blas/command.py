@@ -57,8 +57,9 @@ class BlasBenchmark(Benchmark):
                              "fraction (default 0.01)")
         ap.add_argument("--cold", nargs="?", type=parse_list(ColdScrub.parse), const=[ColdScrub.read], default=None,
                         metavar="SCRUBS",
-                        help="also time native CUDA kernels with L2 scrubbed before each run: read (default: a read "
-                             "pass, L2 left clean), write (a memset, L2 left dirty), or read,write for both")
+                        help="also time with the L2 scrubbed before each run (native CUDA rows, and torch-cuda and "
+                             "CuPy through the same scrub on their stream): read (default: a read pass, L2 left clean), "
+                             "write (a memset, L2 left dirty), or read,write for both")
         ap.add_argument("--seed", type=int, default=None,
                         help="random seed of the input data (default: a fresh one, recorded with every row)")
         ap.add_argument("--data", type=parse_one(Data.parse), default=Data.randn,

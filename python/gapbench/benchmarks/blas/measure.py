@@ -6,8 +6,9 @@ GPU (torch-cuda, cupy, mlx-gpu); on Metal the dispatcher, MPS and torch-mps / ml
 the frameworks. The arms of one device class run in interleaved rounds in randomised order
 (gapbench.core.measure.paired), so every ratio against the vendor arm is a median of per-round
 ratios with a distribution-free 95% interval, and drift shared by a round cancels. Cold-cache
-modes (native CUDA only: frameworks cannot scrub the L2 between their runs) pair the native arms
-alone.
+modes pair the native arms with the CUDA frameworks whose stream takes the native gate's L2 scrub
+(torch-cuda, CuPy: the same scrub, queued on their stream before each held sample); MLX's queue
+cannot take it, so its rows have no cold mode.
 
 Before timing each arm was verified on a poisoned output (arms.py); after timing each arm runs
 once more in the same cache mode and that last timed output is verified again (`verify_last`)."""
