@@ -15,6 +15,8 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from gapbench.core.native import cache as native_cache
+
 SPIN_CYCLES = 2_000_000  # ~1 ms at a 2 GHz SM clock
 MAX_CLOCK_HZ = 3.0e9
 MAX_RETRIES = 5
@@ -52,11 +54,10 @@ class StreamHold:
         while invalid; raises GateTimeout after MAX_RETRIES tries."""
         if scrub is not None and not self.can_scrub:
             raise ValueError(f"no L2 scrub on this stream ({self.method})")
+        scrub_mode = native_cache(scrub) if scrub is not None else None
         for _ in range(MAX_RETRIES):
-            if scrub is not None:
-                from gapbench.core.native import cache
-
-                self.gate.scrub(stream, cache(scrub))
+            if scrub_mode is not None:
+                self.gate.scrub(stream, scrub_mode)
             if self.gate is not None:
                 self.gate.hold(stream)
                 try:

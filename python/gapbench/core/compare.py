@@ -105,8 +105,11 @@ def _ceiling_fraction(run: Run, r: Record) -> float | None:
     return None
 
 
-def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 1.0, seed: int = 0) -> list[RowChange]:
-    """Every row present and measured in both runs, classified (module docstring)."""
+def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 1.0, seed: int = 0,
+                 between: tuple[dict, dict] | None = None) -> list[RowChange]:
+    """Every row present and measured in both runs, classified (module docstring). `between`: per
+    row key, the medians of several fresh processes of each side (compare_groups); a row with at
+    least two a side takes its interval from their spread instead of from the two runs' samples."""
     if widen < 1:
         raise ValueError(f"widen must be >= 1 (a factor on the interval's half-widths), got {widen}")
     ia = {row_key(r): r for r in a.records if r.status == OK and r.samples_s}
@@ -123,7 +126,13 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
         if why:
             out.append(RowChange(k, ra, r, NOT_COMPARABLE, why=why, quantiles=quant))
             continue
-        ratio, lo, hi = median_ratio_ci(qa, qb, seed=seed)
+        ma, mb = (between[0].get(k, []), between[1].get(k, [])) if between else ([], [])
+        covers = "within-run"
+        if len(ma) >= 2 and len(mb) >= 2:
+            ratio, lo, hi = process_ratio_ci(ma, mb, seed=seed)
+            covers = f"between processes ({len(ma)} + {len(mb)})"
+        else:
+            ratio, lo, hi = median_ratio_ci(qa, qb, seed=seed)
         if widen != 1:  # on the log scale, so the interval stays positive and symmetric in ratio terms
             lo, hi = ratio * (lo / ratio) ** widen, ratio * (hi / ratio) ** widen
         frac = {}
@@ -132,7 +141,7 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
             if fa is not None and fb is not None:
                 frac = {"A": fa, "B": fb}
         out.append(RowChange(k, ra, r, classify(lo, hi, min_effect), ratio, lo, hi, quantiles=quant,
-                             of_ceiling=frac))
+                             of_ceiling=frac, covers=covers))
     return out
 
 
@@ -146,32 +155,22 @@ def process_ratio_ci(a_meds: Sequence[float], b_meds: Sequence[float], n: int = 
 
 def compare_groups(a_runs: list[Run], b_runs: list[Run], min_effect: float = MIN_EFFECT, widen: float = 1.0,
                    seed: int = 0) -> list[RowChange]:
-    """Rows of several runs per side (`gapbench run --repeat N`: each a fresh process). With at
-    least two runs on each side, each row's interval comes from the spread between the runs'
-    medians (process_ratio_ci) and says so; otherwise it is compare_runs on the first run of each."""
-    if len(a_runs) < 2 or len(b_runs) < 2:
-        return compare_runs(a_runs[0], b_runs[0], min_effect, widen, seed)
-    base = compare_runs(a_runs[0], b_runs[0], min_effect, widen, seed)
+    """Rows of several runs per side (`gapbench run --repeat N`: each a fresh process), matched and
+    classified on the first run of each side; with at least two runs on each side, each row's
+    interval comes from the spread between the runs' medians (process_ratio_ci) and says so."""
+    between = None
+    if len(a_runs) >= 2 and len(b_runs) >= 2:
+        between = (_process_medians(a_runs), _process_medians(b_runs))
+    return compare_runs(a_runs[0], b_runs[0], min_effect, widen, seed, between)
 
-    def medians(runs):
-        out: dict = {}
-        for run in runs:
-            for r in run.records:
-                if r.status == OK and r.samples_s:
-                    out.setdefault(row_key(r), []).append(float(np.median(r.per_op())))
-        return out
 
-    ma, mb = medians(a_runs), medians(b_runs)
-    for c in base:
-        if c.verdict == NOT_COMPARABLE or len(ma.get(c.key, [])) < 2 or len(mb.get(c.key, [])) < 2:
-            continue
-        ratio, lo, hi = process_ratio_ci(ma[c.key], mb[c.key], seed=seed)
-        if widen != 1:
-            lo, hi = ratio * (lo / ratio) ** widen, ratio * (hi / ratio) ** widen
-        c.ratio, c.lo, c.hi = ratio, lo, hi
-        c.verdict = classify(lo, hi, min_effect)
-        c.covers = f"between processes ({len(ma[c.key])} + {len(mb[c.key])})"
-    return base
+def _process_medians(runs: list[Run]) -> dict:
+    out: dict = {}
+    for run in runs:
+        for r in run.records:
+            if r.status == OK and r.samples_s:
+                out.setdefault(row_key(r), []).append(float(np.median(r.per_op())))
+    return out
 
 
 def device_of(run: Run) -> str:

@@ -32,6 +32,19 @@ class Clock:
     GPU_TIMESTAMPS = "gpu timestamps"  # Metal command buffer GPU start/end
 
 
+#: Record.clock (how the samples were read) -> the conditions' clock, for records timed without the
+#: release gate (gated device events are Clock.GATED, set where the gate is used)
+_RECORD_CLOCKS = {"host_wall": Clock.HOST, "device_events": Clock.ISSUED, "gpu_timestamps": Clock.GPU_TIMESTAMPS}
+
+
+def clock_of(record_clock: str | None, gated: bool = False) -> str | None:
+    """The conditions' clock of a record whose samples were read by `record_clock`; `gated`: its
+    device events were held behind the release gate."""
+    if gated:
+        return Clock.GATED
+    return _RECORD_CLOCKS.get(record_clock or "", record_clock)
+
+
 class Process:
     PAIRED = "paired"  # interleaved rounds with the other arms, in one process
     STANDALONE = "standalone"  # alone in its process

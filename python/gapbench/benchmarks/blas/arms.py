@@ -236,8 +236,6 @@ def framework(c: Case, info: BackendInfo, ad: Adapter, l2_bytes: int | None = No
 def _framework_sets(c: Case, info: BackendInfo, l2_bytes: int | None, free_bytes: int | None) -> tuple[int, str]:
     """(input sets, cache state) for a framework's hot mode: the native case's count where one ran,
     else the same rule; one set on the host (CPU caches are not rotated here)."""
-    from gapbench.core.names import DeviceClass
-
     if info.device_class is DeviceClass.cpu:
         return 1, Cache.HOST
     if not l2_bytes:
@@ -329,8 +327,6 @@ def fit_cpu_threads(adapters: dict[Backend, Adapter]) -> None:
     import os
 
     from gapbench.backends.base import free_cpu_cores
-    from gapbench.core.names import DeviceClass
-
     cpu = [ad for b, ad in adapters.items() if b.device_class is DeviceClass.cpu]
     if not cpu:
         return

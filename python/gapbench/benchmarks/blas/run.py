@@ -192,8 +192,6 @@ def _backend_rows(b: Backend, c: rows.Case, cfg: Config, s: Session, cases: list
             cases.append(case)
             return rows.native_metal(c, cfg, s.infos[b], case)
         if b in s.adapters:
-            from gapbench.core.names import DeviceClass
-
             on_cuda = b.device_class is DeviceClass.cuda
             return rows.framework(c, s.infos[b], s.adapters[b], s.l2_bytes if on_cuda else None,
                                   memfit.device_available(b)[0] if on_cuda else None)

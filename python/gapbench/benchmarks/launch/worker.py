@@ -11,7 +11,7 @@ import numpy as np
 
 from gapbench.backends import registry
 from gapbench.benchmarks.launch.params import LaunchParams, Pairing
-from gapbench.core.conditions import Clock, Conditions, Process
+from gapbench.core.conditions import Conditions, Process, clock_of
 from gapbench.core.names import Backend
 from gapbench.core import native
 from gapbench.core.measure import Arm, adaptive
@@ -20,10 +20,6 @@ from gapbench.benchmarks.launch.config import PROBE, WARM_METRICS, Config, add_w
 from gapbench.benchmarks.launch.pairing import Floor, new_seed, pair_with_floor, plain_samples_per_round
 
 perf_ns = time.perf_counter_ns
-
-
-#: the records' clock names in the words of gapbench.core.conditions
-_CLOCKS = {"host_wall": Clock.HOST, "device_events": Clock.ISSUED, "gpu_timestamps": Clock.GPU_TIMESTAMPS}
 
 
 class _Out:
@@ -51,7 +47,7 @@ class _Out:
         # Each metric is timed alone in its process (process: standalone); its pairing with the
         # floor, where there is one, carries its own rounds and standalone check.
         held = metric == "device_kernel"  # the queue held behind the release gate
-        cond = Conditions(clock=Clock.GATED if held else _CLOCKS.get(clock or "", clock), process=Process.STANDALONE,
+        cond = Conditions(clock=clock_of(clock, gated=held), process=Process.STANDALONE,
                           data="uniform[0.5, 2)", cpu=self.cpu,
                           seed=self.seed).to_dict() if status == OK else {}
         rec = Record(probe=PROBE, backend=self.backend, variant=variant, metric=metric, status=status, conditions=cond,

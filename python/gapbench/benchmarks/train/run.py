@@ -40,7 +40,7 @@ import numpy as np
 from gapbench.backends import registry
 from gapbench.core.names import Backend, DeviceClass, Family
 from gapbench.core.cases import CaseError, error_record, run_case_in_worker
-from gapbench.core.conditions import Clock, Conditions, Process
+from gapbench.core.conditions import Clock, Conditions, Process, clock_of
 from gapbench.core.result import ERROR, FAILED, OK, UNAVAILABLE, Record
 from gapbench.benchmarks.train.config import BACKENDS, HF_MODELS, MINIMAL, MODELS, MODES, OFFLOADS, PRECISIONS, PROBE, Case  # noqa: F401
 from gapbench.benchmarks.train.config import load_roofline  # noqa: F401
@@ -257,10 +257,8 @@ def _run_case(case: Case, base: dict, params: dict, progress) -> list[Record]:
     cond = Conditions(clock=Clock.HOST, process=Process.PAIRED, data=wl.data_desc if isinstance(wl.data_desc, str)
                       else "synthetic", optimizer=wl.optimizer_used, attention=wl.attention_used, compile=case.compile,
                       seed=case.seed)
-    clocks = {"host_wall": Clock.HOST, "device_events": Clock.ISSUED}
-
     def rec(metric, samples, op, clock="host_wall", conditions=cond, **kw):
-        conditions = conditions.replace(clock=clocks.get(clock, clock))
+        conditions = conditions.replace(clock=clock_of(clock))
         return Record(**common, metric=metric, samples_s=samples, op=op, clock=clock, conditions=conditions.to_dict(),
                       **kw)
     how = ("value_and_grad + update, one mx.eval (as the plain loop)" if is_mlx else
