@@ -99,8 +99,8 @@ def rank_cpus(nproc: int, gpu_local: dict[int, set[int]] | None = None, allowed:
 def launch_cpu(gpu_local: set[int] | None = None, allowed: set[int] | None = None, core_of=_core_of) -> int | None:
     """The one CPU a latency probe is bound to: on the GPU's NUMA node where known, the first
     hardware thread of the second physical core (the first takes most interrupts), or of the only
-    one. Unbound, the scheduler moves the thread between cores, and a framework's launch + sync
-    then alternates between two speeds within one process (an H100: torch 12.7 or 18.9 us)."""
+    one. Unbound, a framework's launch + sync moved between about 12.6 and 21.6 us within one
+    process on an H100; bound, the spread narrowed (docs/results/launch-h100-2026-11-25-pinning-probe.txt)."""
     allowed = set(os.sched_getaffinity(0)) if allowed is None else set(allowed)
     pool = (set(gpu_local or ()) & allowed) or allowed
     cores = physical_cores(pool, core_of)

@@ -266,7 +266,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                          "known slowdown for checking gapbench compare (its records say so); never use for results")
     ap.add_argument("--no-pin", action="store_true",
                     help="do not bind the workers and the plain loop to one CPU (default: bound to one core on the "
-                         "GPU's NUMA node; unbound, launch latencies switch between speeds as threads migrate)")
+                         "GPU's NUMA node; unbound, launch latencies moved more between speeds within a process)")
     ap.add_argument("--no-progress", action="store_true", help="no progress display")
     ap.add_argument("--list", action="store_true", help="list backends with availability and exit")
 
