@@ -15,7 +15,7 @@ from gapbench import ops
 from gapbench.benchmarks.blas.params import BlasParams, Paired
 from gapbench.benchmarks.blas import tables as blas
 from gapbench.benchmarks.blas.config import parse_shapes
-from gapbench.core.result import FAILED, NOT_APPLICABLE, OK, UNAVAILABLE, Record, load_run
+from gapbench.core.result import ERROR, FAILED, NOT_APPLICABLE, OK, UNAVAILABLE, Record, load_run
 
 
 def test_bf16_rounding_is_round_to_nearest_even():
@@ -143,7 +143,10 @@ def test_cli_runs_one_vjp_cotangent(tmp_path):
 
 @pytest.mark.parametrize("args,msg", [(["--ops", "conv"], "unknown op"), (["--dtypes", "fp8"], "unknown dtype"),
                                       (["--shapes", "3x"], "bad shape"), (["--backends", "tpu"], "unknown backend"),
-                                      (["--cold", "flush"], "unknown --cold scrub")])
+                                      (["--cold", "flush"], "unknown --cold scrub"),
+                                      (["--inject-delay-us", "torch-cpu=3"], "torch-cuda only"),
+                                      (["--inject-delay-us", "torch-cuda=0"], "must be > 0 microseconds"),
+                                      (["--inject-delay-us", "torch-cuda"], "give BACKEND=MICROSECONDS")])
 def test_cli_errors(tmp_path, args, msg):
     p = run_module("bench.blas", *args, "--out", str(tmp_path / "x.json"))
     assert p.returncode == 2 and msg in p.stderr, p.stderr
@@ -539,3 +542,62 @@ def test_framework_cold_rows_verify_and_pair_with_the_native_cold_rows_on_gpu(tm
         assert r.conditions["cache"] == want
         paired = r.params["paired"]
         assert paired["vs"].endswith("/cublas") and paired.get("speed_ratio") and not paired.get("not_comparable")
+
+
+def test_an_injected_device_delay_follows_every_timed_op_and_the_row_says_so():
+    """bench.blas --inject-delay-us (test only): the adapter's device-side delay is queued after
+    every timed op of the framework, and the row's op names it; an adapter without a delay kernel
+    gives an error row that says so, and nothing is timed."""
+    pytest.importorskip("torch")
+    if not registry.info(Backend.torch_cpu).available:
+        pytest.skip("torch-cpu not available")
+    from gapbench.backends.base import BackendInfo
+    from gapbench.benchmarks.blas import arms as rows
+    from gapbench.benchmarks.blas.run import record
+
+    spec, shape, dt = ops.get("gemv"), {"m": 32, "k": 32}, DType.fp32
+    rounded = [dtypes.round_to(a, dt) for a in spec.inputs(shape, np.random.default_rng(0))]
+    case = rows.Case(spec, dt, shape, rounded, spec.expected(rounded, shape),
+                     lambda b, v, p=None, **kw: record(spec, dt, shape, b, v, p, **kw))
+    gpu = BackendInfo(Backend.torch_cuda, True, "", {})
+    queued = []
+
+    class Delaying(type(registry.make_adapter(Backend.torch_cpu))):
+        def device_delay(self, us):
+            return (lambda: queued.append(us)), f"spin({us:g} us)"
+
+        def time_device(self, fn, inner, held=True, scrub=None):
+            for _ in range(inner):
+                fn()
+            return 1e-6
+
+    ad = Delaying(Backend.torch_cpu)
+    ad.setup_context()
+    recs, (arm,) = rows.framework(case, gpu, ad, l2_bytes=2**20, free_bytes=2**30, inject_us=7.0)
+    assert not recs and "spin(7 us) injected delay (test only)" in arm.op
+    arm.samplers[CacheMode.hot](5)
+    assert queued == [7.0] * 5
+    plain = registry.make_adapter(Backend.torch_cpu)
+    plain.setup_context()
+    recs, arms = rows.framework(case, gpu, plain, l2_bytes=2**20, free_bytes=2**30, inject_us=7.0)
+    assert not arms and recs[0].status == ERROR and "no device-side delay kernel" in recs[0].reason
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not registry.info(Backend.torch_cuda).available, reason="needs torch with CUDA on an NVIDIA GPU")
+def test_an_injected_device_delay_on_gpu_is_found_slower_by_compare(tmp_path):
+    """A real torch.cuda._sleep delay of 20 us after every op makes torch-cuda's GEMV rows slower
+    in gapbench compare against a run without it, and the native rows of the same runs are not
+    called slower (the injection touches one arm only)."""
+    from gapbench.core import compare as cmp
+
+    outs = [tmp_path / "a.json", tmp_path / "b.json"]
+    for out, extra in zip(outs, ([], ["--inject-delay-us", "torch-cuda=20"])):
+        p = run_module("bench.blas", "--quick", "--no-progress", "--no-plain", "--no-plots", "--backends",
+                       "native-cuda,torch-cuda", "--ops", "gemv", "--dtypes", "fp16", *extra, "--out", str(out))
+        assert p.returncode == 0, p.stderr[-2000:]
+    rows = cmp.compare_runs(load_run(outs[0]), load_run(outs[1]))
+    torch_rows = [c for c in rows if c.key[1] == "torch-cuda" and c.ratio is not None]
+    assert torch_rows and all(c.verdict == cmp.SLOWER for c in torch_rows), [(c.key, c.verdict) for c in torch_rows]
+    assert all("injected delay" in c.b.op for c in torch_rows)
+    assert not [c for c in rows if c.key[1] == "native-cuda" and c.verdict == cmp.SLOWER and c.ratio > 1.2]

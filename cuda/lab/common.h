@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "dtype.cuh"
+#include "l2_scrub.cuh"
 
 namespace lab {
 
@@ -245,42 +246,12 @@ inline void open_device(Device& d) {
 }
 
 // ------------------------------------------------------------------ L2 scrub and the gate
-enum Cold : int { kColdNone = 0, kColdRead = 1, kColdWrite = 2 };
+// The library's scrub (cuda/l2_scrub.cuh): the lab's cold modes are its modes, device 0.
+enum Cold : int { kColdNone = gb::cache::kHot, kColdRead = gb::cache::kColdClean, kColdWrite = gb::cache::kColdDirty };
 
-// Reads n 16-byte words and stores only if their xor is a value a one-byte-filled buffer never
-// gives (so no load is dropped); four loads in flight per thread.
-static __global__ void l2_read_scrub(uint4* p, size_t n) {
-  unsigned acc = 0;
-  const size_t stride = (size_t)gridDim.x * blockDim.x;
-  size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-  for (; i + 3 * stride < n; i += 4 * stride) {
-    uint4 w[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) w[u] = p[i + u * stride];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) acc ^= w[u].x ^ w[u].y ^ w[u].z ^ w[u].w;
-  }
-  for (; i < n; i += stride) acc ^= p[i].x ^ p[i].y ^ p[i].z ^ p[i].w;
-  if (acc == 0x9e3779b9u) p[0].x = acc;
-}
-
-struct Scrub {
-  void* buf = nullptr;
-  size_t bytes = 0;
-  int blocks = 1;
-  void alloc(const Device& d) {
-    bytes = 2 * (size_t)(d.prop.l2CacheSize > 0 ? d.prop.l2CacheSize : 1 << 20);  // 2x L2: its replacement is not strict LRU
-    blocks = 4 * d.sms;
-    cudaCheck(cudaMalloc(&buf, bytes));
-    cudaCheck(cudaMemset(buf, 0, bytes));
-  }
-  void run(int mode, int round, cudaStream_t s) const {
-    if (mode == kColdWrite) cudaCheck(cudaMemsetAsync(buf, round & 0xFF, bytes, s));
-    if (mode == kColdRead) {
-      l2_read_scrub<<<blocks, 256, 0, s>>>((uint4*)buf, bytes / sizeof(uint4));
-      cudaCheck(cudaGetLastError());
-    }
-  }
+struct Scrub : gb::cache::L2Scrub {
+  void alloc(const Device&) { cudaCheck(gb::cache::L2Scrub::alloc(0)); }
+  void run(int mode, int round, cudaStream_t s) const { cudaCheck(gb::cache::L2Scrub::run(mode, round, s)); }
 };
 
 // Spins until the host sets *flag (mapped host memory) or `timeout` SM clocks pass; a timeout

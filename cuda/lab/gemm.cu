@@ -39,10 +39,10 @@ Sweep: ./gemm [--variants all|1,2,..] [--dtypes fp16,bf16,fp32] [--shapes BxMxNx
 #include "ops/gemm.cuh"  // the library's kernels of the op (reference and shipped)
 
 // The library's kernels this file runs (cuda/ops/gemm.cuh), by their strategy names.
-using gb::blas::gemm_mma_async;
 using gb::blas::gemm_reference;
-using gb::blas::gemm_simt_tiles;
-using gb::blas::gemm_wgmma_tma;
+using gb::blas::launch_gemm_mma_async;
+using gb::blas::launch_gemm_simt_tiles;
+using gb::blas::launch_gemm_wgmma_tma;
 #include "ptx.cuh"
 
 using namespace lab;
@@ -275,70 +275,9 @@ struct alignas(4) Pair {
 // wgmma reaches on H100/H200. One wgmma group stays in flight while the previous slice's buffer
 // is released. A is K-major (row-major m x k); B is row-major k x n, i.e. N-major: imm-trans-b.
 
-namespace {
-
-constexpr int kMmaSmem = 4 * (128 * 40 + 32 * 136) * 2;  // gemm_mma_async: 4 stages of A and B tiles
-
-[[noreturn]] void refuse(int variant, const std::string& why) {
+[[noreturn]] static void refuse(int variant, const std::string& why) {
   die(1, "gemm variant " + std::to_string(variant) + " cannot run here: " + why);
 }
-
-// A 3-D (inner, outer, batch) map over a row-major batch of matrices, 128-byte swizzled boxes.
-CUtensorMap make_map(int dt, const void* base, long long inner, long long outer, long long batch, int box_inner,
-                     int box_outer) {
-  auto encode = tensor_map_encoder();
-  if (!encode) refuse(7, "cuTensorMapEncodeTiled is not available from this driver");
-  CUtensorMap map{};
-  cuuint64_t dims[3] = {(cuuint64_t)inner, (cuuint64_t)outer, (cuuint64_t)batch};
-  cuuint64_t strides[2] = {(cuuint64_t)(inner * 2), (cuuint64_t)(inner * outer * 2)};
-  cuuint32_t box[3] = {(cuuint32_t)box_inner, (cuuint32_t)box_outer, 1}, estr[3] = {1, 1, 1};
-  CUresult rc = encode(&map, dt == kF16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
-                       const_cast<void*>(base), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (rc != CUDA_SUCCESS) throw std::runtime_error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(rc));
-  return map;
-}
-
-template <class T, int BN>
-void launch_wgmma(int variant, int dt, const void* A, const void* B, void* C, long long batch, long long m,
-                  long long n, long long k, cudaStream_t s) {
-  constexpr int STAGES = BN == 128 ? 5 : 4, STAGE_BYTES = 128 * 64 * 2 + 64 * BN * 2;
-  constexpr int SMEM = STAGES * STAGE_BYTES + 1024 + 2 * STAGES * 8;
-  static std::once_flag once;
-  static cudaError_t attr_rc = cudaSuccess;
-  static int binary = 0;
-  std::call_once(once, [] {
-    cudaFuncAttributes fa{};
-    attr_rc = cudaFuncGetAttributes(&fa, gemm_wgmma_tma<T, BN>);
-    binary = fa.binaryVersion;
-    if (attr_rc == cudaSuccess)
-      attr_rc = cudaFuncSetAttribute(gemm_wgmma_tma<T, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM);
-  });
-  // An sm_90a cubin is what runs on sm_90 when the build included "90a" (CMakeLists maps 90 to it).
-  if (attr_rc != cudaSuccess || binary != 90)
-    refuse(variant, "this build has no sm_90a code for the wgmma kernel (binary sm_" + std::to_string(binary) + ")");
-  // Maps are cached per buffer: the hot-cache mode rotates through a few input sets.
-  static std::mutex mu;
-  static std::map<std::tuple<const void*, const void*, long long, long long, long long, long long>,
-                  std::pair<CUtensorMap, CUtensorMap>> cache;
-  std::pair<CUtensorMap, CUtensorMap> maps;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto key = std::make_tuple(A, B, batch, m, n, k);
-    auto it = cache.find(key);
-    if (it == cache.end()) {
-      if (cache.size() > 64) cache.clear();
-      it = cache.emplace(key, std::make_pair(make_map(dt, A, k, m, batch, 64, 128),
-                                             make_map(dt, B, n, k, batch, 64, 64))).first;
-    }
-    maps = it->second;
-  }
-  dim3 grid((unsigned)((n + BN - 1) / BN), (unsigned)((m + 127) / 128), (unsigned)batch);
-  gemm_wgmma_tma<T, BN><<<grid, 384, SMEM, s>>>(maps.first, maps.second, static_cast<T*>(C), (int)m, (int)n, (int)k);
-}
-
-}  // namespace
 
 
 // ----------------------------------------------------------------------------
@@ -370,20 +309,16 @@ static void gemm_variant(int variant, int dt, const void* A, const void* B, void
     } else if (variant == 3) {
       gemm_reg<T><<<g128, 256, 0, s>>>(a, b, c, m, n, k);
     } else if (variant == 5) {
-      gemm_simt_tiles<T><<<g128, 256, 0, s>>>(a, b, c, m, n, k);
+      launch_gemm_simt_tiles<T>(a, b, c, batch, m, n, k, s);
     } else if constexpr (sizeof(T) == 2) {
       if (variant == 4) {
         gemm_wmma<T><<<g128, 256, 0, s>>>(a, b, c, m, n, k);
       } else if (variant == 6) {
-        static bool set = [] {
-          return cudaFuncSetAttribute(gemm_mma_async<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMmaSmem) == cudaSuccess;
-        }();
-        (void)set;
-        gemm_mma_async<T><<<g128, 256, kMmaSmem, s>>>(a, b, c, m, n, k);
-      } else if (variant == 7) {
-        launch_wgmma<T, 128>(variant, dt, A, B, C, batch, m, n, k, s);
-      } else if (variant == 8) {
-        launch_wgmma<T, 256>(variant, dt, A, B, C, batch, m, n, k, s);
+        launch_gemm_mma_async<T>(a, b, c, batch, m, n, k, s);
+      } else if (variant == 7 || variant == 8) {
+        std::string why = variant == 7 ? launch_gemm_wgmma_tma<T, 128>(a, b, c, batch, m, n, k, s)
+                                       : launch_gemm_wgmma_tma<T, 256>(a, b, c, batch, m, n, k, s);
+        if (!why.empty()) refuse(variant, why);
       }
     }
   });

@@ -24,12 +24,12 @@ Sweep: ./gemv [--variants all|1,2,..] [--dtypes fp16,bf16,fp32] [--shapes MxK,..
 #include "common.h"
 #include "ops/gemv.cuh"  // the library's kernels of the op (reference and shipped)
 
-// The library's kernels this file runs (cuda/ops/gemv.cuh), by their strategy names.
-using gb::blas::gemv_reference;
-using gb::blas::gemv_split_k;
-using gb::blas::gemv_split_k_reduce;
-using gb::blas::gemv_warp_rows;
-using gb::blas::gemv_x_stationary;
+// The library's kernels this file runs (cuda/ops/gemv.cuh), through its launchers.
+using gb::blas::gemv_work_floats;
+using gb::blas::launch_gemv_reference;
+using gb::blas::launch_gemv_split_k;
+using gb::blas::launch_gemv_warp_rows;
+using gb::blas::launch_gemv_x_stationary;
 
 using namespace lab;
 
@@ -48,110 +48,33 @@ static std::vector<double> gemv_cpu(const void* A, const void* x, long long m, l
 }
 
 // ----------------------------------------------------------------------------
-// GPU kernels
-
-// version 1
-
-// version 2 (also variant 3's fallback for rows that are not 16-byte aligned)
-
-// version 3: split-k. A warp per (row, k-slice), 8 packs in flight per lane; when m alone
-// cannot fill the GPU (m warps < ~4 per SM slot) the row is cut into slices whose fp32 partial
-// sums a second kernel adds. For large m it is variant 2 with deeper unrolling.
-
-// version 4. Each lane holds P packs of x (its warp's k-range: 32 x P packs, contiguous, so a
-// warp reads 512 B-runs of a row and the block's warps together a contiguous WARPS x 32 x P-pack
-// run), walks its block's rows R at a time (R x P independent 16-byte loads in flight per lane)
-// and leaves one sum per (warp, row) in shared memory. After one barrier the block sums its
-// warps per row; with one k-slice it writes y, else it adds into an fp32 accumulator and the
-// block that completes a run of rows (a counter per run) converts it to y and clears it, so the
-// workspace is reusable without a memset. Needs k % N == 0 (16-byte rows).
-
-static constexpr int kGemvV4Packs = 4, kGemvV4Rows = 2, kGemvV4BlocksPerSm = 4, kGemvV4MaxRows = 512;
-
-// Warps per block: as many (up to 8) as the row's packs keep busy, so a narrow k does not leave
-// warps holding nothing but zeros.
-template <class T>
-static void launch_gemv_xstat(const T* A, const T* x, T* y, float* accum, unsigned* counters, long long m,
-                              long long k, int sms, cudaStream_t s) {
-  constexpr int P = kGemvV4Packs, R = kGemvV4Rows;
-  long long kp = k / Pack<T>::N;
-  auto go = [&]<int WARPS>() {
-    long long slices = (kp + 32LL * P * WARPS - 1) / (32LL * P * WARPS);
-    long long want = ((long long)kGemvV4BlocksPerSm * sms + slices - 1) / slices;  // row runs wanted
-    long long rpb = (m + want - 1) / want;
-    rpb = (rpb + R - 1) / R * R;
-    if (rpb > kGemvV4MaxRows) rpb = kGemvV4MaxRows;
-    long long runs = (m + rpb - 1) / rpb;
-    gemv_x_stationary<T, P, R, WARPS><<<dim3((unsigned)runs, (unsigned)slices), WARPS * 32,
-                                 sizeof(float) * WARPS * rpb, s>>>(A, x, y, accum, counters, m, k, (int)rpb);
-  };
-  long long busy = (kp + 32LL * P - 1) / (32LL * P);  // warps the row can keep busy
-  if (busy >= 8) go.template operator()<8>();
-  else if (busy >= 4) go.template operator()<4>();
-  else if (busy >= 2) go.template operator()<2>();
-  else go.template operator()<1>();
-}
-
-static long long gemv_split_slices(long long m, long long k, int pack, int sms) {
-  long long want = (64LL * sms + m - 1) / m;                 // about 64 warps per SM in all
-  long long max_slices = k / (32LL * pack * 8) > 0 ? k / (32LL * pack * 8) : 1;  // >= one full unrolled pass
-  return want < 1 ? 1 : (want > max_slices ? max_slices : want);
-}
-
-// Workspace (floats): [variant 3's partials: slices x m] [variant 4's accumulator: m]
-// [variant 4's counters: one per run of rows, at most m]. Variant 4's part starts zeroed (the
-// case runner clears the workspace once) and clears itself.
-static long long gemv_partials_floats(long long m, long long k, int sms) {
-  return (gemv_split_slices(m, k, 4, sms) * m + 3) / 4 * 4;  // the fp32 pack allows the most slices
-}
-
-static long long gemv_work_floats(long long m, long long k, int sms) { return gemv_partials_floats(m, k, sms) + 2 * m; }
-
-// ----------------------------------------------------------------------------
-// launchers (variants 3-4 use `work`: zeroed once when allocated; variant 4 clears its own part)
+// launchers: every variant here ships (or is the reference), so each runs through the library's own
+// host launcher (cuda/ops/gemv.cuh); `work` is zeroed once when allocated and variant 4 clears its part.
 
 static void gemv1(int dt, const void* A, const void* x, void* y, long long m, long long k, cudaStream_t s) {
   dispatch_dtype(dt, [&]<class T>() {
-    gemv_reference<T><<<(unsigned)((m + 127) / 128), 128, 0, s>>>(static_cast<const T*>(A), static_cast<const T*>(x),
-                                                                    static_cast<T*>(y), m, k);
+    launch_gemv_reference<T>(static_cast<const T*>(A), static_cast<const T*>(x), static_cast<T*>(y), m, k, s);
   });
 }
 
 static void gemv2(int dt, const void* A, const void* x, void* y, long long m, long long k, cudaStream_t s) {
   dispatch_dtype(dt, [&]<class T>() {
-    constexpr int warps = 8;
-    gemv_warp_rows<T, 4><<<(unsigned)((m + warps - 1) / warps), warps * 32, 0, s>>>(
-        static_cast<const T*>(A), static_cast<const T*>(x), static_cast<T*>(y), m, k);
+    launch_gemv_warp_rows<T>(static_cast<const T*>(A), static_cast<const T*>(x), static_cast<T*>(y), m, k, s);
   });
 }
 
 static void gemv3(int dt, const void* A, const void* x, void* y, long long m, long long k, float* work, int sms,
                   cudaStream_t s) {
   dispatch_dtype(dt, [&]<class T>() {
-    auto a = static_cast<const T*>(A);
-    auto xv = static_cast<const T*>(x);
-    auto yv = static_cast<T*>(y);
-    constexpr int warps = 8;
-    if (k % Pack<T>::N != 0) {  // rows not 16-byte aligned: the warp-per-row form handles it
-      gemv_warp_rows<T, 4><<<(unsigned)((m + warps - 1) / warps), warps * 32, 0, s>>>(a, xv, yv, m, k);
-      return;
-    }
-    long long slices = gemv_split_slices(m, k, Pack<T>::N, sms);
-    long long per = (k + slices - 1) / slices;
-    per = (per + Pack<T>::N - 1) / Pack<T>::N * Pack<T>::N;
-    slices = (k + per - 1) / per;
-    dim3 grid((unsigned)((m + warps - 1) / warps), (unsigned)slices);
-    gemv_split_k<T, 8><<<grid, warps * 32, 0, s>>>(a, xv, work, yv, m, k, per);
-    if (slices > 1) gemv_split_k_reduce<T><<<(unsigned)((m + 255) / 256), 256, 0, s>>>(work, yv, m, (int)slices);
+    launch_gemv_split_k<T>(static_cast<const T*>(A), static_cast<const T*>(x), static_cast<T*>(y), m, k, work, sms, s);
   });
 }
 
 static void gemv4(int dt, const void* A, const void* x, void* y, long long m, long long k, float* work, int sms,
                   cudaStream_t s) {
   dispatch_dtype(dt, [&]<class T>() {
-    float* accum = work + gemv_partials_floats(m, k, sms);
-    launch_gemv_xstat<T>(static_cast<const T*>(A), static_cast<const T*>(x), static_cast<T*>(y), accum,
-                         reinterpret_cast<unsigned*>(accum + m), m, k, sms, s);
+    launch_gemv_x_stationary<T>(static_cast<const T*>(A), static_cast<const T*>(x), static_cast<T*>(y), m, k, work,
+                                sms, s);
   });
 }
 

@@ -20,8 +20,8 @@ Sweep: ./vjp_dw [--variants all|1,2,3] [--dtypes fp16,bf16,fp32] [--shapes MxK,.
 #include "ops/vjp_dw.cuh"  // the library's kernels of the op (reference and shipped)
 
 // The library's kernels this file runs (cuda/ops/vjp_dw.cuh), by their strategy names.
-using gb::blas::vjp_dw_2d_stream;
-using gb::blas::vjp_dw_reference;
+using gb::blas::launch_vjp_dw_2d_stream;
+using gb::blas::launch_vjp_dw_reference;
 
 using namespace lab;
 
@@ -60,8 +60,7 @@ __global__ void vjp_dw_pack(const T* __restrict__ v, const T* __restrict__ x, T*
 
 static void dw1(int dt, const void* v, const void* x, void* dW, long long m, long long k, cudaStream_t s) {
   dispatch_dtype(dt, [&]<class T>() {
-    vjp_dw_reference<T><<<dim3((unsigned)((k + 255) / 256), (unsigned)m), 256, 0, s>>>(
-        static_cast<const T*>(v), static_cast<const T*>(x), static_cast<T*>(dW), m, k);
+    launch_vjp_dw_reference<T>(static_cast<const T*>(v), static_cast<const T*>(x), static_cast<T*>(dW), m, k, s);
   });
 }
 
@@ -75,25 +74,14 @@ static void dw2(int dt, const void* v, const void* x, void* dW, long long m, lon
       long long grid = (total + 255) / 256;
       vjp_dw_pack<T><<<(unsigned)(grid < 65535LL * 32 ? grid : 65535LL * 32), 256, 0, s>>>(vv, xv, out, m, k);
     } else {  // a row length no pack divides
-      vjp_dw_reference<T><<<dim3((unsigned)((k + 255) / 256), (unsigned)m), 256, 0, s>>>(vv, xv, out, m, k);
+      launch_vjp_dw_reference<T>(vv, xv, out, m, k, s);
     }
   });
 }
 
 static void dw3(int dt, const void* v, const void* x, void* dW, long long m, long long k, cudaStream_t s) {
   dispatch_dtype(dt, [&]<class T>() {
-    auto vv = static_cast<const T*>(v);
-    auto xv = static_cast<const T*>(x);
-    auto out = static_cast<T*>(dW);
-    if (k % Pack<T>::N != 0) {
-      vjp_dw_reference<T><<<dim3((unsigned)((k + 255) / 256), (unsigned)m), 256, 0, s>>>(vv, xv, out, m, k);
-      return;
-    }
-    long long packs = k / Pack<T>::N;
-    long long xblocks = (packs + 255) / 256;
-    long long rows = (4096LL + xblocks - 1) / xblocks;  // ~4096 blocks in all, each over m/rows rows
-    rows = rows > m ? m : (rows > 65535 ? 65535 : rows);
-    vjp_dw_2d_stream<T><<<dim3((unsigned)xblocks, (unsigned)rows), 256, 0, s>>>(vv, xv, out, m, k);
+    launch_vjp_dw_2d_stream<T>(static_cast<const T*>(v), static_cast<const T*>(x), static_cast<T*>(dW), m, k, s);
   });
 }
 

@@ -57,6 +57,10 @@ Sweep: ./vjp_dx [--variants all|1,2,..] [--configs all|pdl,..] [--dtypes fp16,bf
 
 // The library's kernels this file runs (cuda/ops/vjp_dx.cuh), by their strategy names.
 using gb::blas::add_and_finish;
+using gb::blas::dx_geometry;
+using gb::blas::kDxBlock;
+using gb::blas::launch_vjp_dx_strips;
+using gb::blas::launch_vjp_dx_strips128_wave;
 using gb::blas::load_w_pack;
 using gb::blas::vjp_dx_reduce;
 using gb::blas::vjp_dx_reference;
@@ -497,18 +501,6 @@ static void launch_dx_reduce(const float* part, T* dx, long long k, int slices, 
   cudaLaunchKernelEx(&cfg, vjp_dx_reduce<T, true>, part, dx, k, slices);
 }
 
-static constexpr int kDxBlock = 256;
-
-static void dx_geometry(long long m, long long k, int pack, int sms, long long* xblocks, long long* slices,
-                        long long* rows_per_slice, int blocks_per_sm = 8) {
-  long long threads = (k + pack - 1) / pack;
-  *xblocks = (threads + kDxBlock - 1) / kDxBlock;
-  long long want = ((long long)blocks_per_sm * sms + *xblocks - 1) / *xblocks;
-  long long max_slices = m / 32 > 0 ? m / 32 : 1;           // keep >= 32 rows per slice
-  *slices = want < 1 ? 1 : (want > max_slices ? max_slices : want);
-  *rows_per_slice = (m + *slices - 1) / *slices;
-  *slices = (m + *rows_per_slice - 1) / *rows_per_slice;
-}
 
 static constexpr int kDxBlocksPerSmV3 = 16;
 // Variant 4: 8 rows' loads in flight per thread and only ~4 blocks per SM, so the slices (and
@@ -610,21 +602,22 @@ void launch_dx_persistent(const T* W, const T* v, T* dx, float* work, long long 
       reinterpret_cast<unsigned*>(work + dx_accum_counter_offset(m, k, sms)), m, k, groups, units);
 }
 
-// version 11 for one (L, R, WARPS) configuration: one slice when there are at least half as many
-// strips as the `bps` x SMs blocks wanted, else as many slices as bring the grid near that.
+// The library's strip launchers (cuda/ops/vjp_dx.cuh: variants 11-14's kernel) on this file's
+// workspace layout.
+static float* dx_accum(float* work, long long m, long long k, int sms) { return work + dx_accum_offset(m, k, sms); }
+static unsigned* dx_accum_counters(float* work, long long m, long long k, int sms) {
+  return reinterpret_cast<unsigned*>(work + dx_accum_counter_offset(m, k, sms));
+}
 template <class T, int L, int R, int WARPS, int LD = 0>
 void launch_dx_strips(const T* W, const T* v, T* dx, float* work, long long m, long long k, int sms, int bps,
                       cudaStream_t s) {
-  constexpr long long COLS = (long long)L * Pack<T>::N, UNIT = (long long)R * (32 / L);
-  long long strips = (k + COLS - 1) / COLS, want = (long long)bps * sms;
-  long long slices = (want + strips / 2) / strips, most = m / (UNIT * WARPS);
-  slices = slices < 1 ? 1 : (slices > most ? (most > 0 ? most : 1) : slices);
-  long long rps = (m + slices - 1) / slices;
-  rps = (rps + UNIT - 1) / UNIT * UNIT;
-  slices = (m + rps - 1) / rps;
-  vjp_dx_strips<T, L, R, WARPS, LD><<<dim3((unsigned)strips, (unsigned)slices), WARPS * 32, 0, s>>>(
-      W, v, dx, work + dx_accum_offset(m, k, sms),
-      reinterpret_cast<unsigned*>(work + dx_accum_counter_offset(m, k, sms)), m, k, rps);
+  launch_vjp_dx_strips<T, L, R, WARPS, LD>(W, v, dx, dx_accum(work, m, k, sms), dx_accum_counters(work, m, k, sms), m,
+                                           k, sms, bps, s);
+}
+template <class T, int LD>
+void launch_dx_wave(const T* W, const T* v, T* dx, float* work, long long m, long long k, int sms, cudaStream_t s) {
+  launch_vjp_dx_strips128_wave<T, LD>(W, v, dx, dx_accum(work, m, k, sms), dx_accum_counters(work, m, k, sms), m, k,
+                                      sms, s);
 }
 
 template <class T>
@@ -884,21 +877,12 @@ static bool launch_vjp_dx(int variant, int dt, const void* W, const void* v, voi
   if (variant == 13 || variant == 14) {
     if (m >= kDxV13TallRows) return launch_vjp_dx(12, dt, W, v, dx, work, m, k, sms, s);
     if (k % 8 != 0) return false;  // whole 16-byte packs for every dtype
-    auto one_wave = [&]<class T, int LD>() {
+    return dispatch_dtype(dt, [&]<class T>() {
       auto w = static_cast<const T*>(W);
       auto vv = static_cast<const T*>(v);
       auto out = static_cast<T*>(dx);
-      constexpr int L = kDxV12NarrowLanes, R = kDxV12Rows;
-      long long strips = (k + L * Pack<T>::N - 1) / (L * Pack<T>::N);
-      // blocks per SM x warps per block = 32 resident warps; the widest block whose grid still fits
-      if (strips <= 1LL * sms) launch_dx_strips<T, L, R, 32, LD>(w, vv, out, work, m, k, sms, 1, s);
-      else if (strips <= 2LL * sms) launch_dx_strips<T, L, R, 16, LD>(w, vv, out, work, m, k, sms, 2, s);
-      else if (strips <= 4LL * sms) launch_dx_strips<T, L, R, 8, LD>(w, vv, out, work, m, k, sms, 4, s);
-      else launch_dx_strips<T, L, R, 4, LD>(w, vv, out, work, m, k, sms, 8, s);
-    };
-    return dispatch_dtype(dt, [&]<class T>() {
-      if (variant == 13) one_wave.template operator()<T, 0>();
-      else one_wave.template operator()<T, 1>();  // evict-first
+      if (variant == 13) launch_dx_wave<T, 0>(w, vv, out, work, m, k, sms, s);
+      else launch_dx_wave<T, 1>(w, vv, out, work, m, k, sms, s);  // evict-first
     });
   }
   if (variant == 10) {
@@ -1089,13 +1073,7 @@ static void add_configs(std::vector<Arm>& arms, const std::vector<std::string>& 
   auto loads13 = [&]<int LD>() {
     char name[96];
     std::snprintf(name, sizeof name, "loads v13 LD%d", LD);
-    arm(13, "loads", name, [=](cudaStream_t s) {
-      long long strips = (k + 8 * Pack<T>::N - 1) / (8 * Pack<T>::N);
-      if (strips <= 1LL * sms) launch_dx_strips<T, 8, 8, 32, LD>(w, vv, out, work, m, k, sms, 1, s);
-      else if (strips <= 2LL * sms) launch_dx_strips<T, 8, 8, 16, LD>(w, vv, out, work, m, k, sms, 2, s);
-      else if (strips <= 4LL * sms) launch_dx_strips<T, 8, 8, 8, LD>(w, vv, out, work, m, k, sms, 4, s);
-      else launch_dx_strips<T, 8, 8, 4, LD>(w, vv, out, work, m, k, sms, 8, s);
-    });
+    arm(13, "loads", name, [=](cudaStream_t s) { launch_dx_wave<T, LD>(w, vv, out, work, m, k, sms, s); });
   };
   loads13.template operator()<0>();
   loads13.template operator()<1>();

@@ -12,8 +12,16 @@
 #include <cudaTypedefs.h>
 #include <mma.h>
 
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <type_traits>
+
 #include "dtype.cuh"
 #include "ptx.cuh"
+#include "tensor_map.h"
 
 namespace gb::blas {
 
@@ -327,67 +335,48 @@ constexpr auto gemm_wgmma_tma128 = gemm_wgmma_tma<T, 128>;
 template <class T>
 constexpr auto gemm_wgmma_tma256 = gemm_wgmma_tma<T, 256>;
 
-}  // namespace gb::blas
-
-// ---------------------------------------------------------------- the library's part
-// The op's launcher, dispatcher rule, workspace and vendor call (cuda/kernels.h), compiled once into
-// the library: the build compiles this header with GB_OPS_LIBRARY defined (CMakeLists.txt); the
-// lab includes the kernels above only.
-#ifdef GB_OPS_LIBRARY
-#include <map>
-#include <mutex>
-#include <stdexcept>
-#include <string>
-#include <tuple>
-#include <type_traits>
-#include "cublas_loader.h"
-#include "kernels.h"
-#include "tensor_map.h"
-
-namespace gb::blas::ops::gemm {
-
-namespace {
+// ---------------------------------------------------------------- host launchers
+// Shared by the library's part below and the lab (cuda/lab/gemm.cu).
 
 constexpr int kMmaSmem = 4 * (128 * 40 + 32 * 136) * 2;  // gemm_mma_async: 4 stages of A and B tiles
 
-[[noreturn]] void refuse(Kernel kern, const std::string& why) {
-  throw gb::NotApplicable(std::string(kernel_name(kern)) + " cannot run here: " + why);
+inline dim3 gemm_tiles128(long long batch, long long m, long long n) {
+  return dim3((unsigned)((n + 127) / 128), (unsigned)((m + 127) / 128), (unsigned)batch);
 }
 
-// A 3-D (inner, outer, batch) map over a row-major batch of matrices, 128-byte swizzled boxes.
-CUtensorMap make_map(DType dt, const void* base, long long inner, long long outer, long long batch, int box_inner,
-                     int box_outer) {
-  auto encode = tensor_map_encoder();
-  if (!encode) refuse(Kernel::gemm_wgmma_tma256, "cuTensorMapEncodeTiled is not available from this driver");
-  CUtensorMap map{};
-  cuuint64_t dims[3] = {(cuuint64_t)inner, (cuuint64_t)outer, (cuuint64_t)batch};
-  cuuint64_t strides[2] = {(cuuint64_t)(inner * 2), (cuuint64_t)(inner * outer * 2)};
-  cuuint32_t box[3] = {(cuuint32_t)box_inner, (cuuint32_t)box_outer, 1}, estr[3] = {1, 1, 1};
-  CUresult rc = encode(&map, dt == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
-                       const_cast<void*>(base), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (rc != CUDA_SUCCESS) throw std::runtime_error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(rc));
-  return map;
+template <class T>
+void launch_gemm_simt_tiles(const T* A, const T* B, T* C, long long batch, long long m, long long n, long long k,
+                            cudaStream_t s) {
+  gemm_simt_tiles<T><<<gemm_tiles128(batch, m, n), 256, 0, s>>>(A, B, C, m, n, k);
+}
+
+template <class T>
+void launch_gemm_mma_async(const T* A, const T* B, T* C, long long batch, long long m, long long n, long long k,
+                           cudaStream_t s) {
+  static bool set = [] {
+    return cudaFuncSetAttribute(gemm_mma_async<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMmaSmem) == cudaSuccess;
+  }();
+  (void)set;
+  gemm_mma_async<T><<<gemm_tiles128(batch, m, n), 256, kMmaSmem, s>>>(A, B, C, m, n, k);
 }
 
 template <class T, int BN>
-constexpr int wgmma_smem() {
+constexpr int gemm_wgmma_smem() {
   return (BN == 128 ? 5 : 4) * (128 * 64 * 2 + 64 * BN * 2) + 1024 + 2 * (BN == 128 ? 5 : 4) * 8;
 }
 
 // Sets the kernel's shared-memory size once; the binary version says whether sm_90a code is here
 // (an sm_90a cubin is what runs on sm_90 when the build included "90a": CMakeLists maps 90 to it).
 template <class T, int BN>
-int wgmma_binary() {
+int gemm_wgmma_binary() {
   static int binary = [] {
     cudaFuncAttributes fa{};
     if (cudaFuncGetAttributes(&fa, gemm_wgmma_tma<T, BN>) != cudaSuccess) {
       cudaGetLastError();
       return 0;
     }
-    if (cudaFuncSetAttribute(gemm_wgmma_tma<T, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, wgmma_smem<T, BN>()) !=
-        cudaSuccess) {
+    if (cudaFuncSetAttribute(gemm_wgmma_tma<T, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             gemm_wgmma_smem<T, BN>()) != cudaSuccess) {
       cudaGetLastError();
       return 0;
     }
@@ -396,36 +385,72 @@ int wgmma_binary() {
   return binary;
 }
 
+// A 3-D (inner, outer, batch) map over a row-major batch of 16-bit matrices, 128-byte swizzled boxes.
+template <class T>
+CUtensorMap gemm_tile_map(PFN_cuTensorMapEncodeTiled_v12000 encode, const T* base, long long inner, long long outer,
+                          long long batch, int box_inner, int box_outer) {
+  CUtensorMap map{};
+  cuuint64_t dims[3] = {(cuuint64_t)inner, (cuuint64_t)outer, (cuuint64_t)batch};
+  cuuint64_t strides[2] = {(cuuint64_t)(inner * 2), (cuuint64_t)(inner * outer * 2)};
+  cuuint32_t box[3] = {(cuuint32_t)box_inner, (cuuint32_t)box_outer, 1}, estr[3] = {1, 1, 1};
+  constexpr auto type = std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  CUresult rc = encode(&map, type, 3, const_cast<T*>(base), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                       CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (rc != CUDA_SUCCESS) throw std::runtime_error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(rc));
+  return map;
+}
+
+// Launches gemm_wgmma_tma<T, BN> (fp16/bf16); returns why it cannot run here, "" once launched.
+// The tensor maps are cached per buffer (the hot-cache mode rotates through many input sets).
 template <class T, int BN>
-void launch_wgmma(Kernel kern, DType dt, const void* A, const void* B, void* C, long long batch, long long m,
-                  long long n, long long k, cudaStream_t s) {
-  if (wgmma_binary<T, BN>() != 90)
-    refuse(kern, "this build has no sm_90a code for the wgmma kernel (binary sm_" + std::to_string(wgmma_binary<T, BN>()) + ")");
-  // Maps are cached per buffer: the hot-cache mode rotates through many input sets.
+std::string launch_gemm_wgmma_tma(const T* A, const T* B, T* C, long long batch, long long m, long long n, long long k,
+                                  cudaStream_t s) {
+  if (int bin = gemm_wgmma_binary<T, BN>(); bin != 90)
+    return "this build has no sm_90a code for the wgmma kernel (binary sm_" + std::to_string(bin) + ")";
+  auto encode = tensor_map_encoder();
+  if (!encode) return "cuTensorMapEncodeTiled is not available from this driver";
   static std::mutex mu;
   static std::map<std::tuple<const void*, const void*, long long, long long, long long, long long>,
                   std::pair<CUtensorMap, CUtensorMap>> cache;
   std::pair<CUtensorMap, CUtensorMap> maps;
   {
     std::lock_guard<std::mutex> lock(mu);
-    auto key = std::make_tuple(A, B, batch, m, n, k);
+    auto key = std::make_tuple((const void*)A, (const void*)B, batch, m, n, k);
     auto it = cache.find(key);
     if (it == cache.end()) {
       if (cache.size() > 4096) cache.clear();
-      it = cache.emplace(key, std::make_pair(make_map(dt, A, k, m, batch, 64, 128),
-                                             make_map(dt, B, n, k, batch, 64, 64))).first;
+      it = cache.emplace(key, std::make_pair(gemm_tile_map(encode, A, k, m, batch, 64, 128),
+                                             gemm_tile_map(encode, B, n, k, batch, 64, 64))).first;
     }
     maps = it->second;
   }
   dim3 grid((unsigned)((n + BN - 1) / BN), (unsigned)((m + 127) / 128), (unsigned)batch);
-  gemm_wgmma_tma<T, BN><<<grid, 384, wgmma_smem<T, BN>(), s>>>(maps.first, maps.second, static_cast<T*>(C), (int)m,
-                                                          (int)n, (int)k);
+  gemm_wgmma_tma<T, BN><<<grid, 384, gemm_wgmma_smem<T, BN>(), s>>>(maps.first, maps.second, C, (int)m, (int)n, (int)k);
+  return "";
+}
+
+}  // namespace gb::blas
+
+// ---------------------------------------------------------------- the library's part
+// The op's launcher, dispatcher rule, workspace and vendor call (cuda/kernels.h), compiled once into
+// the library: the build compiles this header with GB_OPS_LIBRARY defined (CMakeLists.txt); the
+// lab includes the kernels and launchers above only.
+#ifdef GB_OPS_LIBRARY
+#include "cublas_loader.h"
+#include "kernels.h"
+
+namespace gb::blas::ops::gemm {
+
+namespace {
+
+[[noreturn]] void refuse(Kernel kern, const std::string& why) {
+  throw gb::NotApplicable(std::string(kernel_name(kern)) + " cannot run here: " + why);
 }
 
 }  // namespace
 
 // This build holds sm_90a code for the wgmma kernels (needs a CUDA context).
-static bool wgmma_built() { return wgmma_binary<__half, 256>() == 90 && wgmma_binary<__half, 128>() == 90; }
+static bool wgmma_built() { return gemm_wgmma_binary<__half, 256>() == 90 && gemm_wgmma_binary<__half, 128>() == 90; }
 
 void launch(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cudaStream_t s) {
   const long long batch = p.batch, m = p.m, n = p.n, k = p.k;
@@ -444,25 +469,20 @@ void launch(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cud
     auto a = static_cast<const T*>(buf.a);
     auto b = static_cast<const T*>(buf.b);
     auto c = static_cast<T*>(buf.out);
-    dim3 tiles((unsigned)((n + 127) / 128), (unsigned)((m + 127) / 128), (unsigned)batch);
     if constexpr (sizeof(T) == 2) {
-      if (kern == Kernel::gemm_mma_async) {
-        static bool set = [] {
-          return cudaFuncSetAttribute(gemm_mma_async<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMmaSmem) == cudaSuccess;
-        }();
-        (void)set;
-        gemm_mma_async<T><<<tiles, 256, kMmaSmem, s>>>(a, b, c, m, n, k);
-        return;
-      }
-      if (kern == Kernel::gemm_wgmma_tma128) return launch_wgmma<T, 128>(kern, p.dt, a, b, c, batch, m, n, k, s);
-      if (kern == Kernel::gemm_wgmma_tma256) return launch_wgmma<T, 256>(kern, p.dt, a, b, c, batch, m, n, k, s);
+      std::string why;
+      if (kern == Kernel::gemm_mma_async) return launch_gemm_mma_async<T>(a, b, c, batch, m, n, k, s);
+      if (kern == Kernel::gemm_wgmma_tma128) why = launch_gemm_wgmma_tma<T, 128>(a, b, c, batch, m, n, k, s);
+      if (kern == Kernel::gemm_wgmma_tma256) why = launch_gemm_wgmma_tma<T, 256>(a, b, c, batch, m, n, k, s);
+      if (!why.empty()) refuse(kern, why);
+      if (kern == Kernel::gemm_wgmma_tma128 || kern == Kernel::gemm_wgmma_tma256) return;
     }
     if (kern == Kernel::gemm_reference) {
       dim3 block(32, 8), grid((unsigned)((n + 31) / 32), (unsigned)((m + 7) / 8), (unsigned)batch);
       gemm_reference<T><<<grid, block, 0, s>>>(a, b, c, m, n, k);
       return;
     }
-    gemm_simt_tiles<T><<<tiles, 256, 0, s>>>(a, b, c, m, n, k);  // gemm_simt_tiles
+    launch_gemm_simt_tiles<T>(a, b, c, batch, m, n, k, s);
   });
 }
 

@@ -25,6 +25,33 @@ __global__ void gemv_reference(const T* __restrict__ A, const T* __restrict__ x,
   y[row] = from_f<T>(acc);
 }
 
+// One lane's share of a row's dot product over 16-byte packs [i, end), stepping by the warp:
+// UNROLL packs of A and of x in flight before any arithmetic, then the tail one pack at a time.
+template <class T, int UNROLL>
+__device__ __forceinline__ float dot_packs(const Pack<T>* __restrict__ av, const Pack<T>* __restrict__ xv, long long i,
+                                           long long end) {
+  constexpr int N = Pack<T>::N;
+  float acc = 0.f;
+  for (; i + 32 * (UNROLL - 1) < end; i += 32 * UNROLL) {
+    Pack<T> ra[UNROLL], rx[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      ra[u] = av[i + 32 * u];
+      rx[u] = xv[i + 32 * u];
+    }
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+      for (int e = 0; e < N; ++e) acc += to_f(ra[u].v[e]) * to_f(rx[u].v[e]);
+  }
+  for (; i < end; i += 32) {
+    Pack<T> ra = av[i], rx = xv[i];
+#pragma unroll
+    for (int e = 0; e < N; ++e) acc += to_f(ra.v[e]) * to_f(rx.v[e]);
+  }
+  return acc;
+}
+
 template <class T, int UNROLL>
 __global__ void gemv_warp_rows(const T* __restrict__ A, const T* __restrict__ x, T* __restrict__ y, long long m,
                               long long k) {
@@ -35,26 +62,7 @@ __global__ void gemv_warp_rows(const T* __restrict__ A, const T* __restrict__ x,
   const T* a = A + row * k;
   float acc = 0.f;
   if (k % N == 0) {  // every row starts 16-byte aligned
-    const Pack<T>* av = reinterpret_cast<const Pack<T>*>(a);
-    const Pack<T>* xv = reinterpret_cast<const Pack<T>*>(x);
-    long long nv = k / N, i = lane;
-    for (; i + 32 * (UNROLL - 1) < nv; i += 32 * UNROLL) {
-      Pack<T> ra[UNROLL], rx[UNROLL];
-#pragma unroll
-      for (int u = 0; u < UNROLL; ++u) {
-        ra[u] = av[i + 32 * u];
-        rx[u] = xv[i + 32 * u];
-      }
-#pragma unroll
-      for (int u = 0; u < UNROLL; ++u)
-#pragma unroll
-        for (int e = 0; e < N; ++e) acc += to_f(ra[u].v[e]) * to_f(rx[u].v[e]);
-    }
-    for (; i < nv; i += 32) {
-      Pack<T> ra = av[i], rx = xv[i];
-#pragma unroll
-      for (int e = 0; e < N; ++e) acc += to_f(ra.v[e]) * to_f(rx.v[e]);
-    }
+    acc = dot_packs<T, UNROLL>(reinterpret_cast<const Pack<T>*>(a), reinterpret_cast<const Pack<T>*>(x), lane, k / N);
   } else {
     for (long long j = lane; j < k; j += 32) acc += to_f(a[j]) * to_f(x[j]);
   }
@@ -75,25 +83,7 @@ __global__ void gemv_split_k(const T* __restrict__ A, const T* __restrict__ x, f
   long long j0 = blockIdx.y * slice, j1 = j0 + slice < k ? j0 + slice : k;  // slice is a multiple of N
   const Pack<T>* av = reinterpret_cast<const Pack<T>*>(A + row * k);
   const Pack<T>* xv = reinterpret_cast<const Pack<T>*>(x);
-  long long i = j0 / N + lane, end = j1 / N;
-  float acc = 0.f;
-  for (; i + 32 * (UNROLL - 1) < end; i += 32 * UNROLL) {
-    Pack<T> ra[UNROLL], rx[UNROLL];
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) {
-      ra[u] = av[i + 32 * u];
-      rx[u] = xv[i + 32 * u];
-    }
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u)
-#pragma unroll
-      for (int e = 0; e < N; ++e) acc += to_f(ra[u].v[e]) * to_f(rx[u].v[e]);
-  }
-  for (; i < end; i += 32) {
-    Pack<T> ra = av[i], rx = xv[i];
-#pragma unroll
-    for (int e = 0; e < N; ++e) acc += to_f(ra.v[e]) * to_f(rx.v[e]);
-  }
+  float acc = dot_packs<T, UNROLL>(av, xv, j0 / N + lane, j1 / N);
   acc = warp_sum(acc);
   if (lane == 0) {
     if (gridDim.y == 1)
@@ -185,26 +175,58 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_x_stationary(const T* __restr
   if (threadIdx.x == 0) counters[blockIdx.x] = 0u;
 }
 
-}  // namespace gb::blas
-
-// ---------------------------------------------------------------- the library's part
-// The op's launcher, dispatcher rule, workspace and vendor call (cuda/kernels.h), compiled once into
-// the library: the build compiles this header with GB_OPS_LIBRARY defined (CMakeLists.txt); the
-// lab includes the kernels above only.
-#ifdef GB_OPS_LIBRARY
-#include "cublas_loader.h"
-#include "kernels.h"
-
-namespace gb::blas::ops::gemv {
+// ---------------------------------------------------------------- host launchers
+// Each kernel's launch configuration and workspace layout, used by the library's part below and by
+// the lab (cuda/lab/gemv.cu), so both run a kernel the same way.
 
 static constexpr int kGemvV4Packs = 4, kGemvV4Rows = 2, kGemvV4BlocksPerSm = 4, kGemvV4MaxRows = 512;
+static constexpr int kGemvWarps = 8;  // warps per block of the warp-per-row kernels
+
+template <class T>
+void launch_gemv_reference(const T* A, const T* x, T* y, long long m, long long k, cudaStream_t s) {
+  gemv_reference<T><<<(unsigned)((m + 127) / 128), 128, 0, s>>>(A, x, y, m, k);
+}
+
+template <class T>
+void launch_gemv_warp_rows(const T* A, const T* x, T* y, long long m, long long k, cudaStream_t s) {
+  gemv_warp_rows<T, 4><<<(unsigned)((m + kGemvWarps - 1) / kGemvWarps), kGemvWarps * 32, 0, s>>>(A, x, y, m, k);
+}
+
+inline long long gemv_split_slices(long long m, long long k, int pack, int sms) {
+  long long want = (64LL * sms + m - 1) / m;                 // about 64 warps per SM in all
+  long long max_slices = k / (32LL * pack * 8) > 0 ? k / (32LL * pack * 8) : 1;  // >= one full unrolled pass
+  return want < 1 ? 1 : (want > max_slices ? max_slices : want);
+}
+
+// Workspace (floats): [gemv_split_k's partials: slices x m] [gemv_x_stationary's accumulator: m]
+// [its counters: one per run of rows, at most m]. The x-stationary part starts zeroed (the case
+// clears the workspace once) and clears itself.
+inline long long gemv_partials_floats(long long m, long long k, int sms) {
+  return (gemv_split_slices(m, k, 4, sms) * m + 3) / 4 * 4;  // the fp32 pack allows the most slices
+}
+inline long long gemv_work_floats(long long m, long long k, int sms) { return gemv_partials_floats(m, k, sms) + 2 * m; }
+
+// Rows that are not 16-byte aligned fall back to gemv_warp_rows (scalar loads handle any k).
+template <class T>
+void launch_gemv_split_k(const T* A, const T* x, T* y, long long m, long long k, float* work, int sms, cudaStream_t s) {
+  if (k % Pack<T>::N != 0) return launch_gemv_warp_rows<T>(A, x, y, m, k, s);
+  long long slices = gemv_split_slices(m, k, Pack<T>::N, sms);
+  long long per = (k + slices - 1) / slices;
+  per = (per + Pack<T>::N - 1) / Pack<T>::N * Pack<T>::N;
+  slices = (k + per - 1) / per;
+  dim3 grid((unsigned)((m + kGemvWarps - 1) / kGemvWarps), (unsigned)slices);
+  gemv_split_k<T, 8><<<grid, kGemvWarps * 32, 0, s>>>(A, x, work, y, m, k, per);
+  if (slices > 1) gemv_split_k_reduce<T><<<(unsigned)((m + 255) / 256), 256, 0, s>>>(work, y, m, (int)slices);
+}
 
 // Warps per block: as many (up to 8) as the row's packs keep busy, so a narrow k does not leave
-// warps holding nothing but zeros.
+// warps holding nothing but zeros. Needs k % 8 == 0; `work` is the whole workspace.
 template <class T>
-static void launch_x_stationary(const T* A, const T* x, T* y, float* accum, unsigned* counters, long long m,
-                              long long k, int sms, cudaStream_t s) {
+void launch_gemv_x_stationary(const T* A, const T* x, T* y, long long m, long long k, float* work, int sms,
+                              cudaStream_t s) {
   constexpr int P = kGemvV4Packs, R = kGemvV4Rows;
+  float* accum = work + gemv_partials_floats(m, k, sms);
+  unsigned* counters = reinterpret_cast<unsigned*>(accum + m);
   long long kp = k / Pack<T>::N;
   auto go = [&]<int WARPS>() {
     long long slices = (kp + 32LL * P * WARPS - 1) / (32LL * P * WARPS);
@@ -223,55 +245,33 @@ static void launch_x_stationary(const T* A, const T* x, T* y, float* accum, unsi
   else go.template operator()<1>();
 }
 
-static long long gemv_split_slices(long long m, long long k, int pack, int sms) {
-  long long want = (64LL * sms + m - 1) / m;                 // about 64 warps per SM in all
-  long long max_slices = k / (32LL * pack * 8) > 0 ? k / (32LL * pack * 8) : 1;  // >= one full unrolled pass
-  return want < 1 ? 1 : (want > max_slices ? max_slices : want);
-}
+}  // namespace gb::blas
 
-// Workspace (floats): [gemv_split_k's partials: slices x m] [gemv_x_stationary's accumulator: m]
-// [its counters: one per run of rows, at most m]. The x-stationary part starts zeroed (the case
-// clears the workspace once) and clears itself.
-static long long gemv_partials_floats(long long m, long long k, int sms) {
-  return (gemv_split_slices(m, k, 4, sms) * m + 3) / 4 * 4;  // the fp32 pack allows the most slices
-}
+// ---------------------------------------------------------------- the library's part
+// The op's launcher, dispatcher rule, workspace and vendor call (cuda/kernels.h), compiled once into
+// the library: the build compiles this header with GB_OPS_LIBRARY defined (CMakeLists.txt); the
+// lab includes the kernels and launchers above only.
+#ifdef GB_OPS_LIBRARY
+#include "cublas_loader.h"
+#include "kernels.h"
 
-long long work_floats(const Problem& p, const Gpu& g) { return gemv_partials_floats(p.m, p.k, g.sms) + 2 * p.m; }
+namespace gb::blas::ops::gemv {
+
+long long work_floats(const Problem& p, const Gpu& g) { return gemv_work_floats(p.m, p.k, g.sms); }
 
 void launch(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cudaStream_t s) {
   const long long m = p.m, k = p.k;
-  const int sms = g.sms;
-  float* work = buf.work;
   if (kern == Kernel::gemv_x_stationary && k % 8 != 0)
     throw gb::NotApplicable("gemv_x_stationary needs k % 8 == 0 (16-byte rows)");
   dispatch_dtype(p.dt, [&]<class T>() {
     auto a = static_cast<const T*>(buf.a);
     auto xv = static_cast<const T*>(buf.b);
     auto yv = static_cast<T*>(buf.out);
-    constexpr int warps = 8;
     switch (kern) {
-      case Kernel::gemv_reference:
-        gemv_reference<T><<<(unsigned)((m + 127) / 128), 128, 0, s>>>(a, xv, yv, m, k);
-        return;
-      case Kernel::gemv_x_stationary: {
-        float* accum = work + gemv_partials_floats(m, k, sms);
-        launch_x_stationary<T>(a, xv, yv, accum, reinterpret_cast<unsigned*>(accum + m), m, k, sms, s);
-        return;
-      }
-      case Kernel::gemv_split_k:
-        if (k % Pack<T>::N == 0) {
-          long long slices = gemv_split_slices(m, k, Pack<T>::N, sms);
-          long long per = (k + slices - 1) / slices;
-          per = (per + Pack<T>::N - 1) / Pack<T>::N * Pack<T>::N;
-          slices = (k + per - 1) / per;
-          dim3 grid((unsigned)((m + warps - 1) / warps), (unsigned)slices);
-          gemv_split_k<T, 8><<<grid, warps * 32, 0, s>>>(a, xv, work, yv, m, k, per);
-          if (slices > 1) gemv_split_k_reduce<T><<<(unsigned)((m + 255) / 256), 256, 0, s>>>(work, yv, m, (int)slices);
-          return;
-        }
-        [[fallthrough]];  // rows not 16-byte aligned: the warp-per-row form handles any k
-      default:
-        gemv_warp_rows<T, 4><<<(unsigned)((m + warps - 1) / warps), warps * 32, 0, s>>>(a, xv, yv, m, k);
+      case Kernel::gemv_reference: return launch_gemv_reference<T>(a, xv, yv, m, k, s);
+      case Kernel::gemv_x_stationary: return launch_gemv_x_stationary<T>(a, xv, yv, m, k, buf.work, g.sms, s);
+      case Kernel::gemv_split_k: return launch_gemv_split_k<T>(a, xv, yv, m, k, buf.work, g.sms, s);
+      default: return launch_gemv_warp_rows<T>(a, xv, yv, m, k, s);
     }
   });
 }

@@ -39,6 +39,25 @@ __global__ void vjp_dw_2d_stream(const T* __restrict__ v, const T* __restrict__ 
   }
 }
 
+// ---------------------------------------------------------------- host launchers
+// Shared by the library's part below and the lab (cuda/lab/vjp_dw.cu).
+
+template <class T>
+void launch_vjp_dw_reference(const T* v, const T* x, T* dW, long long m, long long k, cudaStream_t s) {
+  vjp_dw_reference<T><<<dim3((unsigned)((k + 255) / 256), (unsigned)(m < 65535 ? m : 65535)), 256, 0, s>>>(v, x, dW, m, k);
+}
+
+// ~4096 blocks in all, each over m/rows rows; a ragged row (k not whole 16-byte packs) takes the reference form.
+template <class T>
+void launch_vjp_dw_2d_stream(const T* v, const T* x, T* dW, long long m, long long k, cudaStream_t s) {
+  if (k % Pack<T>::N != 0) return launch_vjp_dw_reference<T>(v, x, dW, m, k, s);
+  long long packs = k / Pack<T>::N;
+  long long xblocks = (packs + 255) / 256;
+  long long rows = (4096LL + xblocks - 1) / xblocks;
+  rows = rows > m ? m : (rows > 65535 ? 65535 : rows);
+  vjp_dw_2d_stream<T><<<dim3((unsigned)xblocks, (unsigned)rows), 256, 0, s>>>(v, x, dW, m, k);
+}
+
 }  // namespace gb::blas
 
 // ---------------------------------------------------------------- the library's part
@@ -57,16 +76,8 @@ void launch(Kernel kern, const Problem& p, const Gpu&, const Buffers& buf, cudaS
     auto vv = static_cast<const T*>(buf.a);
     auto xv = static_cast<const T*>(buf.b);
     auto out = static_cast<T*>(buf.out);
-    if (kern == Kernel::vjp_dw_reference || k % Pack<T>::N != 0) {  // (a ragged row: the reference form)
-      vjp_dw_reference<T><<<dim3((unsigned)((k + 255) / 256), (unsigned)(m < 65535 ? m : 65535)), 256, 0, s>>>(
-          vv, xv, out, m, k);
-      return;
-    }
-    long long packs = k / Pack<T>::N;
-    long long xblocks = (packs + 255) / 256;
-    long long rows = (4096LL + xblocks - 1) / xblocks;  // ~4096 blocks in all, each over m/rows rows
-    rows = rows > m ? m : (rows > 65535 ? 65535 : rows);
-    vjp_dw_2d_stream<T><<<dim3((unsigned)xblocks, (unsigned)rows), 256, 0, s>>>(vv, xv, out, m, k);
+    if (kern == Kernel::vjp_dw_reference) return launch_vjp_dw_reference<T>(vv, xv, out, m, k, s);
+    launch_vjp_dw_2d_stream<T>(vv, xv, out, m, k, s);
   });
 }
 

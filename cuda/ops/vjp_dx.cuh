@@ -200,23 +200,14 @@ constexpr auto vjp_dx_strips128_wave = vjp_dx_strips<T, kDxNarrowLanes, kDxRows,
 template <class T, int WARPS>
 constexpr auto vjp_dx_strips128_wave_ef = vjp_dx_strips<T, kDxNarrowLanes, kDxRows, WARPS, 1>;
 
-}  // namespace gb::blas
+// ---------------------------------------------------------------- host launchers
+// Launch configurations shared by the library's part below and the lab (cuda/lab/vjp_dx.cu); the
+// caller owns the workspace layout and passes the pieces a kernel writes.
 
-// ---------------------------------------------------------------- the library's part
-// The op's launcher, dispatcher rule, workspace and vendor call (cuda/kernels.h), compiled once into
-// the library: the build compiles this header with GB_OPS_LIBRARY defined (CMakeLists.txt); the
-// lab includes the kernels above only.
-#ifdef GB_OPS_LIBRARY
-#include <stdexcept>
-#include <string>
-#include "cublas_loader.h"
-#include "kernels.h"
+static constexpr int kDxBlock = 256;  // threads per block of vjp_dx_row_slices
 
-namespace gb::blas::ops::vjp_dx {
-
-static constexpr int kDxBlock = 256;
-
-static void dx_geometry(long long m, long long k, int pack, int sms, long long* xblocks, long long* slices,
+// vjp_dx_row_slices' grid: blocks across k, and row slices enough for ~blocks_per_sm per SM.
+inline void dx_geometry(long long m, long long k, int pack, int sms, long long* xblocks, long long* slices,
                         long long* rows_per_slice, int blocks_per_sm = 8) {
   long long threads = (k + pack - 1) / pack;
   *xblocks = (threads + kDxBlock - 1) / kDxBlock;
@@ -226,6 +217,50 @@ static void dx_geometry(long long m, long long k, int pack, int sms, long long* 
   *rows_per_slice = (m + *slices - 1) / *slices;
   *slices = (m + *rows_per_slice - 1) / *rows_per_slice;
 }
+
+// The strip kernel for one (L, R, WARPS, LD) configuration: one slice when there are at least half as many
+// strips as the `bps` x SMs blocks wanted, else as many slices as bring the grid near that. `accum`
+// (k floats) and `counters` (one per strip) start zeroed and are left zeroed.
+template <class T, int L, int R, int WARPS, int LD = 0>
+void launch_vjp_dx_strips(const T* W, const T* v, T* dx, float* accum, unsigned* counters, long long m, long long k,
+                          int sms, int bps, cudaStream_t s) {
+  constexpr long long COLS = (long long)L * Pack<T>::N, UNIT = (long long)R * (32 / L);
+  long long strips = (k + COLS - 1) / COLS, want = (long long)bps * sms;
+  long long slices = (want + strips / 2) / strips, most = m / (UNIT * WARPS);
+  slices = slices < 1 ? 1 : (slices > most ? (most > 0 ? most : 1) : slices);
+  long long rps = (m + slices - 1) / slices;
+  rps = (rps + UNIT - 1) / UNIT * UNIT;
+  slices = (m + rps - 1) / rps;
+  vjp_dx_strips<T, L, R, WARPS, LD><<<dim3((unsigned)strips, (unsigned)slices), WARPS * 32, 0, s>>>(
+      W, v, dx, accum, counters, m, k, rps);
+}
+
+// The wave form (vjp_dx_strips128_wave[_ef]): 128-byte strips, blocks per SM x warps per block =
+// 32 resident warps, the widest block whose grid of one block per strip still fits in one wave.
+template <class T, int LD>
+void launch_vjp_dx_strips128_wave(const T* W, const T* v, T* dx, float* accum, unsigned* counters, long long m,
+                                  long long k, int sms, cudaStream_t s) {
+  constexpr int L = kDxNarrowLanes, R = kDxRows;
+  long long strips_n = (k + L * Pack<T>::N - 1) / (L * Pack<T>::N);
+  if (strips_n <= 1LL * sms) launch_vjp_dx_strips<T, L, R, 32, LD>(W, v, dx, accum, counters, m, k, sms, 1, s);
+  else if (strips_n <= 2LL * sms) launch_vjp_dx_strips<T, L, R, 16, LD>(W, v, dx, accum, counters, m, k, sms, 2, s);
+  else if (strips_n <= 4LL * sms) launch_vjp_dx_strips<T, L, R, 8, LD>(W, v, dx, accum, counters, m, k, sms, 4, s);
+  else launch_vjp_dx_strips<T, L, R, 4, LD>(W, v, dx, accum, counters, m, k, sms, 8, s);
+}
+
+}  // namespace gb::blas
+
+// ---------------------------------------------------------------- the library's part
+// The op's launcher, dispatcher rule, workspace and vendor call (cuda/kernels.h), compiled once into
+// the library: the build compiles this header with GB_OPS_LIBRARY defined (CMakeLists.txt); the
+// lab includes the kernels and launchers above only.
+#ifdef GB_OPS_LIBRARY
+#include <stdexcept>
+#include <string>
+#include "cublas_loader.h"
+#include "kernels.h"
+
+namespace gb::blas::ops::vjp_dx {
 
 // Workspace layout (floats): [row slices' partials: slices x k] [the strips' fp32 accumulator, k]
 // [the strips' counters, one per strip of 32 columns or more]. Accumulator and counters start
@@ -248,23 +283,6 @@ long long work_floats(const Problem& p, const Gpu& g) {
   const long long m = p.m, k = p.k;
   const int sms = g.sms;
   return dx_accum_counter_offset(m, k, sms) + (k + 31) / 32;  // counters: strips are >= 32 columns
-}
-
-// The strip kernel for one (L, R, WARPS, LD) configuration: one slice when there are at least half as many
-// strips as the `bps` x SMs blocks wanted, else as many slices as bring the grid near that.
-template <class T, int L, int R, int WARPS, int LD = 0>
-void launch_dx_strips(const T* W, const T* v, T* dx, float* work, long long m, long long k, int sms, int bps,
-                      cudaStream_t s) {
-  constexpr long long COLS = (long long)L * Pack<T>::N, UNIT = (long long)R * (32 / L);
-  long long strips = (k + COLS - 1) / COLS, want = (long long)bps * sms;
-  long long slices = (want + strips / 2) / strips, most = m / (UNIT * WARPS);
-  slices = slices < 1 ? 1 : (slices > most ? (most > 0 ? most : 1) : slices);
-  long long rps = (m + slices - 1) / slices;
-  rps = (rps + UNIT - 1) / UNIT * UNIT;
-  slices = (m + rps - 1) / rps;
-  vjp_dx_strips<T, L, R, WARPS, LD><<<dim3((unsigned)strips, (unsigned)slices), WARPS * 32, 0, s>>>(
-      W, v, dx, work + dx_accum_offset(m, k, sms),
-      reinterpret_cast<unsigned*>(work + dx_accum_counter_offset(m, k, sms)), m, k, rps);
 }
 
 // vjp_dx_strips256 / strips128 (was variant 12): the strip kernel retuned with the clean cold scrub (a read pass, so no dirty L2
@@ -301,32 +319,21 @@ void launch(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cud
     auto w = static_cast<const T*>(buf.a);
     auto vv = static_cast<const T*>(buf.b);
     auto out = static_cast<T*>(buf.out);
-    constexpr int L = kDxNarrowLanes, R = kDxRows;
-    // The wave form: blocks per SM x warps per block = 32 resident warps; the widest block whose
-    // grid of one block per strip still fits in one wave.
-    auto one_wave = [&]<int LD>() {
-      long long strips_n = (k + L * Pack<T>::N - 1) / (L * Pack<T>::N);
-      if (strips_n <= 1LL * sms) launch_dx_strips<T, L, R, 32, LD>(w, vv, out, work, m, k, sms, 1, s);
-      else if (strips_n <= 2LL * sms) launch_dx_strips<T, L, R, 16, LD>(w, vv, out, work, m, k, sms, 2, s);
-      else if (strips_n <= 4LL * sms) launch_dx_strips<T, L, R, 8, LD>(w, vv, out, work, m, k, sms, 4, s);
-      else launch_dx_strips<T, L, R, 4, LD>(w, vv, out, work, m, k, sms, 8, s);
-    };
+    float* accum = work + dx_accum_offset(m, k, sms);
+    auto counters = reinterpret_cast<unsigned*>(work + dx_accum_counter_offset(m, k, sms));
+    constexpr int R = kDxRows;
     switch (kern) {
       case Kernel::vjp_dx_reference:
         vjp_dx_reference<T><<<(unsigned)((k + 255) / 256), 256, 0, s>>>(w, vv, out, m, k);
         return;
       case Kernel::vjp_dx_strips256:
-        launch_dx_strips<T, kDxWideLanes, R, kDxWarps>(w, vv, out, work, m, k, sms, 1, s);
-        return;
+        return launch_vjp_dx_strips<T, kDxWideLanes, R, kDxWarps>(w, vv, out, accum, counters, m, k, sms, 1, s);
       case Kernel::vjp_dx_strips128:
-        launch_dx_strips<T, L, R, kDxWarps>(w, vv, out, work, m, k, sms, 1, s);
-        return;
+        return launch_vjp_dx_strips<T, kDxNarrowLanes, R, kDxWarps>(w, vv, out, accum, counters, m, k, sms, 1, s);
       case Kernel::vjp_dx_strips128_wave:
-        one_wave.template operator()<0>();
-        return;
+        return launch_vjp_dx_strips128_wave<T, 0>(w, vv, out, accum, counters, m, k, sms, s);
       case Kernel::vjp_dx_strips128_wave_ef:
-        one_wave.template operator()<1>();
-        return;
+        return launch_vjp_dx_strips128_wave<T, 1>(w, vv, out, accum, counters, m, k, sms, s);
       default: {  // vjp_dx_row_slices
         long long xblocks, slices, rps;
         dx_geometry(m, k, Pack<T>::N, sms, &xblocks, &slices, &rps);

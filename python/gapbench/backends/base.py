@@ -96,6 +96,12 @@ class Adapter(ABC):
     #: whether time_device can hold the queue behind the release gate (CUDA frameworks)
     can_hold = False
 
+    def device_delay(self, us: float) -> tuple[Callable[[], None], str] | None:
+        """TEST ONLY (bench.blas --inject-delay-us): a call that queues about `us` microseconds of
+        device-side busy work on the framework's stream, and what it queues; None where the
+        framework has no such kernel."""
+        return None
+
     @property
     def can_scrub(self) -> bool:
         """Whether time_device can scrub the L2 on the framework's own stream before a held sample

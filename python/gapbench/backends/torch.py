@@ -165,6 +165,20 @@ class TorchAdapter(Adapter):
             self._timing = self._event_pair()
         return self.hold
 
+    def device_delay(self, us: float):
+        """torch.cuda._sleep(cycles), a spin kernel of that many SM clock cycles, sized by the
+        maximum SM clock (at a lower clock the delay is that much longer)."""
+        if not self.cuda:
+            return None
+        from gapbench.backends.monitor import NVML
+
+        mhz = NVML(self.torch.cuda.current_device()).max_sm_clock_mhz()
+        if not mhz:
+            return None  # the clock that turns microseconds into cycles is unknown
+        cycles = max(1, round(us * mhz))
+        sleep = self.torch.cuda._sleep
+        return (lambda: sleep(cycles)), f"torch.cuda._sleep({cycles}): {us:g} us at the {mhz:g} MHz maximum SM clock"
+
     @property
     def can_scrub(self) -> bool:
         return bool(self.cuda) and self._stream_hold().can_scrub

@@ -11,6 +11,7 @@ csrc/ops.def and parsed by gapbench.ops.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from enum import Enum
 from typing import Callable, Iterable, TypeVar
@@ -363,3 +364,23 @@ def parse_ints(text: str, what: str, minimum: int = 1) -> list[int]:
     if not out:
         raise ValueError(f"{what}: give at least one integer")
     return out
+
+
+def injection(allowed: Callable[[Backend], bool], hook: str) -> Callable[[str], tuple[Backend, float]]:
+    """An argparse `type=` for the TEST ONLY --inject-delay-us BACKEND=US: a backend that `allowed`
+    accepts and a delay > 0 microseconds. `hook` says which backends have one (for the error)."""
+
+    def convert(text: str) -> tuple[Backend, float]:
+        name, sep, us = text.partition("=")
+        try:
+            b, delay = Backend.parse(name.strip()), float(us)
+        except (ValueError, UnknownName):
+            b, delay = None, math.nan
+        if not sep or b is None or not allowed(b):
+            raise argparse.ArgumentTypeError(f"{text!r}: give BACKEND=MICROSECONDS, {hook}")
+        if not delay > 0 or not math.isfinite(delay):
+            raise argparse.ArgumentTypeError(f"{text!r}: the delay must be > 0 microseconds")
+        return b, delay
+
+    convert.__name__ = "BACKEND=US"
+    return convert

@@ -214,12 +214,12 @@ def native_metal(c: Case, cfg: Config, info: BackendInfo, case) -> tuple[list[Re
 
 
 def framework(c: Case, info: BackendInfo, ad: Adapter, l2_bytes: int | None = None,
-              free_bytes: int | None = None) -> tuple[list[Record], list[CaseArm]]:
+              free_bytes: int | None = None, inject_us: float | None = None) -> tuple[list[Record], list[CaseArm]]:
     """Each of the op's ways of running on this framework (its FrameworkImpls), verified, as arms.
     On a GPU they time under the native rows' conditions: the same host data, in as many input sets
     (outputs kept until their set comes round again, so they rotate too) as the native case rotates
     past the L2 (`l2_bytes`), each run held behind the release gate where the framework's queue can
-    be held."""
+    be held. `inject_us` (TEST ONLY): a device-side delay queued after every timed op."""
     recs, arms = [], []
     ok_dtype, why = ad.supports(c.dtype)
     for impl in c.spec.impls(ad.family):
@@ -227,7 +227,7 @@ def framework(c: Case, info: BackendInfo, ad: Adapter, l2_bytes: int | None = No
             recs.append(c.record(info.backend, impl.row, BlasParams(), status=UNAVAILABLE, reason=why, op=impl.text,
                                  device=info.device))
             continue
-        r, a = _framework_impl(c, info, ad, impl, l2_bytes, free_bytes)
+        r, a = _framework_impl(c, info, ad, impl, l2_bytes, free_bytes, inject_us)
         recs += r
         arms += a
     return recs, arms
@@ -248,8 +248,15 @@ def _framework_sets(c: Case, info: BackendInfo, l2_bytes: int | None, free_bytes
 
 
 def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl, l2_bytes: int | None,
-                    free_bytes: int | None) -> tuple[list[Record], list[CaseArm]]:
+                    free_bytes: int | None, inject_us: float | None = None) -> tuple[list[Record], list[CaseArm]]:
+    op_text = impl.text
     try:
+        delay = None
+        if inject_us:
+            delay = ad.device_delay(inject_us)
+            if delay is None:
+                raise RuntimeError(f"--inject-delay-us: {info.backend.value} has no device-side delay kernel here")
+            op_text = f"{impl.text} + {delay[1]} injected delay (test only)"
         arrays = [ad.array(a, c.dtype) for a in c.rounded]
         op = impl.build(ad, arrays)
         out = ad.host_values(op())
@@ -265,7 +272,7 @@ def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl
                 params = BlasParams(precision=Precision.tf32)
                 ok, detail = True, f"fails the fp32 bound ({detail}); within the TF32 bound: {detail32}"
         if not ok:
-            return [c.record(info.backend, impl.row, BlasParams(), status=FAILED, op=impl.text, verified=False,
+            return [c.record(info.backend, impl.row, BlasParams(), status=FAILED, op=op_text, verified=False,
                              verify_detail=detail, reason="verification failed, not timed: " + detail,
                              device=info.device)], []
         n_sets, cache = _framework_sets(c, info, l2_bytes, free_bytes)
@@ -278,6 +285,8 @@ def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl
             i = turn[0] % n_sets
             turn[0] += 1
             outs[i] = ops_[i]()  # kept until its set comes round: outputs rotate with the inputs
+            if delay is not None:
+                delay[0]()
             return outs[i]
 
         run = ad.evaluated(run_next)
@@ -309,14 +318,14 @@ def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl
             return cond if mode is CacheMode.hot else cond.replace(cache=cold[mode])
 
         return [], [CaseArm(info.backend, variant, info.device_class, ad.device_clock, samplers,
-                            verify_last, detail, op=impl.text, params=params, device=info.device,
+                            verify_last, detail, op=op_text, params=params, device=info.device,
                             conditions=conditions,
                             invalid=lambda mode: getattr(getattr(ad, "hold", None), "invalid_samples", 0))]
     except Exception as e:  # one failing framework case must not lose the others
         msg = f"{type(e).__name__}: {e}"
         if "out of memory" in msg.lower() or isinstance(e, MemoryError):
             msg = "out of memory: " + msg
-        return [c.record(info.backend, impl.row, BlasParams(), status=ERROR, reason=msg[:500], op=impl.text,
+        return [c.record(info.backend, impl.row, BlasParams(), status=ERROR, reason=msg[:500], op=op_text,
                          device=info.device)], []
 
 

@@ -14,7 +14,7 @@ from gapbench.benchmarks.blas.run import Phases, iterate
 from gapbench.benchmarks.blas.run import __doc__ as _BLAS_DOC
 from gapbench.core.benchmark import Benchmark, print_lines
 from gapbench.core.cli import UsageError
-from gapbench.core.names import Backend, ColdScrub, Data, DeviceClass, DType, parse_list, parse_one
+from gapbench.core.names import Backend, ColdScrub, Data, DeviceClass, DType, injection, parse_list, parse_one
 from gapbench.core.result import ERROR, NOT_APPLICABLE, UNAVAILABLE, Record
 
 
@@ -75,11 +75,18 @@ class BlasBenchmark(Benchmark):
                         help="shipped (default): the library's dispatcher against the vendor and frameworks; "
                              "all: also every numbered variant of the kernel lab (cuda/lab/, built with "
                              "-Ccmake.define.GAPBENCH_LAB=ON), each verified and paired against cuBLAS")
+        ap.add_argument("--inject-delay-us", action="append", default=[], metavar="BACKEND=US",
+                        type=injection(lambda b: b is Backend.torch_cuda, "torch-cuda only (torch.cuda._sleep), "
+                                       "e.g. torch-cuda=2"),
+                        help="TEST ONLY: queue about US microseconds of device-side spin after every timed op of "
+                             "that backend, a known slowdown for checking gapbench compare (its records say so); "
+                             "never use for results")
         ap.add_argument("--no-progress", action="store_true")
 
     @staticmethod
     def config(args) -> Config:
-        cfg = Config(quick=args.quick, cold=args.cold or [], seed=args.seed, data=args.data)
+        cfg = Config(quick=args.quick, cold=args.cold or [], seed=args.seed, data=args.data,
+                     inject_delay_us=dict(args.inject_delay_us))
         if args.quick:
             cfg.samples, cfg.min_rounds, cfg.budget_s = 10, 5, 0.3
         cfg.ops = args.ops or cfg.ops

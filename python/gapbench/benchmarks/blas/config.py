@@ -40,6 +40,9 @@ class Config:
     quick: bool = False
     seed: int | None = None  # None: a fresh seed, drawn once per run and recorded with every row
     data: Data = Data.randn
+    #: TEST ONLY (--inject-delay-us): backend -> microseconds of device-side delay queued after every
+    #: timed op of that framework, a known slowdown to check gapbench compare. Never on by default.
+    inject_delay_us: dict = field(default_factory=dict)
 
     def run_seed(self) -> int:
         """The seed of this run's input data: --seed, or one drawn now (and recorded)."""
@@ -61,7 +64,9 @@ class Config:
         return {"ops": [s.name for s in self.ops], "dtypes": [d.value for d in self.dtypes], "shapes": self.shapes,
                 "samples": self.samples, "warmup": self.warmup, "budget_s": self.budget_s, "rel_hw": self.rel_hw,
                 "min_rounds": self.min_rounds, "cold": [c.value for c in self.cold], "quick": self.quick,
-                "seed": self.seed, "data": self.data.value}
+                "seed": self.seed, "data": self.data.value,
+                **({"inject_delay_us": {b.value: us for b, us in self.inject_delay_us.items()}}
+                   if self.inject_delay_us else {})}
 
 
 def parse_shapes(text: str) -> list[Shape]:

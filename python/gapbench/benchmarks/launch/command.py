@@ -30,6 +30,7 @@ import argparse
 import json
 import math
 import os
+import time
 from dataclasses import asdict
 from importlib import resources
 from pathlib import Path
@@ -37,7 +38,7 @@ from pathlib import Path
 from gapbench.backends import registry
 from gapbench.backends.base import BackendInfo
 from gapbench.benchmarks.launch.params import LaunchParams
-from gapbench.core.names import Backend, UnknownName
+from gapbench.core.names import Backend, injection
 from gapbench.core.benchmark import Benchmark, print_lines
 from gapbench.core.cli import UsageError
 from gapbench.core.conditions import Clock, Conditions, Process
@@ -262,6 +263,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--no-plain", action="store_true",
                     help="skip the paired plain C++ loop check (native-cuda: 6 rounds, each a fresh harness process and a fresh plain loop)")
     ap.add_argument("--inject-delay-us", action="append", default=[], metavar="BACKEND=US",
+                    type=injection(lambda b: not b.is_native, "a framework backend, e.g. torch-cpu=5 (native backends "
+                                   "have no hook)"),
                     help="TEST ONLY: add US microseconds of host busy-wait to every op of that framework backend, a "
                          "known slowdown for checking gapbench compare (its records say so); never use for results")
     ap.add_argument("--no-pin", action="store_true",
@@ -283,18 +286,7 @@ def config_from_args(args) -> Config:
     cfg.timeout = args.timeout
     if args.no_plain:
         cfg.plain_rounds = 0
-    for item in args.inject_delay_us:
-        name, _, us = item.partition("=")
-        try:
-            b = Backend.parse(name.strip())
-            if b.is_native:
-                raise ValueError
-            cfg.inject_delay_us[b.value] = float(us)
-        except (ValueError, UnknownName):
-            raise ValueError(f"--inject-delay-us {item!r}: give FRAMEWORK_BACKEND=MICROSECONDS, "
-                             "e.g. torch-cpu=5 (native backends have no hook)") from None
-        if not cfg.inject_delay_us[b.value] > 0:
-            raise ValueError(f"--inject-delay-us {item!r}: the delay must be > 0 microseconds")
+    cfg.inject_delay_us.update({b.value: us for b, us in args.inject_delay_us})
     cfg.validate()
     if not args.no_pin:
         cfg.cpu = pinned_cpu()
@@ -339,12 +331,15 @@ class LaunchBenchmark(Benchmark):
         runnable = [n for n in names if (pre := precheck(n)) is None or pre.available]
         plain = None if plain_binary() is None else "built"
         steps = sum(sum(process_plan(n, cfg, plain)) for n in runnable)
+        wall: dict[str, float] = {}  # where a run's time goes: wall seconds per backend, processes included
         with progress_bar(console, steps, disable=args.no_progress) as prog_bar:
             for name in names:
                 prog_bar.describe(f"launch: {name}")
+                t0 = time.monotonic()
                 writer.extend(measure_backend(name, cfg, on_step=prog_bar.advance))
+                wall[name.value] = round(time.monotonic() - t0, 2)
         n_perturbed = check_perturbation(writer.records)
-        writer.finish()
+        writer.finish(backend_wall_s=wall)
         print_lines(console, self.tables(writer.records))
         if n_perturbed:
             console.print(f"[yellow]{n_perturbed} pairing(s) perturbed an arm[/yellow]: its speed paired with the floor "
