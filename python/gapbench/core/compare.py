@@ -5,9 +5,12 @@ Rows match by benchmark, backend, variant, metric and case (op, dtype, shape, or
 case's label) and must share their compared conditions (gapbench.core.conditions): a row whose
 conditions differ is listed as not comparable, with the field. For each matched pair the change is
 the ratio of medians, B time / A time (below 1: B is faster), with a 95% percentile-bootstrap
-interval from the raw samples of both sides, widened by `widen` (1 by default: the interval then
-covers the noise within the two runs only; the noise between processes and machines needs a factor
-calibrated from A/A runs, issue 30). Each row is then:
+interval from the raw samples of both sides. That interval covers the noise within the two runs
+only; between two runs a row also moves with its process (placement, clocks, allocator state), so
+a single run a side gets a between-run margin on the log scale, calibrated per benchmark from A/A
+runs (compare_margins.json, written by docs/results/calibrate_compare.py; `margin`). Where each side
+has several fresh processes (`gapbench run --repeat N`), the interval comes from their spread
+instead and needs no margin. Each row is then:
 
 - same: the whole interval within 1 +- min_effect;
 - faster / slower: the whole interval below 1 - min_effect / above 1 + min_effect;
@@ -18,9 +21,11 @@ hold a minimum effect; this adds the conditions and the devices.
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -32,6 +37,16 @@ SAME, FASTER, SLOWER, AMBIGUOUS, NOT_COMPARABLE = "same", "faster", "slower", "a
 #: default smallest change called faster or slower (2%: below it, a change is noise or not worth a gate)
 MIN_EFFECT = 0.02
 BOOTSTRAP = 2000
+#: per benchmark, the between-run margin calibrated from A/A runs (docs/results/calibrate_compare.py)
+MARGINS_FILE = Path(__file__).with_name("compare_margins.json")
+
+
+def calibrated_margins() -> dict:
+    """{benchmark: {"margin_log": m, ...how it was calibrated}}; {} where no calibration ships."""
+    try:
+        return json.loads(MARGINS_FILE.read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def row_key(r: Record) -> tuple[str, ...]:
@@ -106,10 +121,13 @@ def _ceiling_fraction(run: Run, r: Record) -> float | None:
 
 
 def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 1.0, seed: int = 0,
-                 between: tuple[dict, dict] | None = None) -> list[RowChange]:
+                 between: tuple[dict, dict] | None = None, margin: float = 0.0) -> list[RowChange]:
     """Every row present and measured in both runs, classified (module docstring). `between`: per
     row key, the medians of several fresh processes of each side (compare_groups); a row with at
-    least two a side takes its interval from their spread instead of from the two runs' samples."""
+    least two a side takes its interval from their spread instead of from the two runs' samples.
+    `margin`: the between-run shift (log scale) a single run's interval is widened by on each side."""
+    if margin < 0:
+        raise ValueError(f"margin must be >= 0 (a log-scale shift), got {margin}")
     if widen < 1:
         raise ValueError(f"widen must be >= 1 (a factor on the interval's half-widths), got {widen}")
     ia = {row_key(r): r for r in a.records if r.status == OK and r.samples_s}
@@ -135,6 +153,9 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
             ratio, lo, hi = median_ratio_ci(qa, qb, seed=seed)
         if widen != 1:  # on the log scale, so the interval stays positive and symmetric in ratio terms
             lo, hi = ratio * (lo / ratio) ** widen, ratio * (hi / ratio) ** widen
+        if margin and covers == "within-run":
+            lo, hi = lo * math.exp(-margin), hi * math.exp(margin)
+            covers = f"within-run + between-run margin +-{100 * (math.exp(margin) - 1):.3g}%"
         frac = {}
         if different_devices(a, b):
             fa, fb = _ceiling_fraction(a, ra), _ceiling_fraction(b, r)
@@ -154,14 +175,14 @@ def process_ratio_ci(a_meds: Sequence[float], b_meds: Sequence[float], n: int = 
 
 
 def compare_groups(a_runs: list[Run], b_runs: list[Run], min_effect: float = MIN_EFFECT, widen: float = 1.0,
-                   seed: int = 0) -> list[RowChange]:
+                   seed: int = 0, margin: float = 0.0) -> list[RowChange]:
     """Rows of several runs per side (`gapbench run --repeat N`: each a fresh process), matched and
     classified on the first run of each side; with at least two runs on each side, each row's
     interval comes from the spread between the runs' medians (process_ratio_ci) and says so."""
     between = None
     if len(a_runs) >= 2 and len(b_runs) >= 2:
         between = (_process_medians(a_runs), _process_medians(b_runs))
-    return compare_runs(a_runs[0], b_runs[0], min_effect, widen, seed, between)
+    return compare_runs(a_runs[0], b_runs[0], min_effect, widen, seed, between, margin)
 
 
 def _process_medians(runs: list[Run]) -> dict:

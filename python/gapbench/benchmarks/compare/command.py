@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -39,6 +40,19 @@ def _fraction(text: str) -> float:
     return v
 
 
+def _margin(text: str) -> str | float:
+    """--margin: auto, none, or a percentage/fraction (0 <= m < 1)."""
+    if text in ("auto", "none"):
+        return text
+    try:
+        v = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give auto, none, or a percentage (5%)") from None
+    if not 0 <= v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: the margin must lie in [0, 100%)")
+    return v
+
+
 class CompareBenchmark(Benchmark):
     name = "compare"
     title = "Did it get faster or slower: rows of result files matched, with intervals and verdicts"
@@ -54,6 +68,11 @@ class CompareBenchmark(Benchmark):
         ap.add_argument("--widen", type=float, default=1.0,
                         help="factor on each interval's half-width for the noise between processes (default 1: "
                              "the intervals cover the noise within the runs only)")
+        ap.add_argument("--margin", type=_margin, default="auto", metavar="auto|none|N%",
+                        help="between-run margin added to a single run's interval (log scale, each side): auto "
+                             "(default) the benchmark's margin calibrated from A/A runs on the lent GPUs "
+                             "(docs/results/compare-calibration-*.md), none (within-run noise only), or a percentage; "
+                             "rows with several fresh processes a side (run --repeat) use their spread instead")
         ap.add_argument("--fail-if", type=_fail_if, default=None, metavar="slower>N%",
                         help="exit 1 when a row is classified slower (or faster) by more than N%%")
         ap.add_argument("--markdown", help="also write the comparison as Markdown to this file")
@@ -82,14 +101,28 @@ class CompareBenchmark(Benchmark):
             sides.append((f, by))
         console = console_for()
         a_name, a_by = sides[0]
+        calibrated = cmp.calibrated_margins()
+
+        def margin_for(probe: str) -> tuple[float, str]:
+            if args.margin == "auto":
+                cal = calibrated.get(probe)
+                if cal is None:
+                    return 0.0, "none: no A/A calibration for this benchmark (within-run noise only)"
+                return float(cal["margin_log"]), (f"calibrated: {100 * cal['quantile']:g}th percentile of "
+                                                  f"{cal['aa_row_pairs']} A/A row shifts on {', '.join(cal['gpus'])} "
+                                                  f"({cal['generator']})")
+            if args.margin == "none":
+                return 0.0, "none (--margin none): within-run noise only"
+            return math.log1p(args.margin), "given with --margin"
+
         doc, md, failed = {"baseline": a_name, "min_effect": args.min_effect, "widen": args.widen,
-                           "widen_note": "1: within-run noise only (not calibrated against A/A runs)"
-                           if args.widen == 1 else "given with --widen", "comparisons": []}, [], []
+                           "comparisons": []}, [], []
         for b_name, b_by in sides[1:]:
             for probe in [p for p in b_by if p in a_by]:
                 a_runs, b_runs = a_by[probe], b_by[probe]
                 base, other = a_runs[0], b_runs[0]
-                changes = cmp.compare_groups(a_runs, b_runs, args.min_effect, args.widen)
+                margin, margin_note = margin_for(probe)
+                changes = cmp.compare_groups(a_runs, b_runs, args.min_effect, args.widen, margin=margin)
                 devices = cmp.different_devices(base, other)
                 title = f"{probe}: B = {Path(b_name).name} against A = {Path(a_name).name}"
                 if len(a_runs) > 1 or len(b_runs) > 1:
@@ -116,7 +149,12 @@ class CompareBenchmark(Benchmark):
                 console.print(t)
                 console.print(f"{probe}, {Path(b_name).name}: {summary}", highlight=False)
                 md += ["", summary, ""]
+                if margin:
+                    console.print(f"{probe}: a single run's interval is widened by the between-run margin "
+                                  f"+-{100 * math.expm1(margin):.3g}% ({margin_note})", highlight=False)
+                md += [f"Between-run margin: +-{100 * math.expm1(margin):.3g}% ({margin_note})", ""]
                 doc["comparisons"].append({"probe": probe, "a": a_name, "b": b_name, "different_devices": devices,
+                                           "margin_log": margin, "margin_note": margin_note,
                                            "runs": [len(a_runs), len(b_runs)], "counts": n,
                                            "rows": [c.to_dict() for c in changes]})
                 if args.fail_if is not None:

@@ -255,13 +255,16 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--inner", type=int, default=None, help="ops per sample for batched metrics (default 100; quick 20)")
     ap.add_argument("--warmup", type=int, default=None, help="untimed warm-up samples (default 20; quick 5)")
     ap.add_argument("--cold-samples", type=int, default=None,
-                    help="fresh processes per backend for cold launch (default 2; quick 2)")
+                    help="fresh processes per backend for cold launch (default 1; quick 2)")
     ap.add_argument("--warm-processes", type=int, default=None,
                     help="fresh processes whose warm samples are pooled (default 1; quick 1)")
     ap.add_argument("--n", type=int, default=1, help="elements of the add op (default 1)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per fresh process (> 0)")
     ap.add_argument("--no-plain", action="store_true",
                     help="skip the paired plain C++ loop check (native-cuda: 6 rounds, each a fresh harness process and a fresh plain loop)")
+    ap.add_argument("--plain-rounds", type=int, default=None, metavar="N",
+                    help="rounds of the plain C++ loop check (default 6, each ~1 s; ~16 resolve a 3%% harness overhead: "
+                         "e.g. --backends native-cuda --plain-rounds 16)")
     ap.add_argument("--inject-delay-us", action="append", default=[], metavar="BACKEND=US",
                     type=injection(lambda b: not b.is_native, "a framework backend, e.g. torch-cpu=5 (native backends "
                                    "have no hook)"),
@@ -284,6 +287,8 @@ def config_from_args(args) -> Config:
             setattr(cfg, attr, v)
     cfg.n = args.n
     cfg.timeout = args.timeout
+    if args.plain_rounds is not None:
+        cfg.plain_rounds = args.plain_rounds
     if args.no_plain:
         cfg.plain_rounds = 0
     cfg.inject_delay_us.update({b.value: us for b, us in args.inject_delay_us})

@@ -25,9 +25,10 @@ class Config:
     warmup: int = 20
     budget_s: float = 0.5  # wall seconds per metric and process
     rel_hw: float = 0.01  # stop once the median's 95% interval half-width is within this fraction
-    #: fresh processes per backend: each pays its framework's import (torch 2.6-3.9 s on the lent
-    #: GPUs), which is most of a default run's time; two keep it under 30 s there
-    cold_samples: int = 2
+    #: fresh processes per backend: each pays its framework's import (torch 2.6-4.9 s on the lent
+    #: GPUs), most of a default run's time, so one by default keeps the run under 30 s; its cold
+    #: figures are then one process's (--cold-samples N, or gapbench run --repeat N, for a spread)
+    cold_samples: int = 1
     warm_processes: int = 1  # of those, the ones whose warm samples are pooled
     n: int = 1  # elements of the add op
     seed: int | None = None
@@ -57,7 +58,7 @@ class Config:
         if not self.pair_budget_s > 0:
             raise ValueError(f"pair_budget_s must be > 0 seconds, got {self.pair_budget_s:g}")
         if self.plain_rounds < 0 or self.plain_rounds == 1:
-            raise ValueError(f"plain_rounds must be 0 (no plain check) or >= 2 (paired rounds), got {self.plain_rounds}")
+            raise ValueError(f"--plain-rounds must be 0 (no plain check) or >= 2 (paired rounds), got {self.plain_rounds}")
         if not self.timeout > 0:
             raise ValueError(f"--timeout must be > 0 seconds, got {self.timeout:g}")
         if self.samples > MAX_SAMPLES:
