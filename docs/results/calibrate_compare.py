@@ -36,6 +36,58 @@ REACHES = {"launch": {"submit", "roundtrip", "stream_b2b"}, "blas": None}
 OUT = Path(__file__).resolve().parents[2] / "python/gapbench/core/compare_margins.json"
 
 
+def commit_of(env: dict) -> str:
+    """The commit whose sources hash to the build's content hash (the lent machine builds from a
+    copy of the tree, so its own git state is not the code's)."""
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "cmake"))
+    import provenance
+
+    digest = env.get("source_hash", "")
+    found = provenance.commit_for_hash(root, digest) if digest else None
+    return found[:7] if found else f"unknown (content hash {digest[:12]})"
+
+
+def per_metric(sides: list[dict]) -> dict:
+    """{metric: (98th percentile of |shift|, pairs)} over the A/A row pairs of these GPUs."""
+    by: dict = {}
+    for side in sides:
+        (_, a1), (_, a2), (_, inj) = side["a1"], side["a2"], side["inj"]
+        for a, b, skip in ((a1, a2, False), (a1, inj, True), (a2, inj, True)):
+            ia = {cmp.row_key(r): r for r in a.records if r.status == OK and r.samples_s}
+            for r in b.records:
+                k = cmp.row_key(r)
+                if k in ia and r.status == OK and r.samples_s and not (skip and r.backend == INJECTED):
+                    by.setdefault(r.metric, []).append(abs(math.log(np.median(r.per_op()) / np.median(ia[k].per_op()))))
+    return {m: (float(np.quantile(v, QUANTILE)), len(v)) for m, v in sorted(by.items())}
+
+
+def repeat_section(folder: Path) -> list[str]:
+    """Launch with several fresh processes a side (repeat-*/: launch-a*.json.gz against
+    launch-inj*.json.gz): compare's between-process intervals, their false alarms and detections."""
+    out = []
+    for sub in sorted(folder.glob("repeat-*")):
+        a = [load_run(f) for f in sorted(sub.glob("launch-a*.json.gz"))]
+        b = [load_run(f) for f in sorted(sub.glob("launch-inj*.json.gz"))]
+        if len(a) < 2 or len(b) < 2:
+            continue
+        changes = [c for c in cmp.compare_groups(a, b) if c.ratio is not None]
+        other = [c for c in changes if c.key[1] != INJECTED]
+        bad = [c for c in other if c.verdict in (cmp.FASTER, cmp.SLOWER)]
+        hit = [c for c in changes if c.key[1] == INJECTED and c.key[3] in REACHES["launch"]]
+        out += [f"## launch, {len(a)} + {len(b)} fresh processes a side ({sub.name})", "",
+                f"`gapbench compare` on folders of {len(a)} default runs against {len(b)} runs with "
+                f"`--inject-delay-us {INJECTED}={injected_us(b[0]):g}`: each row's interval is a bootstrap over the "
+                f"processes' medians. Rows of other backends called faster or slower: {len(bad)}/{len(other)}.", "",
+                "| injected row | A median us | expected B/A | B/A [95%, between processes] | verdict |", "|---|---|---|---|---|"]
+        for c in hit:
+            t = float(np.median(c.a.per_op()))
+            out.append(f"| {cmp.key_text(c.key)} | {t * 1e6:.3g} | {1 + injected_us(b[0]) * 1e-6 / t:.3f} | "
+                       f"{c.ratio:.3f} [{c.lo:.3f}-{c.hi:.3f}] | {c.verdict} |")
+        out.append("")
+    return out
+
+
 def runs(folder: Path) -> dict:
     """{(probe, gpu): {"a1": Run, "a2": Run, "inj": Run}} from calib-<probe>-<k>-<gpu>-<date>.json.gz."""
     out: dict = {}
@@ -99,7 +151,8 @@ def detection(probe: str, side: dict, margin: float) -> tuple[int, int, int, lis
             if expected - 1 < FIVE:
                 continue
             five += 1
-            if math.log(expected) <= margin + math.log(1 + cmp.MIN_EFFECT):
+            m = margin if not isinstance(margin, dict) else margin.get(c.key[3], margin["*"])
+            if math.log(expected) <= m + math.log(1 + cmp.MIN_EFFECT):
                 continue
             above += 1
             if c.verdict == cmp.SLOWER:
@@ -126,8 +179,10 @@ def main(folder: str) -> None:
         pooled = [x for g in gpus for x in aa_shifts(data[(probe, g)])]
         margin = float(np.quantile(np.abs(pooled), QUANTILE))
         sources = sorted(str(f.name) for g in gpus for f, _ in data[(probe, g)].values())
-        commits = sorted({r.env.get("source_commit", "?")[:7] for g in gpus for _, r in data[(probe, g)].values()})
+        commits = sorted({commit_of(r.env) for g in gpus for _, r in data[(probe, g)].values()})
+        metric_margins = per_metric([data[(probe, g)] for g in gpus])
         margins[probe] = {"margin_log": round(margin, 5), "quantile": QUANTILE, "aa_row_pairs": len(pooled),
+                          "per_metric": {m: round(q, 5) for m, (q, n) in metric_margins.items()} if probe == "launch" else {},
                           "gpus": gpus, "sources": sources, "commits": commits,
                           "generator": "docs/results/calibrate_compare.py"}
         lines += [f"## {probe}", "",
@@ -141,18 +196,28 @@ def main(folder: str) -> None:
             side = data[(probe, g)]
             other = [x for h in gpus if h != g for x in aa_shifts(data[(probe, h)])]
             rows = [("none (within-run only)", 0.0), ("pooled", margin)]
+            if probe == "launch":
+                rows.append(("per metric (pooled)", {"*": margin, **{m: q for m, (q, n) in metric_margins.items()}}))
             if other:
                 rows.append((f"from the other GPU only", float(np.quantile(np.abs(other), QUANTILE))))
             for label, m in rows:
                 bad, n, names = false_alarms(side, m)
                 hit, above, five, missed = detection(probe, side, m)
-                lines.append(f"| {g} | {label}: +-{100 * (math.exp(m) - 1):.1f}% | {bad}/{n} ({100 * bad / max(n, 1):.1f}%) "
+                shown = f"+-{100 * math.expm1(m):.1f}%" if not isinstance(m, dict) else "per metric, below"
+                lines.append(f"| {g} | {label}: {shown} | {bad}/{n} ({100 * bad / max(n, 1):.1f}%) "
                              f"| {injected_us(side['inj'][1]):g} us | {five} | {above} | "
                              f"{hit}/{above} ({100 * hit / max(above, 1):.0f}%) |")
                 if label == "pooled":
                     notes += [f"- {g}, pooled margin: false alarm {x}" for x in names]
                     notes += [f"- {g}, pooled margin: missed {x}" for x in missed]
         lines += [""] + (notes or ["(no false alarms and no misses at the pooled margin)"]) + [""]
+        if probe == "launch":
+            lines += ["Per metric (98th percentile of |shift| over the A/A row pairs, both GPUs):", "",
+                      "| metric | margin | pairs |", "|---|---|---|"]
+            lines += [f"| {m} | +-{100 * math.expm1(q):.1f}% | {n} |"
+                      for m, (q, n) in metric_margins.items()]
+            lines.append("")
+    lines += repeat_section(Path(folder))
     print("\n".join(lines))
     OUT.write_text(json.dumps(margins, indent=1, sort_keys=True) + "\n")
 

@@ -42,7 +42,8 @@ MARGINS_FILE = Path(__file__).with_name("compare_margins.json")
 
 
 def calibrated_margins() -> dict:
-    """{benchmark: {"margin_log": m, ...how it was calibrated}}; {} where no calibration ships."""
+    """{benchmark: {"margin_log": m, "per_metric": {metric: m}, ...how it was calibrated}}; {} where
+    no calibration ships."""
     try:
         return json.loads(MARGINS_FILE.read_text())
     except (OSError, ValueError):
@@ -121,12 +122,14 @@ def _ceiling_fraction(run: Run, r: Record) -> float | None:
 
 
 def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 1.0, seed: int = 0,
-                 between: tuple[dict, dict] | None = None, margin: float = 0.0) -> list[RowChange]:
+                 between: tuple[dict, dict] | None = None, margin: float | dict = 0.0) -> list[RowChange]:
     """Every row present and measured in both runs, classified (module docstring). `between`: per
     row key, the medians of several fresh processes of each side (compare_groups); a row with at
     least two a side takes its interval from their spread instead of from the two runs' samples.
-    `margin`: the between-run shift (log scale) a single run's interval is widened by on each side."""
-    if margin < 0:
+    `margin`: the between-run shift (log scale) a single run's interval is widened by on each side;
+    a dict gives it per metric, "*" for the others."""
+    margins = margin if isinstance(margin, dict) else {"*": margin}
+    if any(not v >= 0 for v in margins.values()):
         raise ValueError(f"margin must be >= 0 (a log-scale shift), got {margin}")
     if widen < 1:
         raise ValueError(f"widen must be >= 1 (a factor on the interval's half-widths), got {widen}")
@@ -153,9 +156,10 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
             ratio, lo, hi = median_ratio_ci(qa, qb, seed=seed)
         if widen != 1:  # on the log scale, so the interval stays positive and symmetric in ratio terms
             lo, hi = ratio * (lo / ratio) ** widen, ratio * (hi / ratio) ** widen
-        if margin and covers == "within-run":
-            lo, hi = lo * math.exp(-margin), hi * math.exp(margin)
-            covers = f"within-run + between-run margin +-{100 * (math.exp(margin) - 1):.3g}%"
+        m = float(margins.get(k[3], margins.get("*", 0.0)))
+        if m and covers == "within-run":
+            lo, hi = lo * math.exp(-m), hi * math.exp(m)
+            covers = f"within-run + between-run margin +-{100 * math.expm1(m):.3g}%"
         frac = {}
         if different_devices(a, b):
             fa, fb = _ceiling_fraction(a, ra), _ceiling_fraction(b, r)
@@ -175,7 +179,7 @@ def process_ratio_ci(a_meds: Sequence[float], b_meds: Sequence[float], n: int = 
 
 
 def compare_groups(a_runs: list[Run], b_runs: list[Run], min_effect: float = MIN_EFFECT, widen: float = 1.0,
-                   seed: int = 0, margin: float = 0.0) -> list[RowChange]:
+                   seed: int = 0, margin: float | dict = 0.0) -> list[RowChange]:
     """Rows of several runs per side (`gapbench run --repeat N`: each a fresh process), matched and
     classified on the first run of each side; with at least two runs on each side, each row's
     interval comes from the spread between the runs' medians (process_ratio_ci) and says so."""

@@ -103,17 +103,20 @@ class CompareBenchmark(Benchmark):
         a_name, a_by = sides[0]
         calibrated = cmp.calibrated_margins()
 
-        def margin_for(probe: str) -> tuple[float, str]:
+        def margin_for(probe: str) -> tuple[dict, str]:
             if args.margin == "auto":
                 cal = calibrated.get(probe)
                 if cal is None:
-                    return 0.0, "none: no A/A calibration for this benchmark (within-run noise only)"
-                return float(cal["margin_log"]), (f"calibrated: {100 * cal['quantile']:g}th percentile of "
+                    return {"*": 0.0}, "none: no A/A calibration for this benchmark (within-run noise only)"
+                per = {m: float(v) for m, v in (cal.get("per_metric") or {}).items()}
+                return {"*": float(cal["margin_log"]), **per}, (
+                                                  f"calibrated{' per metric' if per else ''}: "
+                                                  f"{100 * cal['quantile']:g}th percentile of "
                                                   f"{cal['aa_row_pairs']} A/A row shifts on {', '.join(cal['gpus'])} "
                                                   f"({cal['generator']})")
             if args.margin == "none":
-                return 0.0, "none (--margin none): within-run noise only"
-            return math.log1p(args.margin), "given with --margin"
+                return {"*": 0.0}, "none (--margin none): within-run noise only"
+            return {"*": math.log1p(args.margin)}, "given with --margin"
 
         doc, md, failed = {"baseline": a_name, "min_effect": args.min_effect, "widen": args.widen,
                            "comparisons": []}, [], []
@@ -149,10 +152,11 @@ class CompareBenchmark(Benchmark):
                 console.print(t)
                 console.print(f"{probe}, {Path(b_name).name}: {summary}", highlight=False)
                 md += ["", summary, ""]
-                if margin:
-                    console.print(f"{probe}: a single run's interval is widened by the between-run margin "
-                                  f"+-{100 * math.expm1(margin):.3g}% ({margin_note})", highlight=False)
-                md += [f"Between-run margin: +-{100 * math.expm1(margin):.3g}% ({margin_note})", ""]
+                shown = ", ".join(f"{k if k != '*' else 'rows'} +-{100 * math.expm1(v):.3g}%" for k, v in margin.items())
+                if any(margin.values()):
+                    console.print(f"{probe}: a single run's interval is widened by the between-run margin ({shown}; "
+                                  f"{margin_note})", highlight=False)
+                md += [f"Between-run margin: {shown} ({margin_note})", ""]
                 doc["comparisons"].append({"probe": probe, "a": a_name, "b": b_name, "different_devices": devices,
                                            "margin_log": margin, "margin_note": margin_note,
                                            "runs": [len(a_runs), len(b_runs)], "counts": n,
