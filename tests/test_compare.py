@@ -216,3 +216,21 @@ def test_the_shipped_margins_come_from_committed_calibration_runs_and_compare_us
         assert p.returncode == 0 and want in md.read_text(), p.stderr
     p = run_module("gapbench", "compare", str(a), str(b), "--margin", "wide")
     assert p.returncode == 2 and "give auto, none, or a percentage" in p.stderr
+
+
+def test_a_compute_bound_row_is_held_against_its_machines_flop_ceiling_not_the_copy(tmp_path):
+    """Across machines each row is a fraction of its own roofline: min(FLOP ceiling, intensity x
+    copy bandwidth). A GEMM-like row (high intensity) at its machine's GEMM rate is 100% on both
+    sides, whatever the copy bandwidths."""
+    rng = np.random.default_rng(5)
+
+    def gemm(scale):
+        r = _row("gemm", _lognormal(rng, scale))
+        r.work = {"flops": 1e9, "bytes": 1e6}
+        return r
+
+    roof = lambda bw, f: {"cuda": {"bytes_per_s": {"value": bw}, "fp16": {"value": f}}}  # noqa: E731
+    a = _write(tmp_path / "a.json", [gemm(1)], roof=roof(3.0e12, 1e14))
+    b = _write(tmp_path / "b.json", [gemm(0.5)], "NVIDIA H200", roof=roof(4.3e12, 2e14))
+    (c,) = cmp.compare_runs(load_run(a), load_run(b))
+    assert c.of_ceiling["A"] == pytest.approx(1.0, rel=0.03) and c.of_ceiling["B"] == pytest.approx(1.0, rel=0.03)

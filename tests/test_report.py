@@ -156,7 +156,7 @@ def test_report_of_the_committed_gpu_results(tmp_path):
     from gapbench.core import reportkit as rk
 
     root = Path(__file__).resolve().parents[1] / "docs" / "results"
-    files = [root / "launch-h200-2026-11-23-default.json.gz", root / "blas-h200-2026-11-23-default.json.gz"]
+    files = [root / "launch-h200-2026-11-25-default.json.gz", root / "blas-h200-2026-11-25-default.json.gz"]
     if not all(f.exists() for f in files):
         pytest.skip("docs/results not in this checkout")
     md, _ = rp.build([str(f) for f in files], tmp_path / "rep")

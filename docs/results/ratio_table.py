@@ -5,10 +5,10 @@ band). Launch files: each framework's time over the native floor's (xfloor, pair
 process) and the harness's over the plain C++ loop's, with their intervals. Every number comes
 from the files; nothing is typed in. Generates docs/results/ratios-*.md:
 
-    python docs/results/ratio_table.py docs/results/blas-h100-2026-11-23-default.json.gz \
-        docs/results/blas-h200-2026-11-23-default.json.gz docs/results/launch-h100-2026-11-23-default.json.gz \
-        docs/results/launch-h100-2026-11-23-default-2.json.gz docs/results/launch-h200-2026-11-23-default.json.gz \
-        > docs/results/ratios-2026-11-23.md
+    python docs/results/ratio_table.py docs/results/blas-h100-2026-11-25-default.json.gz \
+        docs/results/blas-h200-2026-11-25-default.json.gz docs/results/launch-h100-2026-11-25-default.json.gz \
+        docs/results/launch-h200-2026-11-25-default.json.gz docs/results/launch-h100-2026-11-25-plain16.json.gz \
+        > docs/results/ratios-2026-11-25.md
 """
 from __future__ import annotations
 

@@ -107,17 +107,23 @@ class RowChange:
 
 
 def _ceiling_fraction(run: Run, r: Record) -> float | None:
-    """The row's rate as a fraction of its machine's ceiling measured in the same run (BLAS: the
-    copy bandwidth for bytes, the GEMM of its precision for FLOPs)."""
+    """The row's rate as a fraction of its machine's roofline measured in the same run: the
+    attainable rate min(FLOP ceiling of its precision, arithmetic intensity x copy bandwidth) where
+    both are known, else the one that is (BLAS: the copy bandwidth for bytes, the GEMM of its
+    precision for FLOPs)."""
     roof = run.run.get("roofline") or {}
     rates = r.rates()
+    p = r.params or {}
     for entries in roof.values():
-        if "flops_per_s" in rates and (r.params or {}).get("precision") in entries:
-            return rates["flops_per_s"] / entries[r.params["precision"]]["value"]
-        if "flops_per_s" in rates and (r.params or {}).get("dtype") in entries and "bytes_per_s" not in rates:
-            return rates["flops_per_s"] / entries[r.params["dtype"]]["value"]
-        if "bytes_per_s" in rates and "bytes_per_s" in entries:
-            return rates["bytes_per_s"] / entries["bytes_per_s"]["value"]
+        peak = entries.get(p.get("precision")) or entries.get(p.get("dtype"))
+        bw = entries.get("bytes_per_s")
+        flops, nbytes = rates.get("flops_per_s"), rates.get("bytes_per_s")
+        if flops and nbytes and peak and bw:
+            return flops / min(peak["value"], flops / nbytes * bw["value"])
+        if flops and peak:
+            return flops / peak["value"]
+        if nbytes and bw:
+            return nbytes / bw["value"]
     return None
 
 
