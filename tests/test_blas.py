@@ -563,7 +563,7 @@ def test_an_injected_device_delay_follows_every_timed_op_and_the_row_says_so():
     queued = []
 
     class Delaying(type(registry.make_adapter(Backend.torch_cpu))):
-        def device_delay(self, us):
+        def device_delay(self, us, sm_mhz=None):
             return (lambda: queued.append(us)), f"spin({us:g} us)"
 
         def time_device(self, fn, inner, held=True, scrub=None):

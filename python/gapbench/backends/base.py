@@ -96,10 +96,10 @@ class Adapter(ABC):
     #: whether time_device can hold the queue behind the release gate (CUDA frameworks)
     can_hold = False
 
-    def device_delay(self, us: float) -> tuple[Callable[[], None], str] | None:
+    def device_delay(self, us: float, sm_mhz: float | None = None) -> tuple[Callable[[], None], str] | None:
         """TEST ONLY (bench.blas --inject-delay-us): a call that queues about `us` microseconds of
-        device-side busy work on the framework's stream, and what it queues; None where the
-        framework has no such kernel."""
+        device-side busy work on the framework's stream (`sm_mhz`: the maximum SM clock, where the
+        work is counted in cycles), and what it queues; None where the framework has no such kernel."""
         return None
 
     @property

@@ -165,14 +165,12 @@ class TorchAdapter(Adapter):
             self._timing = self._event_pair()
         return self.hold
 
-    def device_delay(self, us: float):
+    def device_delay(self, us: float, sm_mhz: float | None = None):
         """torch.cuda._sleep(cycles), a spin kernel of that many SM clock cycles, sized by the
-        maximum SM clock (at a lower clock the delay is that much longer)."""
+        maximum SM clock `sm_mhz` (at a lower clock the delay is that much longer)."""
         if not self.cuda:
             return None
-        from gapbench.backends.monitor import NVML
-
-        mhz = NVML(self.torch.cuda.current_device()).max_sm_clock_mhz()
+        mhz = sm_mhz
         if not mhz:
             return None  # the clock that turns microseconds into cycles is unknown
         cycles = max(1, round(us * mhz))

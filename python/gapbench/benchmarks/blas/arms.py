@@ -253,7 +253,9 @@ def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl
     try:
         delay = None
         if inject_us:
-            delay = ad.device_delay(inject_us)
+            from gapbench.backends.monitor import NVML
+
+            delay = ad.device_delay(inject_us, NVML(0).max_sm_clock_mhz())
             if delay is None:
                 raise RuntimeError(f"--inject-delay-us: {info.backend.value} has no device-side delay kernel here")
             op_text = f"{impl.text} + {delay[1]} injected delay (test only)"
