@@ -482,24 +482,32 @@ def test_an_op_no_vendor_has_is_paired_against_the_dispatcher():
     assert t["vs"] == "native-cuda/gapbench" and t["speed_ratio"] == pytest.approx(0.5)
 
 
-def test_a_framework_that_can_scrub_gets_the_cold_modes_under_flushed_conditions():
-    """A framework whose stream takes the gate's L2 scrub (a stand-in adapter over torch-cpu on a
-    stand-in GPU) gets a sampler per cold mode that asks for that scrub before each sample, and its
-    cold rows record the flushed cache state the native cold rows record; one that cannot scrub
-    gets the hot mode alone."""
+def _small_gemv_case_on_a_stand_in_gpu():
+    """A 32x32 fp32 GEMV case and a stand-in torch-cuda BackendInfo, for adapters over torch-cpu
+    (skips where torch-cpu cannot run)."""
     pytest.importorskip("torch")
     if not registry.info(Backend.torch_cpu).available:
         pytest.skip("torch-cpu not available")
     from gapbench.backends.base import BackendInfo
     from gapbench.benchmarks.blas import arms as rows
     from gapbench.benchmarks.blas.run import record
-    from gapbench.core.conditions import Cache
 
     spec, shape, dt = ops.get("gemv"), {"m": 32, "k": 32}, DType.fp32
     rounded = [dtypes.round_to(a, dt) for a in spec.inputs(shape, np.random.default_rng(0))]
     case = rows.Case(spec, dt, shape, rounded, spec.expected(rounded, shape),
                      lambda b, v, p=None, **kw: record(spec, dt, shape, b, v, p, **kw))
-    gpu = BackendInfo(Backend.torch_cuda, True, "", {})
+    return case, BackendInfo(Backend.torch_cuda, True, "", {})
+
+
+def test_a_framework_that_can_scrub_gets_the_cold_modes_under_flushed_conditions():
+    """A framework whose stream takes the gate's L2 scrub (a stand-in adapter over torch-cpu on a
+    stand-in GPU) gets a sampler per cold mode that asks for that scrub before each sample, and its
+    cold rows record the flushed cache state the native cold rows record; one that cannot scrub
+    gets the hot mode alone."""
+    from gapbench.benchmarks.blas import arms as rows
+    from gapbench.core.conditions import Cache
+
+    case, gpu = _small_gemv_case_on_a_stand_in_gpu()
 
     class Scrubbing(type(registry.make_adapter(Backend.torch_cpu))):
         asked: list = []
@@ -548,18 +556,9 @@ def test_an_injected_device_delay_follows_every_timed_op_and_the_row_says_so():
     """bench.blas --inject-delay-us (test only): the adapter's device-side delay is queued after
     every timed op of the framework, and the row's op names it; an adapter without a delay kernel
     gives an error row that says so, and nothing is timed."""
-    pytest.importorskip("torch")
-    if not registry.info(Backend.torch_cpu).available:
-        pytest.skip("torch-cpu not available")
-    from gapbench.backends.base import BackendInfo
     from gapbench.benchmarks.blas import arms as rows
-    from gapbench.benchmarks.blas.run import record
 
-    spec, shape, dt = ops.get("gemv"), {"m": 32, "k": 32}, DType.fp32
-    rounded = [dtypes.round_to(a, dt) for a in spec.inputs(shape, np.random.default_rng(0))]
-    case = rows.Case(spec, dt, shape, rounded, spec.expected(rounded, shape),
-                     lambda b, v, p=None, **kw: record(spec, dt, shape, b, v, p, **kw))
-    gpu = BackendInfo(Backend.torch_cuda, True, "", {})
+    case, gpu = _small_gemv_case_on_a_stand_in_gpu()
     queued = []
 
     class Delaying(type(registry.make_adapter(Backend.torch_cpu))):

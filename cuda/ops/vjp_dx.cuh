@@ -274,15 +274,11 @@ static long long dx_partials_floats(long long m, long long k, int sms) {
   }
   return (most * k + 3) / 4 * 4;  // 16-byte aligned from here on
 }
-static long long dx_accum_offset(long long m, long long k, int sms) { return dx_partials_floats(m, k, sms); }
-static long long dx_accum_counter_offset(long long m, long long k, int sms) {
-  return dx_accum_offset(m, k, sms) + (k + 3) / 4 * 4;
-}
+static long long dx_accum_floats(long long k) { return (k + 3) / 4 * 4; }  // the accumulator, 16-byte aligned
 
 long long work_floats(const Problem& p, const Gpu& g) {
-  const long long m = p.m, k = p.k;
-  const int sms = g.sms;
-  return dx_accum_counter_offset(m, k, sms) + (k + 31) / 32;  // counters: strips are >= 32 columns
+  // counters: strips are >= 32 columns
+  return dx_partials_floats(p.m, p.k, g.sms) + dx_accum_floats(p.k) + (p.k + 31) / 32;
 }
 
 // vjp_dx_strips256 / strips128 (was variant 12): the strip kernel retuned with the clean cold scrub (a read pass, so no dirty L2
@@ -319,8 +315,8 @@ void launch(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cud
     auto w = static_cast<const T*>(buf.a);
     auto vv = static_cast<const T*>(buf.b);
     auto out = static_cast<T*>(buf.out);
-    float* accum = work + dx_accum_offset(m, k, sms);
-    auto counters = reinterpret_cast<unsigned*>(work + dx_accum_counter_offset(m, k, sms));
+    float* accum = work + dx_partials_floats(m, k, sms);  // the layout above, computed once a launch
+    auto counters = reinterpret_cast<unsigned*>(accum + dx_accum_floats(k));
     constexpr int R = kDxRows;
     switch (kern) {
       case Kernel::vjp_dx_reference:

@@ -52,13 +52,8 @@ def per_metric(sides: list[dict]) -> dict:
     """{metric: (98th percentile of |shift|, pairs)} over the A/A row pairs of these GPUs."""
     by: dict = {}
     for side in sides:
-        (_, a1), (_, a2), (_, inj) = side["a1"], side["a2"], side["inj"]
-        for a, b, skip in ((a1, a2, False), (a1, inj, True), (a2, inj, True)):
-            ia = {cmp.row_key(r): r for r in a.records if r.status == OK and r.samples_s}
-            for r in b.records:
-                k = cmp.row_key(r)
-                if k in ia and r.status == OK and r.samples_s and not (skip and r.backend == INJECTED):
-                    by.setdefault(r.metric, []).append(abs(math.log(np.median(r.per_op()) / np.median(ia[k].per_op()))))
+        for metric, d in aa_pairs(side):
+            by.setdefault(metric, []).append(abs(d))
     return {m: (float(np.quantile(v, QUANTILE)), len(v)) for m, v in sorted(by.items())}
 
 
@@ -98,21 +93,26 @@ def runs(folder: Path) -> dict:
     return out
 
 
-def shifts(a, b, skip_injected: bool) -> list[float]:
-    """log(median B / median A) per row measured in both (the injected backend's rows left out
-    where one side is the injected run)."""
+def shifts(a, b, skip_injected: bool) -> list[tuple[str, float]]:
+    """(metric, log(median B / median A)) per row measured in both (the injected backend's rows
+    left out where one side is the injected run)."""
     ia = {cmp.row_key(r): r for r in a.records if r.status == OK and r.samples_s}
     d = []
     for r in b.records:
         k = cmp.row_key(r)
         if k in ia and r.status == OK and r.samples_s and not (skip_injected and r.backend == INJECTED):
-            d.append(math.log(np.median(r.per_op()) / np.median(ia[k].per_op())))
+            d.append((r.metric, math.log(np.median(r.per_op()) / np.median(ia[k].per_op()))))
     return d
 
 
-def aa_shifts(side: dict) -> list[float]:
+def aa_pairs(side: dict) -> list[tuple[str, float]]:
+    """Every A/A row pair of one GPU: a1 against a2, and each against the injected run."""
     (_, a1), (_, a2), (_, inj) = side["a1"], side["a2"], side["inj"]
     return shifts(a1, a2, False) + shifts(a1, inj, True) + shifts(a2, inj, True)
+
+
+def aa_shifts(side: dict) -> list[float]:
+    return [d for _, d in aa_pairs(side)]
 
 
 def false_alarms(side: dict, margin: float) -> tuple[int, int, list[str]]:

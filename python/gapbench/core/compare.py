@@ -21,6 +21,7 @@ hold a minimum effect; this adds the conditions and the devices.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -41,13 +42,30 @@ BOOTSTRAP = 2000
 MARGINS_FILE = Path(__file__).with_name("compare_margins.json")
 
 
+@functools.cache
 def calibrated_margins() -> dict:
     """{benchmark: {"margin_log": m, "per_metric": {metric: m}, ...how it was calibrated}}; {} where
-    no calibration ships."""
+    no calibration ships. Read once."""
     try:
         return json.loads(MARGINS_FILE.read_text())
     except (OSError, ValueError):
         return {}
+
+
+def margin_for(probe: str, choice: str | float = "auto") -> tuple[dict, str]:
+    """compare_runs' `margin` for one benchmark and what it is: "auto" its calibrated margin (per
+    metric where calibrated so), "none" no margin, a fraction that margin for every row."""
+    if choice == "auto":
+        cal = calibrated_margins().get(probe)
+        if cal is None:
+            return {"*": 0.0}, "none: no A/A calibration for this benchmark (within-run noise only)"
+        per = {m: float(v) for m, v in (cal.get("per_metric") or {}).items()}
+        return {"*": float(cal["margin_log"]), **per}, (
+            f"calibrated{' per metric' if per else ''}: {100 * cal['quantile']:g}th percentile of "
+            f"{cal['aa_row_pairs']} A/A row shifts on {', '.join(cal['gpus'])} ({cal['generator']})")
+    if choice == "none":
+        return {"*": 0.0}, "none (--margin none): within-run noise only"
+    return {"*": math.log1p(float(choice))}, "given with --margin"
 
 
 def row_key(r: Record) -> tuple[str, ...]:

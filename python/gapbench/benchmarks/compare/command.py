@@ -30,27 +30,24 @@ def _fail_if(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _fraction(text: str) -> float:
+def _share(text: str, what: str, form: str) -> float:
+    """A fraction (0.02) or a percentage (2%) in [0, 1), or an argparse error naming `what`."""
     try:
         v = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a fraction (0.02) or a percentage (2%)") from None
+        raise argparse.ArgumentTypeError(f"{text!r}: give {form}") from None
     if not 0 <= v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: the minimum effect must lie in [0, 1)")
+        raise argparse.ArgumentTypeError(f"{text!r}: the {what} must lie in [0, 1)")
     return v
+
+
+def _fraction(text: str) -> float:
+    return _share(text, "minimum effect", "a fraction (0.02) or a percentage (2%)")
 
 
 def _margin(text: str) -> str | float:
     """--margin: auto, none, or a percentage/fraction (0 <= m < 1)."""
-    if text in ("auto", "none"):
-        return text
-    try:
-        v = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give auto, none, or a percentage (5%)") from None
-    if not 0 <= v < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: the margin must lie in [0, 100%)")
-    return v
+    return text if text in ("auto", "none") else _share(text, "margin", "auto, none, or a percentage (5%)")
 
 
 class CompareBenchmark(Benchmark):
@@ -101,30 +98,13 @@ class CompareBenchmark(Benchmark):
             sides.append((f, by))
         console = console_for()
         a_name, a_by = sides[0]
-        calibrated = cmp.calibrated_margins()
-
-        def margin_for(probe: str) -> tuple[dict, str]:
-            if args.margin == "auto":
-                cal = calibrated.get(probe)
-                if cal is None:
-                    return {"*": 0.0}, "none: no A/A calibration for this benchmark (within-run noise only)"
-                per = {m: float(v) for m, v in (cal.get("per_metric") or {}).items()}
-                return {"*": float(cal["margin_log"]), **per}, (
-                                                  f"calibrated{' per metric' if per else ''}: "
-                                                  f"{100 * cal['quantile']:g}th percentile of "
-                                                  f"{cal['aa_row_pairs']} A/A row shifts on {', '.join(cal['gpus'])} "
-                                                  f"({cal['generator']})")
-            if args.margin == "none":
-                return {"*": 0.0}, "none (--margin none): within-run noise only"
-            return {"*": math.log1p(args.margin)}, "given with --margin"
-
         doc, md, failed = {"baseline": a_name, "min_effect": args.min_effect, "widen": args.widen,
                            "comparisons": []}, [], []
         for b_name, b_by in sides[1:]:
             for probe in [p for p in b_by if p in a_by]:
                 a_runs, b_runs = a_by[probe], b_by[probe]
                 base, other = a_runs[0], b_runs[0]
-                margin, margin_note = margin_for(probe)
+                margin, margin_note = cmp.margin_for(probe, args.margin)
                 changes = cmp.compare_groups(a_runs, b_runs, args.min_effect, args.widen, margin=margin)
                 devices = cmp.different_devices(base, other)
                 title = f"{probe}: B = {Path(b_name).name} against A = {Path(a_name).name}"

@@ -31,10 +31,12 @@ def series(runs: list) -> dict:
 
 
 def regressions(runs: list, min_effect: float = cmp.MIN_EFFECT) -> dict:
-    """{row key: index of the first run where the row turned slower and stayed slower}."""
+    """{row key: index of the first run where the row turned slower and stayed slower}, each pair
+    of runs compared as `gapbench compare` does (the benchmark's calibrated between-run margin)."""
     found: dict = {}
+    margin = cmp.margin_for(runs[0].run.get("probe") or "?")[0] if runs else 0.0
     for i in range(1, len(runs)):
-        later = [{c.key: c.verdict for c in cmp.compare_runs(runs[i - 1], runs[j], min_effect)}
+        later = [{c.key: c.verdict for c in cmp.compare_runs(runs[i - 1], runs[j], min_effect, margin=margin)}
                  for j in range(i, len(runs))]
         for key, verdict in later[0].items():
             if key in found or verdict != cmp.SLOWER:

@@ -106,7 +106,8 @@ def compare_table(a: Run, b: Run) -> Table:
     from gapbench.core import compare as cmp
 
     rows = [[*c.key[:4], c.key[4], f"{c.quantiles['A'][0] * 1e6:.4g}", f"{c.quantiles['B'][0] * 1e6:.4g}",
-             cmp.fmt_ratio(c), c.verdict if not c.why else f"{c.verdict} ({c.why})"] for c in cmp.compare_runs(a, b)]
+             cmp.fmt_ratio(c), c.verdict if not c.why else f"{c.verdict} ({c.why})"]
+            for c in cmp.compare_runs(a, b, margin=cmp.margin_for(a.run.get("probe") or "?")[0])]
     return Table(f"A/B: B = {b.path.name} ({machine_of(b)}) against A = {a.path.name} ({machine_of(a)}), us per op",
                  ["probe", "backend", "variant", "metric", "case", "A p50", "B p50", "B/A [95%]", "verdict"], rows,
                  note="gapbench compare: B/A is the median time ratio with its 95% bootstrap interval; same / faster / "
