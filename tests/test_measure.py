@@ -388,3 +388,25 @@ def test_rounds_read_at_a_low_clock_are_dropped_and_counted():
                clock=FakeClock(), watch=measure.ClockWatch(read, 1980.0))
     assert r.low_clock_dropped == 10 and r.clock_mhz == [600.0, 1980.0]
     assert r.arms["a"].median == pytest.approx(1e-3) and max(r.arms["a"].samples) == pytest.approx(1e-3)
+
+
+def test_pairing_warm_up_is_shared_and_run_by_the_cheapest_arm():
+    """The clock ramps with the device's busy time, whichever arm keeps it busy: a pairing's
+    warm-up is `warmup` runs of each arm, then `warmup_s` of device time in all, run by the arm
+    with the least host time per device second (here the native-like one: 20 us a call; the
+    framework-like one pays 100 us a run). Without sharing, the slow arm alone would run 1000
+    warm-up runs of 10 us."""
+    clock = FakeClock()
+    log_fast, log_slow = [], []
+    fast = synth("native", clock, np.random.default_rng(1), base=1e-5, sigma=0.0, log=log_fast)
+
+    def slow_sample(n):
+        log_slow.append(n)
+        clock.t += n * (1e-5 + 1e-4)
+        return [1e-5] * n
+    r = paired([Arm("framework", slow_sample), fast], k=1, min_rounds=10, max_rounds=10, warmup=2,
+               warmup_s=0.01, budget_s=1e9, seed=0, clock=clock)
+    warm_fast, warm_slow = r.arms["native"].n_warmup, r.arms["framework"].n_warmup
+    assert warm_slow == 2 and sum(log_slow) == 2 + 10  # its own warm-up runs, then one a round
+    assert warm_fast * 1e-5 + warm_slow * 1e-5 >= 0.01  # the shared busy time is all there
+    assert sum(log_fast) == warm_fast + 10

@@ -138,6 +138,12 @@ class Adapter(ABC):
     def array(self, a: np.ndarray, dtype: DType) -> Any:
         """A device array of `a`'s values in `dtype` (fp32, fp16, bf16)."""
 
+    def copy_array(self, x: Any, a: np.ndarray, dtype: DType) -> Any:
+        """Another device array with x's values (`a` in `dtype`, as `array` made x): a copy made on
+        the device where the framework can, so a hot mode's input sets hold the same bytes without
+        each going through the host. By default made from `a` again."""
+        return self.array(a, dtype)
+
     @abstractmethod
     def host_values(self, x: Any) -> np.ndarray:
         """The values of `x` on the host, exactly (float32 holds every fp16 and bf16 value), after

@@ -94,6 +94,9 @@ class CupyAdapter(Adapter):
     def array(self, a: np.ndarray, dtype: DType):
         return self.cp.asarray(np.asarray(a, dtype=np.float32)).astype({DType.fp32: "float32", DType.fp16: "float16"}[DType(dtype)])
 
+    def copy_array(self, x, a: np.ndarray, dtype: DType):
+        return x.copy()
+
     def host_values(self, x) -> np.ndarray:
         return self.cp.asnumpy(x)
 

@@ -147,6 +147,9 @@ class TorchAdapter(Adapter):
     def array(self, a: np.ndarray, dtype: DType):
         return self.from_numpy(np.asarray(a, dtype=np.float32)).to(self.dtype_of(dtype))
 
+    def copy_array(self, x, a: np.ndarray, dtype: DType):
+        return x.detach().clone()
+
     def host_values(self, x) -> np.ndarray:
         self.sync()
         return x.detach().float().cpu().numpy()

@@ -270,6 +270,7 @@ def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, m
     `max_rounds`, or when the next round no longer fits in `budget_s` (wall time, warm-up
     included); the first `min_rounds` rounds always run, so a slow case overruns its budget rather
     than report a median of one or two rounds. k=None sizes k from the warm-up so that a round takes about `batch_s`.
+    Warm-up (`_warm_up_shared`): `warmup` runs of each arm, then `warmup_s` of device time in all.
     With a `watch`, the device clock is read after each round and a round at a low clock is
     dropped (its values become nan for every arm) and counted."""
     _check_settings(rel_hw, min_rounds, max_rounds, budget_s, warmup, warmup_s, batch_s)
@@ -286,7 +287,7 @@ def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, m
     t0 = clock()
     deadline = t0 + budget_s
     callers = [_Caller(a, clock) for a in arms]
-    n_warm = {c.arm.name: _warm_up(c, warmup, warmup_s, batch_s, deadline) for c in callers}
+    n_warm = _warm_up_shared(callers, warmup, warmup_s, batch_s, deadline)
     if k is None:
         per_round_s = sum(c.per for c in callers)
         k = 1 if math.isnan(per_round_s) else max(1, int(batch_s / per_round_s))
@@ -405,6 +406,24 @@ def _warm_up(c: _Caller, warmup: int, warmup_s: float, batch_s: float, deadline:
         busy += sum(c(n))
         done += n
     return done
+
+
+def _warm_up_shared(callers: Sequence[_Caller], warmup: int, warmup_s: float, batch_s: float,
+                    deadline: float) -> dict[str, int]:
+    """The warm-up of a pairing: each arm its own `warmup` runs (at least one, to learn its per-run
+    time), then `warmup_s` of device time shared by the arms, since the clock ramps with the
+    device's busy time whichever arm keeps it busy. The rest of that time is run by the arm that
+    keeps the device busiest per host second (least wall time per second of its own), so a
+    framework arm with a slow host path does not spend thousands of runs warming a GPU that a
+    native arm warms in a few milliseconds. Ends early at the deadline. Returns runs per arm."""
+    first = max(warmup, 1) if warmup_s > 0 else warmup
+    runs = {c.arm.name: _warm_up(c, first, 0.0, batch_s, deadline) for c in callers}
+    busy = sum(c.per * runs[c.arm.name] for c in callers if math.isfinite(c.per))
+    timed = [c for c in callers if math.isfinite(c.per) and c.per > 0]
+    if busy < warmup_s and timed:
+        best = min(timed, key=lambda c: c.wall_per / c.per)
+        runs[best.arm.name] += _warm_up(best, 0, warmup_s - busy, batch_s, deadline)
+    return runs
 
 
 def _drift(values: Sequence[float]) -> tuple[float, float]:

@@ -278,8 +278,10 @@ def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl
                              verify_detail=detail, reason="verification failed, not timed: " + detail,
                              device=info.device)], []
         n_sets, cache = _framework_sets(c, info, l2_bytes, free_bytes)
-        # Set 0 is the verified one; the others hold copies of the same host data.
-        ops_ = [op] + [impl.build(ad, [ad.array(a, c.dtype) for a in c.rounded]) for _ in range(n_sets - 1)]
+        # Set 0 is the verified one; the others hold copies of it (the same host data), made on the
+        # device where the framework can.
+        ops_ = [op] + [impl.build(ad, [ad.copy_array(x, a, c.dtype) for x, a in zip(arrays, c.rounded)])
+                       for _ in range(n_sets - 1)]
         outs: list = [None] * n_sets
         turn = [0]
 
