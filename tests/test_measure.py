@@ -390,12 +390,9 @@ def test_rounds_read_at_a_low_clock_are_dropped_and_counted():
     assert r.arms["a"].median == pytest.approx(1e-3) and max(r.arms["a"].samples) == pytest.approx(1e-3)
 
 
-def test_pairing_warm_up_is_shared_and_run_by_the_cheapest_arm():
-    """The clock ramps with the device's busy time, whichever arm keeps it busy: a pairing's
-    warm-up is `warmup` runs of each arm, then `warmup_s` of device time in all, run by the arm
-    with the least host time per device second (here the native-like one: 20 us a call; the
-    framework-like one pays 100 us a run). Without sharing, the slow arm alone would run 1000
-    warm-up runs of 10 us."""
+def _warm_up_runs(device_timed: bool) -> tuple[int, int, list, list]:
+    """A pairing of a native-like arm (20 us of host time a call) and a framework-like one (100 us
+    of host time a run), both 10 us runs: (warm-up runs of each, and the calls each received)."""
     clock = FakeClock()
     log_fast, log_slow = [], []
     fast = synth("native", clock, np.random.default_rng(1), base=1e-5, sigma=0.0, log=log_fast)
@@ -404,9 +401,24 @@ def test_pairing_warm_up_is_shared_and_run_by_the_cheapest_arm():
         log_slow.append(n)
         clock.t += n * (1e-5 + 1e-4)
         return [1e-5] * n
-    r = paired([Arm("framework", slow_sample), fast], k=1, min_rounds=10, max_rounds=10, warmup=2,
-               warmup_s=0.01, budget_s=1e9, seed=0, clock=clock)
-    warm_fast, warm_slow = r.arms["native"].n_warmup, r.arms["framework"].n_warmup
+    r = paired([Arm("framework", slow_sample, device_timed), Arm("native", fast.sample, device_timed)], k=1,
+               min_rounds=10, max_rounds=10, warmup=2, warmup_s=0.01, budget_s=1e9, seed=0, clock=clock)
+    return r.arms["native"].n_warmup, r.arms["framework"].n_warmup, log_fast, log_slow
+
+
+def test_pairing_warm_up_is_shared_among_device_timed_arms_and_run_by_the_cheapest():
+    """Device-timed arms (gated events: the host's state does not show in their seconds) share one
+    device warm-up: `warmup` runs of each, then `warmup_s` of device time in all, run by the arm
+    with the least host time per device second. Without sharing, the slow arm alone would run
+    1000 warm-up runs of 10 us."""
+    warm_fast, warm_slow, log_fast, log_slow = _warm_up_runs(device_timed=True)
     assert warm_slow == 2 and sum(log_slow) == 2 + 10  # its own warm-up runs, then one a round
-    assert warm_fast * 1e-5 + warm_slow * 1e-5 >= 0.01  # the shared busy time is all there
+    assert (warm_fast + warm_slow) * 1e-5 >= 0.01  # the shared busy time is all there
     assert sum(log_fast) == warm_fast + 10
+
+
+def test_pairing_warm_up_is_per_arm_for_host_timed_arms():
+    """An arm timed on the host (launch's round trips) warms its own host path: each arm runs its
+    own `warmup_s`, the slow one as well."""
+    warm_fast, warm_slow, _, _ = _warm_up_runs(device_timed=False)
+    assert warm_slow * 1e-5 >= 0.01 and warm_fast * 1e-5 >= 0.01

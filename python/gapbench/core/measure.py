@@ -86,9 +86,13 @@ class Verdict(str, Enum):
 
 @dataclass(frozen=True)
 class Arm:
-    """A named thing to time: sample(n) runs it n times and returns the valid runs' seconds."""
+    """A named thing to time: sample(n) runs it n times and returns the valid runs' seconds.
+    `device_timed`: its seconds are device time behind a release gate, so only the device's warm
+    state shows in them (its clock), not the host's (caches, branch predictors, the host clock):
+    such arms of a pairing share one device warm-up (`_warm_up_shared`)."""
     name: str
     sample: Callable[[int], Sequence[float]]
+    device_timed: bool = False
 
 
 @dataclass
@@ -270,7 +274,8 @@ def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, m
     `max_rounds`, or when the next round no longer fits in `budget_s` (wall time, warm-up
     included); the first `min_rounds` rounds always run, so a slow case overruns its budget rather
     than report a median of one or two rounds. k=None sizes k from the warm-up so that a round takes about `batch_s`.
-    Warm-up (`_warm_up_shared`): `warmup` runs of each arm, then `warmup_s` of device time in all.
+    Warm-up (`_warm_up_shared`): `warmup` runs and `warmup_s` of its own time for an arm timed on the
+    host; `warmup` runs of each device-timed arm, then `warmup_s` of device time among them.
     With a `watch`, the device clock is read after each round and a round at a low clock is
     dropped (its values become nan for every arm) and counted."""
     _check_settings(rel_hw, min_rounds, max_rounds, budget_s, warmup, warmup_s, batch_s)
@@ -410,16 +415,21 @@ def _warm_up(c: _Caller, warmup: int, warmup_s: float, batch_s: float, deadline:
 
 def _warm_up_shared(callers: Sequence[_Caller], warmup: int, warmup_s: float, batch_s: float,
                     deadline: float) -> dict[str, int]:
-    """The warm-up of a pairing: each arm its own `warmup` runs (at least one, to learn its per-run
-    time), then `warmup_s` of device time shared by the arms, since the clock ramps with the
-    device's busy time whichever arm keeps it busy. The rest of that time is run by the arm that
-    keeps the device busiest per host second (least wall time per second of its own), so a
-    framework arm with a slow host path does not spend thousands of runs warming a GPU that a
-    native arm warms in a few milliseconds. Ends early at the deadline. Returns runs per arm."""
+    """The warm-up of a pairing. An arm timed on the host warms up on its own (`_warm_up`: the
+    host's state is part of what it measures). Device-timed arms (Arm.device_timed) each run their
+    own `warmup` runs (at least one, to learn the per-run time), then `warmup_s` of device time
+    shared among them, since the clock ramps with the device's busy time whichever arm keeps it
+    busy. That time is run by the arm that keeps the device busiest per host second (least wall
+    time per second of its own), so a framework arm with a slow host path does not spend thousands
+    of runs warming a GPU that a native arm warms in a few milliseconds. Ends early at the
+    deadline. Returns runs per arm."""
+    runs = {c.arm.name: _warm_up(c, warmup, warmup_s, batch_s, deadline) for c in callers
+            if not c.arm.device_timed}
+    shared = [c for c in callers if c.arm.device_timed]
     first = max(warmup, 1) if warmup_s > 0 else warmup
-    runs = {c.arm.name: _warm_up(c, first, 0.0, batch_s, deadline) for c in callers}
-    busy = sum(c.per * runs[c.arm.name] for c in callers if math.isfinite(c.per))
-    timed = [c for c in callers if math.isfinite(c.per) and c.per > 0]
+    runs.update({c.arm.name: _warm_up(c, first, 0.0, batch_s, deadline) for c in shared})
+    busy = sum(c.per * runs[c.arm.name] for c in shared if math.isfinite(c.per))
+    timed = [c for c in shared if math.isfinite(c.per) and c.per > 0]
     if busy < warmup_s and timed:
         best = min(timed, key=lambda c: c.wall_per / c.per)
         runs[best.arm.name] += _warm_up(best, 0, warmup_s - busy, batch_s, deadline)

@@ -21,7 +21,7 @@ import numpy as np
 
 from gapbench.benchmarks.blas.config import Mode
 from gapbench.benchmarks.blas.params import BlasParams, Paired, Stop
-from gapbench.core.conditions import Conditions, mismatch, not_comparable
+from gapbench.core.conditions import Clock, Conditions, mismatch, not_comparable
 from gapbench.core.measure import Arm, ClockWatch, MeasureError, paired, perturbation
 from gapbench.core.names import Backend, CacheMode, DeviceClass
 from gapbench.core.result import ERROR, FAILED, OK, Record
@@ -58,6 +58,11 @@ class CaseArm:
 DISPATCHER = "gapbench"
 #: runs of each arm timed alone after the paired rounds (at least), to check the pairing moved none
 ALONE_RUNS = 20
+
+
+def _gated(arm: CaseArm, mode: CacheMode) -> bool:
+    """Is the arm timed by device events behind the release gate (its warm-up can be shared)?"""
+    return arm.conditions(mode).clock == Clock.GATED
 
 
 def _time_alone(live: list[CaseArm], res, mode: CacheMode) -> dict[str, list[float]]:
@@ -127,7 +132,7 @@ def measure_case(make_record: Callable[..., Record], arms: list[CaseArm], modes:
             pairs = [(a.key, ref.key) for a in live if ref is not None and a is not ref]
             w = watch if cls is DeviceClass.cuda else None
             try:
-                res = paired([Arm(a.key, a.samplers[mode.cache]) for a in live], rel_hw=rel_hw, budget_s=budget_s,
+                res = paired([Arm(a.key, a.samplers[mode.cache], device_timed=_gated(a, mode.cache)) for a in live], rel_hw=rel_hw, budget_s=budget_s,
                              max_rounds=max_rounds, min_rounds=min(min_rounds, max_rounds), warmup=warmup,
                              seed=seed, pairs=pairs, watch=w)
             except (MeasureError, RuntimeError, ValueError, MemoryError) as e:
