@@ -58,18 +58,15 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from gapbench.core import stats
+from gapbench.core.sampling import Arm, Caller, MeasureError, warm_up, warm_up_pairing
+
+__all__ = ["Arm", "MeasureError"]  # defined in gapbench.core.sampling, used with the rest from here
 
 #: Practical-equivalence band for verdicts: ratios within 1 +- LEVEL_BAND are "level".
 LEVEL_BAND = 0.01
 #: The order-statistic confidence of every interval computed here: 97%, so that after optional
 #: stopping the reported interval still covers the true value in >= 95% of runs (module docstring).
 INTERVAL_CONFIDENCE = 0.97
-#: Consecutive calls returning no valid sample after which an arm is declared broken.
-MAX_EMPTY_CALLS = 8
-
-
-class MeasureError(ValueError):
-    """An arm misbehaved (no valid samples, non-positive or non-finite values) or bad settings."""
 
 
 class Stop(str, Enum):
@@ -82,17 +79,6 @@ class Verdict(str, Enum):
     faster = "faster"
     level = "level"
     slower = "slower"
-
-
-@dataclass(frozen=True)
-class Arm:
-    """A named thing to time: sample(n) runs it n times and returns the valid runs' seconds.
-    `device_timed`: its seconds are device time behind a release gate, so only the device's warm
-    state shows in them (its clock), not the host's (caches, branch predictors, the host clock):
-    such arms of a pairing share one device warm-up (`_warm_up_shared`)."""
-    name: str
-    sample: Callable[[int], Sequence[float]]
-    device_timed: bool = False
 
 
 @dataclass
@@ -224,8 +210,8 @@ def adaptive(arm: Arm, *, rel_hw: float = 0.01, min_samples: int = 10, max_sampl
     _check_settings(rel_hw, min_samples, max_samples, budget_s, warmup, warmup_s, batch_s)
     t0 = clock()
     deadline = t0 + budget_s
-    caller = _Caller(arm, clock)
-    n_warm = _warm_up(caller, warmup, warmup_s, batch_s, deadline)
+    caller = Caller(arm, clock)
+    n_warm = warm_up(caller, warmup, warmup_s, batch_s, deadline)
     samples: list[float] = []
     next_check, reason = min_samples, None
     while reason is None:
@@ -274,7 +260,7 @@ def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, m
     `max_rounds`, or when the next round no longer fits in `budget_s` (wall time, warm-up
     included); the first `min_rounds` rounds always run, so a slow case overruns its budget rather
     than report a median of one or two rounds. k=None sizes k from the warm-up so that a round takes about `batch_s`.
-    Warm-up (`_warm_up_shared`): `warmup` runs and `warmup_s` of its own time for an arm timed on the
+    Warm-up (gapbench.core.sampling.warm_up_pairing): `warmup` runs and `warmup_s` of its own time for an arm timed on the
     host; `warmup` runs of each device-timed arm, then `warmup_s` of device time among them.
     With a `watch`, the device clock is read after each round and a round at a low clock is
     dropped (its values become nan for every arm) and counted."""
@@ -291,8 +277,8 @@ def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, m
     rng = np.random.default_rng(seed)
     t0 = clock()
     deadline = t0 + budget_s
-    callers = [_Caller(a, clock) for a in arms]
-    n_warm = _warm_up_shared(callers, warmup, warmup_s, batch_s, deadline)
+    callers = [Caller(a, clock) for a in arms]
+    n_warm = warm_up_pairing(callers, warmup, warmup_s, batch_s, deadline)
     if k is None:
         per_round_s = sum(c.per for c in callers)
         k = 1 if math.isnan(per_round_s) else max(1, int(batch_s / per_round_s))
@@ -364,77 +350,6 @@ def perturbation(alone: Sequence[float], in_pairing: Sequence[float]) -> float |
 
 
 # --- internals ---------------------------------------------------------------------------------
-
-class _Caller:
-    """Calls an arm, validates what it returns, and tracks its per-run time (the arm's own, for
-    sizing batches) and wall time per requested run (for fitting the budget)."""
-
-    def __init__(self, arm: Arm, clock: Callable[[], float]):
-        self.arm, self.clock = arm, clock
-        self.per = self.wall_per = math.nan
-        self.empty = 0
-
-    def __call__(self, n: int) -> list[float]:
-        t = self.clock()
-        got = self.arm.sample(n)
-        wall = self.clock() - t
-        vals = np.asarray(got, dtype=np.float64).ravel()
-        if vals.size > n or not np.all(np.isfinite(vals) & (vals > 0)):
-            raise MeasureError(f"arm {self.arm.name!r} must return at most {n} positive finite "
-                               f"seconds for sample({n}), got {vals[:5].tolist()}{'...' if vals.size > 5 else ''}")
-        self.empty = 0 if vals.size else self.empty + 1
-        if self.empty >= MAX_EMPTY_CALLS:
-            raise MeasureError(f"arm {self.arm.name!r} returned no valid sample in {self.empty} consecutive calls")
-        if vals.size:
-            self.per = float(np.median(vals))
-        self.wall_per = max(wall / n, self.per if vals.size else 0.0, 1e-9)
-        return vals.tolist()
-
-    def batch(self, batch_s: float) -> int:
-        return 1 if math.isnan(self.per) else max(1, int(batch_s / self.per))
-
-
-def _warm_up(c: _Caller, warmup: int, warmup_s: float, batch_s: float, deadline: float) -> int:
-    """Discarded runs: at least `warmup` of them and `warmup_s` seconds of the arm's own time
-    (a GPU's clocks ramp with busy time, not with the host's wall time), the first run alone to
-    learn the per-run time, then batches of about `batch_s`. Ends early at the deadline."""
-    done, busy = 0, 0.0
-    while done < warmup or busy < warmup_s:
-        if done and c.clock() >= deadline:
-            break
-        if math.isnan(c.per):
-            n = 1
-        elif busy < warmup_s:
-            n = c.batch(batch_s)
-        else:
-            n = min(warmup - done, c.batch(batch_s))
-        busy += sum(c(n))
-        done += n
-    return done
-
-
-def _warm_up_shared(callers: Sequence[_Caller], warmup: int, warmup_s: float, batch_s: float,
-                    deadline: float) -> dict[str, int]:
-    """The warm-up of a pairing. An arm timed on the host warms up on its own (`_warm_up`: the
-    host's state is part of what it measures). Device-timed arms (Arm.device_timed) each run their
-    own `warmup` runs (at least one, to learn the per-run time), then `warmup_s` of device time
-    shared among them, since the clock ramps with the device's busy time whichever arm keeps it
-    busy. That time is run by the arm that keeps the device busiest per host second (least wall
-    time per second of its own), so a framework arm with a slow host path does not spend thousands
-    of runs warming a GPU that a native arm warms in a few milliseconds. Ends early at the
-    deadline. Returns runs per arm."""
-    runs = {c.arm.name: _warm_up(c, warmup, warmup_s, batch_s, deadline) for c in callers
-            if not c.arm.device_timed}
-    shared = [c for c in callers if c.arm.device_timed]
-    first = max(warmup, 1) if warmup_s > 0 else warmup
-    runs.update({c.arm.name: _warm_up(c, first, 0.0, batch_s, deadline) for c in shared})
-    busy = sum(c.per * runs[c.arm.name] for c in shared if math.isfinite(c.per))
-    timed = [c for c in shared if math.isfinite(c.per) and c.per > 0]
-    if busy < warmup_s and timed:
-        best = min(timed, key=lambda c: c.wall_per / c.per)
-        runs[best.arm.name] += _warm_up(best, 0, warmup_s - busy, batch_s, deadline)
-    return runs
-
 
 def _drift(values: Sequence[float]) -> tuple[float, float]:
     """(split-half median difference over the median, its noise bound 2h/median)."""
