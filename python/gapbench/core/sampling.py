@@ -36,7 +36,6 @@ class Caller:
         self.arm, self.clock = arm, clock
         self.per = self.wall_per = math.nan
         self.empty = 0
-        self.busy = 0.0  # the arm's own seconds returned so far
 
     def __call__(self, n: int) -> list[float]:
         t = self.clock()
@@ -51,7 +50,6 @@ class Caller:
             raise MeasureError(f"arm {self.arm.name!r} returned no valid sample in {self.empty} consecutive calls")
         if vals.size:
             self.per = float(np.median(vals))
-            self.busy += float(vals.sum())
         self.wall_per = max(wall / n, self.per if vals.size else 0.0, 1e-9)
         return vals.tolist()
 
@@ -63,17 +61,17 @@ def warm_up(c: Caller, warmup: int, warmup_s: float, batch_s: float, deadline: f
     """Discarded runs: at least `warmup` of them and `warmup_s` seconds of the arm's own time
     (a GPU's clocks ramp with busy time, not with the host's wall time), the first run alone to
     learn the per-run time, then batches of about `batch_s`. Ends early at the deadline."""
-    done, start = 0, c.busy
-    while done < warmup or c.busy - start < warmup_s:
+    done, busy = 0, 0.0
+    while done < warmup or busy < warmup_s:
         if done and c.clock() >= deadline:
             break
         if math.isnan(c.per):
             n = 1
-        elif c.busy - start < warmup_s:
+        elif busy < warmup_s:
             n = c.batch(batch_s)
         else:
             n = min(warmup - done, c.batch(batch_s))
-        c(n)
+        busy += sum(c(n))
         done += n
     return done
 
@@ -93,7 +91,7 @@ def warm_up_pairing(callers: Sequence[Caller], warmup: int, warmup_s: float, bat
     shared = [c for c in callers if c.arm.device_timed]
     first = max(warmup, 1) if warmup_s > 0 else warmup
     runs.update({c.arm.name: warm_up(c, first, 0.0, batch_s, deadline) for c in shared})
-    busy = sum(c.busy for c in shared)
+    busy = sum(c.per * runs[c.arm.name] for c in shared if math.isfinite(c.per))
     timed = [c for c in shared if math.isfinite(c.per) and c.per > 0]
     if busy < warmup_s and timed:
         best = min(timed, key=lambda c: c.wall_per / c.per)
