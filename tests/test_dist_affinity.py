@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from gapbench.core import process
-from gapbench.core.affinity import gpu_local_cpus, parse_cpu_list, physical_cores, rank_cpus, rank_local_cpus
+from gapbench.core.affinity import gpu_local_cpus, parse_cpu_list, physical_cores, rank_cpus
 
 #: `nvidia-smi topo -m` as the 2 x H200 machine printed it (2026-11-23), ANSI underline included
 TOPO_2xH200 = ("\x1b[4m\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
@@ -32,13 +32,6 @@ def test_gpu_local_cpus_from_topo():
     four = gpu_local_cpus(TOPO_4)
     assert four[0] == set(range(0, 8)) | set(range(16, 24)) and four[3] == set(range(8, 16)) | set(range(24, 32))
     assert gpu_local_cpus(None) == {} and gpu_local_cpus("no table here") == {}
-
-
-def test_visible_devices_map_ranks_to_their_gpus():
-    far = set(range(8, 16)) | set(range(24, 32))
-    assert rank_local_cpus(TOPO_4, "2,3") == {0: far, 1: far}  # rank 0 drives GPU 2
-    assert rank_local_cpus(TOPO_4, None) == gpu_local_cpus(TOPO_4)
-    assert rank_local_cpus(TOPO_4, "GPU-5f1c,GPU-77aa") == gpu_local_cpus(TOPO_4)  # UUIDs: no mapping known
 
 
 def test_ranks_get_disjoint_physical_cores_one_thread_each():

@@ -60,6 +60,16 @@ def unavailable(backend: Backend, reason: str, device: dict | None = None) -> Ba
     return BackendInfo(backend, False, reason, dict(device or {}))
 
 
+def gpu_record(cuda_index: int = 0, cuda_bus_id: str | None = None) -> dict:
+    """Which physical GPU a CUDA backend's device `cuda_index` is (gapbench.core.gpu): CUDA index,
+    NVML index, PCI bus id, UUID, name and how it was mapped; {"unidentified": why} where it cannot
+    be told. `cuda_bus_id`: the framework's own answer for the device, which decides."""
+    from gapbench.core.gpu import identify
+
+    ident, why = identify(cuda_index, cuda_bus_id=cuda_bus_id)
+    return ident.record() if ident is not None else {"cuda_index": cuda_index, "unidentified": why}
+
+
 class Adapter(ABC):
     backend: Backend
     #: the framework's name as results show it (torch, mlx, cupy): the variant of its rows

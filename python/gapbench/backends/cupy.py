@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gapbench.backends.base import Adapter, BackendInfo, installed, unavailable
+from gapbench.backends.base import Adapter, BackendInfo, gpu_record, installed, unavailable
 from gapbench.core.names import Backend, DType, Family
 
 INSTALL = "pip install 'gapbench[cupy]'"
@@ -33,6 +33,9 @@ def info(backend: Backend) -> BackendInfo:
         return unavailable(backend, "cupy sees no CUDA device", dev)
     props = cupy.cuda.runtime.getDeviceProperties(0)
     dev["name"] = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    bus = (f"{props['pciDomainID']:04x}:{props['pciBusID']:02x}:{props['pciDeviceID']:02x}.0"
+           if "pciBusID" in props else None)
+    dev["gpu"] = gpu_record(0, bus)
     return BackendInfo(backend, True, device=dev)
 
 

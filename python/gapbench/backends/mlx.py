@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gapbench.backends.base import Adapter, BackendInfo, installed, unavailable
+from gapbench.backends.base import Adapter, BackendInfo, gpu_record, installed, unavailable
 from gapbench.core.names import Backend, DType, Family
 
 
@@ -46,6 +46,8 @@ def info(backend: Backend) -> BackendInfo:
         dev["name"] = str(di.get("device_name", "")) or ("cpu" if not gpu else cls)
     except Exception:
         dev["name"] = cls
+    if gpu and sys.platform.startswith("linux"):  # MLX on CUDA: its device 0 (no bus id from MLX)
+        dev["gpu"] = gpu_record(0)
     return BackendInfo(backend, True, device=dev)
 
 

@@ -20,19 +20,28 @@ from gapbench.core.names import Backend, DeviceClass
 
 
 class NVML:
-    """The handle of one NVIDIA GPU through nvidia-ml-py; `reason` says why not, when absent."""
+    """The NVML handle of this process's CUDA device `cuda_index` (gapbench.core.gpu maps it to the
+    physical GPU: NVML numbers GPUs its own way and ignores CUDA_VISIBLE_DEVICES); `identity` names
+    the GPU, `reason` says why there is no handle."""
 
-    def __init__(self, index: int = 0):
+    def __init__(self, cuda_index: int = 0):
         self.handle = None
+        self.identity = None
         self.reason = ""
         try:
             import pynvml
         except ImportError:
             self.reason = "nvidia-ml-py is not installed (pip install 'gapbench[nvml]')"
             return
+        from gapbench.core import gpu
+
+        self.identity, why = gpu.identify(cuda_index, cuda_bus_id=cuda_bus_id(cuda_index))
+        if self.identity is None:
+            self.reason = f"NVML unavailable: {why}"
+            return
         try:
             pynvml.nvmlInit()
-            self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(self.identity.nvml_index)
         except Exception as e:  # no driver, no GPU
             self.reason = f"NVML unavailable: {e}"
             return
@@ -97,11 +106,24 @@ class NVML:
             return {"error": str(e)}
 
 
-def clock_watch(index: int = 0):
-    """A gapbench.core.measure.ClockWatch over NVML's SM clock of GPU `index`, or (None, why not)."""
+def cuda_bus_id(cuda_index: int = 0) -> str | None:
+    """The PCI bus id CUDA gives its device `cuda_index` in this process (the native part's
+    cudaDeviceGetPCIBusId), or None where the native CUDA part is not built or has no device."""
+    from gapbench.core.native import load
+
+    try:
+        cuda = load().cuda
+        return (cuda.status(cuda_index).get("pci_bus_id") or None) if getattr(cuda, "built", False) else None
+    except Exception:
+        return None
+
+
+def clock_watch(cuda_index: int = 0):
+    """A gapbench.core.measure.ClockWatch over NVML's SM clock of this process's CUDA device
+    `cuda_index`, or (None, why not)."""
     from gapbench.core.measure import ClockWatch
 
-    nv = NVML(index)
+    nv = NVML(cuda_index)
     if not nv.ok:
         return None, nv.reason
     top = nv.max_sm_clock_mhz()

@@ -3,7 +3,7 @@ the CUDA toolkit was found), native-metal (macOS on Apple Silicon). Each part sa
 it can run here and why not; the probes are driven by the benchmarks through gapbench._native."""
 from __future__ import annotations
 
-from gapbench.backends.base import BackendInfo, unavailable
+from gapbench.backends.base import BackendInfo, gpu_record, unavailable
 from gapbench.core.env import cpu_model
 from gapbench.core.names import Backend
 from gapbench.core.native import load
@@ -27,6 +27,7 @@ def info(backend: Backend) -> BackendInfo:
     if backend is Backend.native_cuda:
         dv = st.get("driver_version", 0)
         st["driver"] = f"CUDA {dv // 1000}.{(dv % 1000) // 10}"
+        st["gpu"] = gpu_record(0, st.get("pci_bus_id"))
     return BackendInfo(backend, True, device=st)
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gapbench.backends.base import Adapter, BackendInfo, installed, unavailable
+from gapbench.backends.base import Adapter, BackendInfo, gpu_record, installed, unavailable
 from gapbench.core.env import cpu_model
 from gapbench.core.names import Backend, DType, Family
 
@@ -50,7 +50,10 @@ def info(backend: Backend) -> BackendInfo:
             return unavailable(backend, f"torch.cuda failed: {e}", dev)
         if not ok:
             return unavailable(backend, "torch sees no CUDA device (no GPU or no driver)", dev)
-        dev.update(name=torch.cuda.get_device_name(0), cuda=torch.version.cuda)
+        props = torch.cuda.get_device_properties(0)
+        bus = (f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+               if hasattr(props, "pci_bus_id") else None)
+        dev.update(name=torch.cuda.get_device_name(0), cuda=torch.version.cuda, gpu=gpu_record(0, bus))
         return BackendInfo(backend, True, device=dev)
     if not torch.backends.mps.is_built():
         return unavailable(backend, "this torch is built without MPS (MPS needs macOS)", dev)

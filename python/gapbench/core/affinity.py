@@ -48,16 +48,6 @@ def gpu_local_cpus(text: str | None) -> dict[int, set[int]]:
     return out
 
 
-def rank_local_cpus(topo_text: str | None, visible: str | None = None) -> dict[int, set[int]]:
-    """{rank: CPUs local to its GPU}: rank r uses the r-th visible GPU, which CUDA_VISIBLE_DEVICES
-    (`visible`, when it lists indices) maps to nvidia-smi's numbering."""
-    local = gpu_local_cpus(topo_text)
-    ids = (visible or "").split(",")
-    if visible and all(v.strip().isdigit() for v in ids):
-        return {r: local.get(int(v), set()) for r, v in enumerate(ids)}
-    return local
-
-
 def _core_of(cpu: int) -> tuple:
     base = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
     try:

@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from gapbench.core import cli
+from gapbench.core import cli, gpu
 from gapbench.core.cli import UsageError
 from gapbench.core.result import OK, Record
 
@@ -127,6 +127,11 @@ def run_cli(bench: Benchmark, argv: list[str] | None = None, prog: str | None = 
         pass
     cli.current_run.clear()
     try:
+        if getattr(args, "gpu", None) is not None:  # before any framework or CUDA starts
+            try:
+                gpu.select(args.gpu)
+            except gpu.GpuChoiceError as e:
+                raise UsageError(str(e)) from None
         code = bench.run(args, prog, argv)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -34,6 +34,22 @@ def console_for():
     return Console(width=PIPE_WIDTH)
 
 
+def gpu_index(text: str) -> int:
+    """--gpu INDEX: a GPU index, 0 or more (which GPUs exist is checked when the command runs)."""
+    import argparse
+
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a GPU index: give 0, 1, ... (the GPUs this process sees)")
+    return int(text)
+
+
+def add_gpu_argument(ap) -> None:
+    """--gpu INDEX, the same in every command that measures on one GPU (gapbench.core.gpu.select)."""
+    ap.add_argument("--gpu", type=gpu_index, default=None, metavar="INDEX",
+                    help="measure on this GPU: an index among the GPUs this process sees (CUDA's numbering, "
+                         "after CUDA_VISIBLE_DEVICES); default: the first")
+
+
 def check_out_path(path: str | os.PathLike, flag: str = "--out", folder: bool = False) -> Path:
     """`path` as an output file (or, with `folder`, an output folder) that can be written, or a
     UsageError saying in one line why not: it is a directory (a file), a file stands where a

@@ -17,7 +17,7 @@ from gapbench.core.result import now_iso
 
 LIBRARIES = ("numpy", "torch", "mlx", "mlx-metal", "mlx-cuda-13", "mlx-cpu", "cupy-cuda13x",
              "cupy-cuda12x", "rich", "psutil", "transformers", "nvidia-ml-py", "pybind11")
-ENV_VARS = ("CUDA_VISIBLE_DEVICES", "CUDA_MODULE_LOADING", "CUDA_LAUNCH_BLOCKING",
+ENV_VARS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_MODULE_LOADING", "CUDA_LAUNCH_BLOCKING",
             "PYTORCH_ENABLE_MPS_FALLBACK", "MLX_METAL_DEBUG", "OMP_NUM_THREADS")
 
 
@@ -50,7 +50,7 @@ def nvidia_smi() -> list[dict]:
     exe = shutil.which("nvidia-smi")
     if not exe:
         return []
-    fields = ["name", "driver_version", "memory.total", "clocks.max.sm", "clocks.sm",
+    fields = ["index", "uuid", "name", "driver_version", "memory.total", "clocks.max.sm", "clocks.sm",
               "temperature.gpu", "power.limit", "pci.bus_id"]
     p = process.query([exe, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"], timeout=20)
     if p is None or p.returncode != 0:
@@ -60,6 +60,20 @@ def nvidia_smi() -> list[dict]:
         vals = [v.strip() for v in line.split(",")]
         gpus.append(dict(zip(fields, vals)))
     return gpus
+
+
+def gpu_in_use() -> dict | None:
+    """The GPU this process's CUDA device 0 is (gapbench.core.gpu, without starting CUDA): what the
+    benchmarks measure unless a record names another; None on a machine with no NVIDIA GPU."""
+    from gapbench.core import gpu
+
+    ident, why = gpu.identify(0)
+    if ident is None:
+        return None if not gpu.physical()[0] else {"cuda_index": 0, "unidentified": why}
+    rec = ident.record()
+    if os.environ.get(gpu.SELECTED):
+        rec["selected_by"] = os.environ[gpu.SELECTED]
+    return rec
 
 
 def git_sha() -> str | None:
@@ -114,6 +128,104 @@ def cpu_frequency() -> dict:
     return out
 
 
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def _digest(text: str | None) -> str | None:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()[:12] if text else None
+
+
+def cpu_identity() -> dict:
+    """The CPU's family, model, stepping and microcode (Linux /proc/cpuinfo; the brand string
+    elsewhere): two hosts with one model name can differ in stepping or microcode."""
+    out = {}
+    text = _read("/proc/cpuinfo") or ""
+    for line in text.split("\n\n", 1)[0].splitlines():
+        key, _, val = (x.strip() for x in line.partition(":"))
+        if key in ("vendor_id", "cpu family", "model", "stepping", "microcode"):
+            out[key.replace(" ", "_")] = val
+    return out
+
+
+def host_speed_ns(loops: int = 5, n: int = 200_000) -> float:
+    """This host's speed on a fixed loop: the fastest of `loops` timings of one interpreted loop of
+    `n` integer additions, in ns per addition. Host-bound rows (launch round trips, framework
+    dispatch) move with it between machines and boots; compare divides them by it (a few ms)."""
+    import time
+
+    best = float("inf")
+    for _ in range(loops):
+        t0 = time.perf_counter_ns()
+        acc = 0
+        for i in range(n):
+            acc += i
+        best = min(best, time.perf_counter_ns() - t0)
+    return best / n
+
+
+#: the folder where runs of one boot leave a mark (RAM-backed where there is one: gone at reboot)
+MARK_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else None
+
+
+def runs_this_boot(boot_id: str | None) -> int | None:
+    """How many gapbench runs this boot of the host saw before this one (0: the first run after a
+    machine start, with cold page and kernel caches), counted by files in /dev/shm; None where
+    that cannot be told."""
+    if not boot_id or not MARK_DIR:
+        return None
+    mark = Path(MARK_DIR) / f"gapbench-runs-{boot_id[:12]}"
+    try:
+        with open(mark, "a+") as f:
+            f.seek(0)
+            before = len(f.read())
+            f.write("x")
+        return before
+    except OSError:
+        return None
+
+
+def framework_caches() -> dict:
+    """Whether the compile caches a first run fills are there yet (CuPy's kernel cache, torch
+    inductor's and triton's): {name: number of entries}, 0 for absent. A first run on a fresh
+    machine compiles what later runs load."""
+    import getpass
+    import tempfile
+
+    home = Path.home()
+    try:
+        user = getpass.getuser()
+    except Exception:
+        user = "user"
+    where = {"cupy_kernel_cache": Path(os.environ.get("CUPY_CACHE_DIR", home / ".cupy" / "kernel_cache")),
+             "triton_cache": Path(os.environ.get("TRITON_CACHE_DIR", home / ".triton" / "cache")),
+             "torchinductor_cache": Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR",
+                                                        Path(tempfile.gettempdir()) / f"torchinductor_{user}"))}
+    out = {}
+    for name, path in where.items():
+        try:
+            out[name] = sum(1 for _ in path.iterdir()) if path.is_dir() else 0
+        except OSError:
+            out[name] = None
+    return out
+
+
+def host() -> dict:
+    """What tells hosts, machine starts and first runs apart (issue: host-bound rows move with the
+    host): the kernel, the CPU's identity, a digest of the machine id and of this boot's id, the
+    number of gapbench runs this boot saw before, the compile caches, and the speed on a fixed loop."""
+    boot = _read("/proc/sys/kernel/random/boot_id")
+    return {"kernel": platform.release(), "cpu_id": cpu_identity(),
+            "machine_id": _digest(_read("/etc/machine-id")), "boot_id": _digest(boot),
+            "runs_this_boot": runs_this_boot(boot), "caches": framework_caches(),
+            "speed_ns_per_op": round(host_speed_ns(), 3)}
+
+
 def collect() -> dict:
     mem = None
     try:
@@ -135,8 +247,10 @@ def collect() -> dict:
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "cpu_frequency": cpu_frequency(),
+        "host": host(),
         "memory_bytes": mem,
         "libraries": library_versions(),
         "nvidia_smi": nvidia_smi(),
+        "gpu": gpu_in_use(),
         "env_vars": {k: os.environ[k] for k in ENV_VARS if k in os.environ},
     }

@@ -13,7 +13,7 @@ from gapbench.benchmarks.blas.plain import plain_check
 from gapbench.benchmarks.blas.run import Phases, iterate
 from gapbench.benchmarks.blas.run import __doc__ as _BLAS_DOC
 from gapbench.core.benchmark import Benchmark, print_lines
-from gapbench.core.cli import UsageError
+from gapbench.core.cli import UsageError, add_gpu_argument
 from gapbench.core.names import Backend, ColdScrub, Data, DeviceClass, DType, injection, parse_list, parse_one
 from gapbench.core.result import ERROR, NOT_APPLICABLE, UNAVAILABLE, Record
 
@@ -82,6 +82,7 @@ class BlasBenchmark(Benchmark):
                              "that backend, a known slowdown for checking gapbench compare (its records say so); "
                              "never use for results")
         ap.add_argument("--no-progress", action="store_true")
+        add_gpu_argument(ap)
 
     @staticmethod
     def config(args) -> Config:

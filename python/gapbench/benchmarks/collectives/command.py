@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+
 import shutil
 import tempfile
 import time
@@ -151,9 +151,10 @@ class DistBenchmark(Benchmark):
             writer.run["topology"] = {**topo, "datasheet_GBps_per_dir": sheet}
         cpus = None
         if cfg.device == "cuda" and args.bind == "cores":
-            from gapbench.core.affinity import rank_cpus, rank_local_cpus
+            from gapbench.core.affinity import rank_cpus
+            from gapbench.core.gpu import rank_local_cpus
 
-            local = rank_local_cpus(writer.run["topology"]["nvidia_smi_topo"], os.environ.get("CUDA_VISIBLE_DEVICES"))
+            local = rank_local_cpus(nproc, writer.run["topology"]["nvidia_smi_topo"])
             cpus, how = rank_cpus(nproc, local)
             writer.run["cpu_binding"] = {"ranks": cpus, "how": how}
         stages = writer.run["stages_s"] = {}  # where the run's time went (docs/dist.md)

@@ -40,7 +40,7 @@ from gapbench.backends.base import BackendInfo
 from gapbench.benchmarks.launch.params import LaunchParams
 from gapbench.core.names import Backend, injection
 from gapbench.core.benchmark import Benchmark, print_lines
-from gapbench.core.cli import UsageError
+from gapbench.core.cli import UsageError, add_gpu_argument
 from gapbench.core.conditions import Clock, Conditions, Process
 from gapbench.core.result import ERROR, FAILED, OK, UNAVAILABLE, Record
 from gapbench.core.worker import WorkerError, run_in_worker  # noqa: F401 (WorkerError: callers)
@@ -274,6 +274,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="do not bind the workers and the plain loop to one CPU (default: bound to one core on the "
                          "GPU's NUMA node; unbound, launch latencies moved more between speeds within a process)")
     ap.add_argument("--no-progress", action="store_true", help="no progress display")
+    add_gpu_argument(ap)
     ap.add_argument("--list", action="store_true", help="list backends with availability and exit")
 
 
@@ -299,15 +300,19 @@ def config_from_args(args) -> Config:
 
 
 def pinned_cpu() -> int | None:
-    """The CPU the launch workers are bound to: core.affinity.launch_cpu on GPU 0's local CPUs
-    (nvidia-smi topo -m) where there is a GPU, else on the CPUs this process may use."""
-    from gapbench.core import process
+    """The CPU the launch workers are bound to: core.affinity.launch_cpu on the CPUs local to the
+    GPU the workers use (CUDA device 0 under this process's CUDA_VISIBLE_DEVICES, gapbench.core.gpu)
+    where there is a GPU, else on the CPUs this process may use."""
+    from gapbench.core import gpu, process
     from gapbench.core.affinity import gpu_local_cpus, launch_cpu
 
     if not hasattr(os, "sched_getaffinity"):
         return None  # macOS: no CPU binding
-    topo = process.query(["nvidia-smi", "topo", "-m"], timeout=10)
-    local = gpu_local_cpus(topo.stdout if topo is not None and topo.returncode == 0 else None).get(0)
+    ident, _ = gpu.identify(0)
+    local = gpu.local_cpus(ident.pci_bus_id) if ident is not None else set()
+    if ident is not None and not local:
+        topo = process.query(["nvidia-smi", "topo", "-m"], timeout=10)
+        local = gpu_local_cpus(topo.stdout if topo is not None and topo.returncode == 0 else None).get(ident.nvml_index)
     return launch_cpu(local)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gapbench.backends import registry
 from gapbench.core.names import Backend, UnknownName
-from gapbench.core.cli import UsageError
+from gapbench.core.cli import UsageError, add_gpu_argument
 from gapbench.core.benchmark import Benchmark
 from gapbench.core.result import OK
 from gapbench.benchmarks.train.run import __doc__ as _TRAIN_DOC
@@ -78,6 +78,7 @@ class TrainBenchmark(Benchmark):
         ap.add_argument("--no-plots", action="store_true")
         ap.add_argument("--quick", action="store_true", help="tiny-gpt2 on this machine's first backend, a few steps (a smoke test)")
         ap.add_argument("--list", action="store_true", help="list models and backends, then exit")
+        add_gpu_argument(ap)
 
     def run(self, args, prog: str, argv: list[str] | None) -> int:
         from gapbench.core.cli import console_for, open_run, write_figures
