@@ -456,7 +456,7 @@ def test_plain_records_without_binary_or_library_is_unavailable(plain_env, tmp_p
     monkeypatch.setattr(nccl_mod, "nccl_candidates", lambda: [])
     (rec,) = plain.plain_records(cfg, 2)
     assert rec.status == "unavailable" and "libnccl" in rec.reason
-    monkeypatch.setattr(plain, "plain_bin", lambda: tmp_path / "absent")
+    monkeypatch.setattr(plain, "plain_bin", lambda: None)
     (rec,) = plain.plain_records(cfg, 2)
     assert rec.status == "unavailable" and "not built" in rec.reason
     assert calls == {"plain": 0, "harness": 0}

@@ -95,6 +95,20 @@ def test_cuda_calls_without_driver_raise_with_the_runtime_error():
 
 
 @pytest.mark.skipif(not _native.cuda.built, reason="CUDA part not built")
+def test_every_plain_loop_is_installed_and_found_where_cuda_is_built():
+    """Each plain C++ loop is installed in gapbench/bin and its benchmark finds it there (bench.dist
+    once looked one folder too deep and reported the NCCL loop as not built on a GPU machine)."""
+    from gapbench.benchmarks.blas.plain import plain_binary as blas_plain
+    from gapbench.benchmarks.collectives.plain import plain_bin
+    from gapbench.benchmarks.launch.command import plain_binary as launch_plain
+    from gapbench.core.native import tool
+
+    found = {n: tool(n) for n in ("gapbench_launch_plain", "gapbench_blas_plain", "gapbench_nccl_plain")}
+    assert all(found.values()), found
+    assert (launch_plain(), blas_plain(), plain_bin()) == tuple(found.values())
+
+
+@pytest.mark.skipif(not _native.cuda.built, reason="CUDA part not built")
 def test_plain_loop_binary_installed_and_fails_cleanly_without_gpu():
     from gapbench.benchmarks.launch.command import plain_binary
 

@@ -6,7 +6,8 @@ the runs of many machines for the report. `gapbench <name>`, `python -m bench.<n
 `bench.report` reach benchmarks only through `gapbench.benchmarks`.
 
 `run_cli(benchmark, argv)` is the command-line mechanism, in this one place for every command:
-  exit 2   bad arguments (argparse) or bad input found before any work (`UsageError`);
+  exit 2   bad arguments (one line, gapbench.core.cli.ArgumentParser) or bad input found before
+           any work (`UsageError`);
   exit 1   a run was asked for but nothing was measured (every case failed or was unavailable);
   exit 130 Ctrl-C (SIGINT), exit 143 SIGTERM: no traceback, one line naming the partial result
            file (the writer has written every record up to then), and the workers are gone
@@ -88,7 +89,7 @@ class Benchmark(ABC):
 
     # ---- entry point
     def parser(self, prog: str) -> argparse.ArgumentParser:
-        ap = argparse.ArgumentParser(prog=prog, description=self.description or self.title)
+        ap = cli.ArgumentParser(prog=prog, description=self.description or self.title)
         self.add_arguments(ap)
         return ap
 
@@ -98,11 +99,7 @@ class Benchmark(ABC):
 
 def result_stem(path: Path) -> str:
     """A result file's name without its .json / .json.gz suffix (figure names are built on it)."""
-    name = path.name
-    for suffix in (".json.gz", ".json"):
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return path.stem
+    return cli.result_stem(path)
 
 
 def measured_something(records: list[Record]) -> bool:

@@ -1,6 +1,8 @@
-"""Conventions shared by every gapbench command: output paths, progress, backend listing."""
+"""Conventions shared by every gapbench command: the argument parser and the flags every
+benchmark shares (--out, --quick, --no-progress, --gpu), output paths, progress."""
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import sys
@@ -34,10 +36,16 @@ def console_for():
     return Console(width=PIPE_WIDTH)
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """The parser of every gapbench command: a bad argument is one line on stderr,
+    "error: <message> (see --help)", and exit 2 (argparse's own prints a usage block first)."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {' '.join(str(message).split())} (see --help)\n")
+
+
 def gpu_index(text: str) -> int:
     """--gpu INDEX: a GPU index, 0 or more (which GPUs exist is checked when the command runs)."""
-    import argparse
-
     if not text.strip().isdigit():
         raise argparse.ArgumentTypeError(f"{text!r} is not a GPU index: give 0, 1, ... (the GPUs this process sees)")
     return int(text)
@@ -48,6 +56,48 @@ def add_gpu_argument(ap) -> None:
     ap.add_argument("--gpu", type=gpu_index, default=None, metavar="INDEX",
                     help="measure on this GPU: an index among the GPUs this process sees (CUDA's numbering, "
                          "after CUDA_VISIBLE_DEVICES); default: the first")
+
+
+#: the help of the flags every measuring benchmark shares (add_common_arguments); {probe} is its name
+OUT_HELP = ("result file (default results/{probe}-<time>.json; a name ending .json.gz is written compact); "
+            "a CSV of the same name (.csv) is written beside it")
+QUICK_HELP = "a fast smoke run (CI)"
+NO_PROGRESS_HELP = "no progress display: no live bar or status lines (for logs and CI)"
+
+
+def add_common_arguments(ap, *, probe: str, out: bool = True, quick: bool = True, progress: bool = True,
+                         gpu: bool = False, quick_help: str | None = None, out_help: str | None = None) -> None:
+    """The flags that mean the same in every benchmark, defined here once: --out (the result file,
+    OUT_HELP), --quick (QUICK_HELP, then `quick_help`: what it means for this benchmark),
+    --no-progress (NO_PROGRESS_HELP) and, for a command that measures on one GPU, --gpu
+    (add_gpu_argument). `out_help` replaces OUT_HELP where --out is not one result file
+    (gapbench run: the bundle's folder)."""
+    if out:
+        ap.add_argument("--out", default=None, metavar="PATH", help=out_help or OUT_HELP.format(probe=probe))
+    if quick:
+        ap.add_argument("--quick", action="store_true",
+                        help=QUICK_HELP + (f"; {quick_help}" if quick_help else ""))
+    if progress:
+        ap.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
+    if gpu:
+        add_gpu_argument(ap)
+
+
+def result_stem(path: str | os.PathLike) -> str:
+    """A result file's name without its .json / .json.gz suffix (a.json.gz -> a; other names: the stem)."""
+    name = Path(path).name
+    for suffix in (".json.gz", ".json"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return Path(path).stem
+
+
+def csv_path_for(path: str | os.PathLike) -> Path:
+    """The CSV written beside a result file: a.json -> a.csv, a.json.gz -> a.csv (never the
+    result file itself: a result named x.csv gets x.csv.csv)."""
+    p = Path(path)
+    csv = p.with_name(result_stem(p) + ".csv")
+    return csv if csv != p else p.with_name(p.name + ".csv")
 
 
 def check_out_path(path: str | os.PathLike, flag: str = "--out", folder: bool = False) -> Path:
@@ -84,13 +134,13 @@ def default_out(probe: str) -> Path:
 
 def open_run(probe: str, out: str | None, prog: str, argv: list[str] | None, config: dict, backends: list[str]):
     """The run file of one suite invocation (JSON at `out` or results/<probe>-<time>.json, CSV
-    beside it), holding the environment, the exact command and the configuration. A path that
+    beside it: csv_path_for), holding the environment, the exact command and the configuration. A path that
     cannot be written is a UsageError (exit 2) before any work."""
     from gapbench.core import env
     from gapbench.core.result import RunWriter
 
     path = check_out_path(out or default_out(probe))
-    csv_path = check_out_path(path.with_suffix(".csv"))
+    csv_path = check_out_path(csv_path_for(path))
     args = argv if argv is not None else sys.argv[1:]
     try:
         writer = RunWriter(path, env=env.collect(), csv_path=csv_path,

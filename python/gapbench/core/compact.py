@@ -12,11 +12,11 @@ sample for sample, as the original. `--remove` then deletes the original.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from gapbench.core.cli import ArgumentParser
 from gapbench.core.result import SchemaError, is_compact_path, load_run, read_document, write_document
 
 
@@ -103,7 +103,7 @@ def describe(path: str | Path) -> Description:
 
 
 def main(argv: list[str] | None = None, prog: str = "gapbench compact") -> int:
-    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    ap = ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="+", help="gapbench result JSON files")
     ap.add_argument("--out-dir", help="write the compact files here (default: beside each original)")
     ap.add_argument("--remove", action="store_true", help="delete each original once its compact copy is checked")

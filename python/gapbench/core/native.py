@@ -72,3 +72,14 @@ def launch_kernel(name: str) -> Any:
 def not_applicable() -> type[Exception]:
     """The extension's NotApplicable exception class (a ValueError)."""
     return load().NotApplicable
+
+
+def tool(name: str):
+    """The installed standalone program gapbench/bin/<name> (the plain C++ loops, the lab's
+    binaries), or None where it was not built or is not executable."""
+    import os
+    from importlib import resources
+    from pathlib import Path
+
+    path = Path(str(resources.files("gapbench").joinpath("bin", name)))
+    return path if path.is_file() and os.access(path, os.X_OK) else None

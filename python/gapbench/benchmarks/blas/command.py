@@ -13,7 +13,7 @@ from gapbench.benchmarks.blas.plain import plain_check
 from gapbench.benchmarks.blas.run import Phases, iterate
 from gapbench.benchmarks.blas.run import __doc__ as _BLAS_DOC
 from gapbench.core.benchmark import Benchmark, print_lines
-from gapbench.core.cli import UsageError, add_gpu_argument
+from gapbench.core.cli import UsageError, add_common_arguments
 from gapbench.core.names import Backend, ColdScrub, Data, DeviceClass, DType, injection, parse_list, parse_one
 from gapbench.core.result import ERROR, NOT_APPLICABLE, UNAVAILABLE, Record
 
@@ -46,7 +46,6 @@ class BlasBenchmark(Benchmark):
                         help="comma list, or all (default: all, but on a machine with a GPU only the GPU "
                              "backends: CPU rows at the default shapes take minutes). Known: "
                              + ", ".join(b.value for b in Backend.selectable()))
-        ap.add_argument("--quick", action="store_true", help="small shapes and few samples (CI)")
         ap.add_argument("--samples", type=int, default=None,
                         help="most paired rounds per case and cache mode (default 1000; quick 10)")
         ap.add_argument("--warmup", type=int, default=None, help="untimed runs per arm first (default 2)")
@@ -65,7 +64,6 @@ class BlasBenchmark(Benchmark):
         ap.add_argument("--data", type=parse_one(Data.parse), default=Data.randn,
                         help="input data: randn (default), uniform (in [-1, 1)) or zeros; GEMMs draw less power and "
                              "clock higher on data that toggles fewer bits")
-        ap.add_argument("--out", help="result JSON (default results/blas-<time>.json); CSV written beside it")
         ap.add_argument("--no-plots", action="store_true", help="skip the PNG figures (written next to the JSON)")
         ap.add_argument("--plain", choices=("one", "all", "none"), default="one",
                         help="the plain C++ cuBLAS loop check at each op's largest shape: one dtype per op (default), "
@@ -81,8 +79,7 @@ class BlasBenchmark(Benchmark):
                         help="TEST ONLY: queue about US microseconds of device-side spin after every timed op of "
                              "that backend, a known slowdown for checking gapbench compare (its records say so); "
                              "never use for results")
-        ap.add_argument("--no-progress", action="store_true")
-        add_gpu_argument(ap)
+        add_common_arguments(ap, probe=PROBE, gpu=True, quick_help="small shapes and few samples")
 
     @staticmethod
     def config(args) -> Config:

@@ -74,7 +74,9 @@ def find_binary(op: str) -> Path:
     if os.environ.get("GAPBENCH_LAB_DIR"):
         d = Path(os.environ["GAPBENCH_LAB_DIR"])
         places += [d / f"gapbench_lab_{op}", d / op]
-    places.append(Path(__file__).resolve().parent / "bin" / f"gapbench_lab_{op}")
+    from importlib import resources
+
+    places.append(Path(str(resources.files("gapbench").joinpath("bin", f"gapbench_lab_{op}"))))
     for p in places:
         if p.is_file() and os.access(p, os.X_OK):
             return p

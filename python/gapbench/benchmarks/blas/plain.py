@@ -2,7 +2,6 @@
 nothing to the vendor library's time, interleaved with the harness in rounds."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -22,10 +21,9 @@ PLAIN_OPS = ("gemm", "gemv")
 
 
 def plain_binary() -> Path | None:
-    from importlib import resources
+    from gapbench.core.native import tool
 
-    path = Path(str(resources.files("gapbench").joinpath("bin/gapbench_blas_plain")))
-    return path if path.is_file() and os.access(path, os.X_OK) else None
+    return tool("gapbench_blas_plain")
 
 
 def plain_check(records: list[Record], cfg: Config, rounds: int = 6, every_dtype: bool = False) -> list[Record]:

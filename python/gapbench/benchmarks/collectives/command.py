@@ -18,7 +18,7 @@ from gapbench.backends.mlx import rank_env as mlx_rank_env
 from gapbench.backends.torch import gpu_count
 from gapbench.core import process
 from gapbench.core.benchmark import Benchmark
-from gapbench.core.cli import UsageError
+from gapbench.core.cli import UsageError, add_common_arguments
 from gapbench.core.names import CollOp, DType, Placement, Rung, parse_list
 from gapbench.core.result import ERROR, Record, load_run
 from gapbench.benchmarks.collectives import tables
@@ -30,16 +30,17 @@ class DistBenchmark(Benchmark):
     title = "Collectives: p2p floor, NCCL direct, torch.distributed, CuPy, MLX distributed"
 
     def bundle_args(self, out: Path, quick: bool) -> list[str]:
-        """`gapbench run`: a short sweep (1K-64K, all-reduce, on this machine's GPUs or 2 CPU ranks)."""
-        return ["--out", str(out), "--no-plain"] + (["-e", "64K", "--ops", "all_reduce"] if quick else [])
+        """`gapbench run`: with --quick a short sweep (1K-64K, all-reduce, on this machine's GPUs or 2 CPU ranks)."""
+        return super().bundle_args(out, quick) + ["--no-plain"]
 
     def add_arguments(self, ap: argparse.ArgumentParser) -> None:
         g = ap.add_argument_group("sweep (nccl-tests' -b/-e/-f)")
         g.add_argument("-b", "--min-bytes", default=None, help="smallest size (default 1K)")
-        g.add_argument("-e", "--max-bytes", default=None, help="largest size (default 1G on GPUs, 1M on CPUs)")
+        g.add_argument("-e", "--max-bytes", default=None,
+                       help="largest size (default 1G on GPUs, 1M on CPUs; --quick: 64K)")
         g.add_argument("-f", "--step-factor", type=float, default=4.0, help="size multiplier (default 4)")
-        g.add_argument("--ops", type=parse_list(CollOp.parse), default=list(OPS),
-                       help=f"comma list of {','.join(OPS)} (default all)")
+        g.add_argument("--ops", type=parse_list(CollOp.parse), default=None,
+                       help=f"comma list of {','.join(OPS)} (default all; --quick: {CollOp.all_reduce})")
         g.add_argument("--dtypes", type=parse_list(DType.parse), default=[DType.bf16],
                        help=f"comma list of {','.join(DType)} (default {DType.bf16})")
         g.add_argument("--placements", type=parse_list(Placement.parse), default=[Placement.auto],
@@ -76,7 +77,8 @@ class DistBenchmark(Benchmark):
                        help="GPUs: bind each rank to physical cores of its own near its GPU, as mpirun --bind-to "
                             "core does for nccl-tests (default); none: leave placement to the OS")
         g.add_argument("--rank-dir", help="keep the ranks' logs here (default: a temporary folder)")
-        ap.add_argument("--out", help="result JSON (default results/dist-<time>.json)")
+        add_common_arguments(ap, probe=self.name,
+                             quick_help=f"a short sweep, {CollOp.all_reduce} only, sizes up to 64K (what you name is kept)")
 
     # ------------------------------------------------------------------ run
     def config(self, args) -> tuple[DistConfig, list[str], int]:
@@ -93,10 +95,11 @@ class DistBenchmark(Benchmark):
         if args.launcher == "local" and device == "cuda" and nproc > ngpu:
             raise UsageError(f"--nproc {nproc} but only {ngpu} GPUs are visible (one rank per GPU)")
         lo = parse_bytes(args.min_bytes or "1K")
-        hi = parse_bytes(args.max_bytes or ("1G" if device == "cuda" else "1M"))
+        hi = parse_bytes(args.max_bytes or ("64K" if args.quick else "1G" if device == "cuda" else "1M"))
+        ops = list(args.ops) if args.ops is not None else [CollOp.all_reduce] if args.quick else list(OPS)
         default_rungs = RUNGS if device == "cuda" else (Rung.torch, Rung.mlx)
         rungs = list(args.rungs or default_rungs)
-        cfg = DistConfig(ops=list(args.ops), dtypes=list(args.dtypes), placements=list(args.placements), sizes=sweep(lo, hi, args.step_factor), samples=args.samples,
+        cfg = DistConfig(ops=ops, dtypes=list(args.dtypes), placements=list(args.placements), sizes=sweep(lo, hi, args.step_factor), samples=args.samples,
                          rounds=args.rounds, warmup=args.warmup, iters=args.iters, device=device, op_timeout_s=args.op_timeout,
                          nccl_debug=not args.no_nccl_debug)
         return cfg, rungs, nproc
@@ -171,7 +174,8 @@ class DistBenchmark(Benchmark):
             d.mkdir(parents=True, exist_ok=True)
             cfg_path = d / "config.json"
             cfg_path.write_text(json.dumps(cfg.to_dict()))
-            console.print(f"[dim]{' + '.join(group)}: {nproc} rank(s), {cfg.rounds} interleaved rounds...[/dim]")
+            self._progress(args, console, f"[dim]{' + '.join(group)}: {nproc} rank(s), {cfg.rounds} interleaved "
+                                          "rounds...[/dim]")
             per_rank_env = mlx_rank_env(nproc, cfg.device, d) if Rung.mlx in group else None
             outs = process.run_ranks(nproc, "gapbench.benchmarks.collectives.worker",
                                 ["--config", str(cfg_path), "--rungs", ",".join(group), "--out-dir", str(d)], d,
@@ -196,10 +200,16 @@ class DistBenchmark(Benchmark):
 
             rounds = args.plain_rounds or cfg.rounds
             writer.run["plain_rounds"] = rounds
-            console.print(f"[dim]nccl-plain: the harness against a plain C++ loop, {rounds} rounds of fresh "
-                          "processes...[/dim]")
+            self._progress(args, console, f"[dim]nccl-plain: the harness against a plain C++ loop, {rounds} rounds "
+                                          "of fresh processes...[/dim]")
             writer.extend(_with_sheet(plain_records(cfg, nproc, rounds=rounds, cpus=cpus), sheet))
             stages["nccl-plain check"] = round(time.time() - t, 2)
+
+    @staticmethod
+    def _progress(args, console, text: str) -> None:
+        """A status line of a local run (what it starts next); none with --no-progress."""
+        if not getattr(args, "no_progress", False):
+            console.print(text)
 
     def _p2p(self, args, cfg, root: Path, console) -> list[Record]:
         """The copy probe: every case in one process; if that process dies, the case it was in
@@ -212,7 +222,7 @@ class DistBenchmark(Benchmark):
         if not todo:
             return [Record(probe="dist", backend="p2p", metric="rung", status="unavailable",
                            reason=f"the p2p probe needs two GPUs in one node; this one has {ngpu}")]
-        console.print(f"[dim]p2p: {len(todo)} copy cases over every GPU pair...[/dim]")
+        self._progress(args, console, f"[dim]p2p: {len(todo)} copy cases over every GPU pair...[/dim]")
         recs, reached, ok = self._p2p_launch(args, cfg, root / "all", None)
         for i, (src, dst, method, _) in enumerate(todo):
             if not ok and (src, dst, method) not in reached:
@@ -250,7 +260,7 @@ class DistBenchmark(Benchmark):
         d.mkdir(parents=True, exist_ok=True)
         probe = replace(cfg, samples=1, rounds=1, warmup=0, iters=1, nccl_debug_subsys="INIT,ENV,TUNING")
         (d / "config.json").write_text(json.dumps(probe.to_dict()))
-        console.print("[dim]nccl: untimed pass logging NCCL's algorithm choices...[/dim]")
+        self._progress(args, console, "[dim]nccl: untimed pass logging NCCL's algorithm choices...[/dim]")
         process.run_ranks(nproc, "gapbench.benchmarks.collectives.worker", ["--config", str(d / "config.json"), "--rungs", "nccl",
                      "--out-dir", str(d)], d, timeout_s=args.timeout, hang_s=args.hang_timeout,
                      allow_multicast=args.allow_multicast, log_glob="rank{rank}.jsonl")

@@ -22,7 +22,7 @@ from gapbench.benchmarks.collectives.config import shaping_env
 
 def run_external_launcher(bench, args, cfg, rungs, nproc, prog, argv, console) -> int:
     from gapbench.core import env as envmod
-    from gapbench.core.cli import default_out
+    from gapbench.core.cli import csv_path_for, default_out
 
     out = Path(args.out) if args.out else default_out("dist")
     out = out.resolve()
@@ -81,10 +81,10 @@ def run_external_launcher(bench, args, cfg, rungs, nproc, prog, argv, console) -
         console.print(f"node {args.node_rank}: launcher {how} with status {rc}; rank 0 on node 0 writes the results")
         return 0 if rc == 0 else 1
     if not out.exists() or rc != 0:
-        w = RunWriter(out, env=envmod.collect(), csv_path=out.with_suffix(".csv"), run=run_meta) if not out.exists() else None
+        w = RunWriter(out, env=envmod.collect(), csv_path=csv_path_for(out), run=run_meta) if not out.exists() else None
         if w is None:
             run = load_run(out)
-            w = RunWriter(out, env=run.env, csv_path=out.with_suffix(".csv"), run=run.run)
+            w = RunWriter(out, env=run.env, csv_path=csv_path_for(out), run=run.run)
             w.records = run.records
         w.add(Record(probe="dist", backend=args.launcher, metric="launch", status=ERROR,
                      reason=f"{args.launcher} {how} with status {rc}" + ("" if out.exists() else "; rank 0 wrote no results")))

@@ -133,6 +133,7 @@ def p2p_records(lines: list[dict], device: dict | None = None) -> list[Record]:
 def write_merged(path: Path, per_rank: dict[int, list[dict]], world: int, run_meta: dict, nccl_logs=()) -> None:
     """The multi-node path: rank 0 writes the usual result file from every rank's lines."""
     from gapbench.core import env as envmod
+    from gapbench.core.cli import csv_path_for
     from gapbench.core.result import RunWriter
     from gapbench.benchmarks.collectives.ncclinfo import read_logs
 
@@ -141,7 +142,7 @@ def write_merged(path: Path, per_rank: dict[int, list[dict]], world: int, run_me
     run.setdefault("probe", PROBE)
     run["nccl"] = info
     run["rank_env"] = next((d for d in per_rank.get(0, []) if d.get("kind") == "env"), {})
-    w = RunWriter(path, env=envmod.collect(), csv_path=path.with_suffix(".csv"), run=run)
+    w = RunWriter(path, env=envmod.collect(), csv_path=csv_path_for(path), run=run)
     w.extend(p2p_records(per_rank.get(0, [])))
     w.extend(merge_lines(per_rank, world, nccl_info=info))
     w.finish()

@@ -8,7 +8,6 @@ per-process spread is inside the interval; the ratio per size is the median of t
 ratios harness/plain with its 95% interval (gapbench.core.plaincheck)."""
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -19,6 +18,7 @@ import numpy as np
 
 from gapbench.core.plaincheck import interleave
 from gapbench.core.result import ERROR, FAILED, OK, UNAVAILABLE, Record
+from gapbench.core.cli import ArgumentParser
 from gapbench.core import process
 from gapbench.core.names import DType
 from gapbench.benchmarks.collectives.config import DistConfig, bus_factor
@@ -29,8 +29,11 @@ SEED = 20261123
 PLAIN_SAMPLES = 10
 
 
-def plain_bin() -> Path:
-    return Path(__file__).resolve().parents[1] / "bin" / "gapbench_nccl_plain"
+def plain_bin() -> Path | None:
+    """The installed plain NCCL loop (gapbench/bin/gapbench_nccl_plain), None where not built."""
+    from gapbench.core.native import tool
+
+    return tool("gapbench_nccl_plain")
 
 
 def _sweep_args(cfg: DistConfig, dtype: str) -> list[str]:
@@ -81,8 +84,9 @@ def plain_records(cfg: DistConfig, nproc: int, rounds: int = 6, timeout_s: float
     from gapbench.benchmarks.collectives.rungs.nccl import nccl_candidates
 
     base = dict(probe="dist", backend="nccl-plain", metric="all_reduce")
-    if not plain_bin().exists():
-        return [Record(**base, status=UNAVAILABLE, reason=f"{plain_bin()} not built (no CUDA toolkit at install)")]
+    if plain_bin() is None:
+        return [Record(**base, status=UNAVAILABLE,
+                       reason="gapbench/bin/gapbench_nccl_plain not built (no CUDA toolkit at install)")]
     libs = nccl_candidates()
     if not libs:
         return [Record(**base, status=UNAVAILABLE, reason="no libnccl.so.2 found (set GAPBENCH_NCCL_LIB)")]
@@ -126,7 +130,7 @@ def _harness_rank(argv: list[str]) -> int:
     """One harness rank of the check: NcclRunner over the sweep, the plain loop's JSON on stdout."""
     import time
 
-    ap = argparse.ArgumentParser(prog="python -m gapbench.benchmarks.collectives.plain")
+    ap = ArgumentParser(prog="python -m gapbench.benchmarks.collectives.plain")
     ap.add_argument("--lib", required=True)
     ap.add_argument("--rank", type=int, required=True)
     ap.add_argument("--world", type=int, required=True)

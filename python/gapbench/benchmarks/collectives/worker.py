@@ -7,7 +7,6 @@ their lines to rank 0 (through gloo, or MLX's all_gather under mlx.launch), whic
 merged result file: the multi-node path."""
 from __future__ import annotations
 
-import argparse
 import faulthandler
 import json
 import os
@@ -19,6 +18,7 @@ import traceback
 from datetime import timedelta
 from pathlib import Path
 
+from gapbench.core.cli import ArgumentParser
 from gapbench.core import process
 from gapbench.core.ranks import RankLog, rank_from_env
 from gapbench.benchmarks.collectives.config import DistConfig, elements, shaping_env
@@ -209,7 +209,7 @@ def gather_to_rank0(lines: list[dict], rank: int, world: int, control) -> list[l
 def main(argv: list[str] | None = None) -> int:
     from gapbench.benchmarks.collectives.rungs.base import RankContext
 
-    ap = argparse.ArgumentParser(prog="python -m gapbench.benchmarks.collectives.worker")
+    ap = ArgumentParser(prog="python -m gapbench.benchmarks.collectives.worker")
     ap.add_argument("--config", required=True)
     ap.add_argument("--rungs", required=True)
     ap.add_argument("--out-dir", required=True)

@@ -32,7 +32,6 @@ import math
 import os
 import time
 from dataclasses import asdict
-from importlib import resources
 from pathlib import Path
 
 from gapbench.backends import registry
@@ -40,7 +39,7 @@ from gapbench.backends.base import BackendInfo
 from gapbench.benchmarks.launch.params import LaunchParams
 from gapbench.core.names import Backend, injection
 from gapbench.core.benchmark import Benchmark, print_lines
-from gapbench.core.cli import UsageError, add_gpu_argument
+from gapbench.core.cli import UsageError, add_common_arguments
 from gapbench.core.conditions import Clock, Conditions, Process
 from gapbench.core.result import ERROR, FAILED, OK, UNAVAILABLE, Record
 from gapbench.core.worker import WorkerError, run_in_worker  # noqa: F401 (WorkerError: callers)
@@ -65,9 +64,9 @@ def spawn_worker(backend: Backend, cfg: Config, warm: bool, plain_round: bool = 
 
 
 def plain_binary() -> Path | None:
-    p = resources.files("gapbench").joinpath("bin/gapbench_launch_plain")
-    path = Path(str(p))
-    return path if path.is_file() and os.access(path, os.X_OK) else None
+    from gapbench.core.native import tool
+
+    return tool("gapbench_launch_plain")
 
 
 def pool(runs: list[list[Record]]) -> list[Record]:
@@ -243,9 +242,6 @@ def _ratio_text(r: float, lo: float, hi: float) -> str:
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--backends", type=registry.backend_list, default=None,
                     help="comma list of backends (default: all). Known: " + ", ".join(b.value for b in Backend.selectable()))
-    ap.add_argument("--quick", action="store_true", help="few samples: a fast smoke run (CI)")
-    ap.add_argument("--out", default=None, help="result JSON path (default: results/launch-<time>.json); "
-                    "a CSV is written next to it")
     ap.add_argument("--samples", type=int, default=None,
                     help="most timed samples per measurement and process (default 1000; quick 30)")
     ap.add_argument("--budget", type=float, default=None,
@@ -273,8 +269,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--no-pin", action="store_true",
                     help="do not bind the workers and the plain loop to one CPU (default: bound to one core on the "
                          "GPU's NUMA node; unbound, launch latencies moved more between speeds within a process)")
-    ap.add_argument("--no-progress", action="store_true", help="no progress display")
-    add_gpu_argument(ap)
+    add_common_arguments(ap, probe=PROBE, gpu=True, quick_help="few samples, a short budget per measurement")
     ap.add_argument("--list", action="store_true", help="list backends with availability and exit")
 
 

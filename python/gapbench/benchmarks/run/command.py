@@ -29,7 +29,7 @@ from pathlib import Path
 from gapbench import __version__
 from gapbench.core import bundle as bd
 from gapbench.core.benchmark import EXIT_SIGINT, EXIT_SIGTERM, Benchmark, Terminated
-from gapbench.core.cli import UsageError
+from gapbench.core.cli import UsageError, add_common_arguments, csv_path_for
 from gapbench.core.result import OK as REC_OK
 from gapbench.core.result import SchemaError, load_run, now_iso
 
@@ -75,6 +75,15 @@ def extra_args(items: list[str], known: list[str]) -> dict[str, list[str]]:
         except ValueError as e:
             raise UsageError(f"--args {item!r}: {e}") from None
     return out
+
+
+def backend_names(text: str) -> str:
+    """argparse type of --backends: the text as given, once every name in it is a backend (or
+    `all`); a name that is none is the one-line error, exit 2, before the bundle folder exists."""
+    from gapbench.backends import registry
+
+    registry.backend_list(text)
+    return text.strip()
 
 
 def takes_backends(bench: Benchmark) -> bool:
@@ -156,7 +165,7 @@ def _tidy(entry: dict, folder: Path) -> None:
     """Leave the result file, not its derived exports (CSV, figures drawn beside it: `gapbench csv`
     and the report make them again), and count its records into the manifest entry."""
     path = folder / entry["result"]
-    for extra in folder.glob(f"{entry['result'][:-len('.json.gz')]}.json?*"):
+    for extra in [*folder.glob(f"{entry['result'][:-len('.json.gz')]}.json?*"), csv_path_for(path)]:
         if extra != path and extra.is_file():
             extra.unlink()
     if not path.is_file():
@@ -179,12 +188,14 @@ class RunBenchmark(Benchmark):
     description = __doc__.split("\n\n")[0]
 
     def add_arguments(self, ap: argparse.ArgumentParser) -> None:
-        ap.add_argument("--quick", action="store_true", help="each benchmark's --quick settings (tiny models, few samples)")
-        ap.add_argument("--out", default="results", help="folder the bundle is made in (default results/)")
+        add_common_arguments(ap, probe=self.name, progress=False, quick_help="each benchmark's own --quick",
+                             out_help="folder the bundle is made in (default results/)")
         ap.add_argument("--only", help="comma list of benchmarks to run (default: all measuring ones)")
         ap.add_argument("--skip", help="comma list of benchmarks to leave out")
-        ap.add_argument("--backends", help="passed to every benchmark that has a --backends option (one that does not know a "
-                        "name fails and is recorded so; --args sets one benchmark's)")
+        ap.add_argument("--backends", type=backend_names,
+                        help="passed to every benchmark that has a --backends option (a name that is no backend at all "
+                        "is refused here; a benchmark that does not take a backend fails and is recorded so; --args "
+                        "sets one benchmark's)")
         ap.add_argument("--args", action="append", default=[], metavar="NAME=ARGS",
                         help="more arguments for one benchmark, e.g. --args blas='--ops gemm' (repeatable)")
         ap.add_argument("--host", help="the name this machine has in the bundle and the report (default: the host "
@@ -206,7 +217,7 @@ class RunBenchmark(Benchmark):
         from gapbench.core import env
 
         host = args.host or platform.node() or "host"
-        folder = bd.bundle_dir(Path(args.out), host, datetime.now().strftime("%Y%m%d-%H%M%S"))
+        folder = bd.bundle_dir(Path(args.out or "results"), host, datetime.now().strftime("%Y%m%d-%H%M%S"))
         (folder / "logs").mkdir(parents=True)
         given = argv if argv is not None else sys.argv[1:]
         manifest = {"schema": bd.SCHEMA, "schema_version": bd.SCHEMA_VERSION, "gapbench": __version__, "host": host,

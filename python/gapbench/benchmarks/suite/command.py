@@ -6,7 +6,7 @@ from pathlib import Path
 
 from gapbench.backends import registry
 from gapbench.core.names import Backend, DeviceClass, split_list
-from gapbench.core.cli import UsageError
+from gapbench.core.cli import UsageError, add_common_arguments
 from gapbench.core.benchmark import Benchmark
 from gapbench.core.result import OK
 from gapbench.benchmarks.suite.run import run_case, run_in_subprocess
@@ -67,10 +67,9 @@ class SuiteBenchmark(Benchmark):
         ap.add_argument("--image-size", type=int, default=0, help=argparse.SUPPRESS)
         ap.add_argument("--in-process", action="store_true", help="no process per case (debugging)")
         ap.add_argument("--case-timeout", type=float, default=3600.0)
-        ap.add_argument("--out", help="result JSON (default results/suite-<time>.json)")
         ap.add_argument("--results-root", default="results", help="root of the seed-layout CSVs (default results/)")
         ap.add_argument("--plot", nargs="+", metavar="RESULT.json", help="only draw the figures from these result files (one line per machine)")
-        ap.add_argument("--quick", action="store_true", help="tiny models, few steps (a smoke test)")
+        add_common_arguments(ap, probe=PROBE, quick_help="tiny models, small batches, few steps")
 
     def run(self, args, prog: str, argv: list[str] | None) -> int:
         from gapbench.core.cli import check_out_path, console_for, open_run
@@ -165,7 +164,7 @@ class SuiteBenchmark(Benchmark):
             console.print(f"[bold]case {n}/{len(cases)}[/bold] {case.label()}", highlight=False)
 
             def progress(text):
-                if console.is_terminal:
+                if console.is_terminal and not args.no_progress:
                     console.print(f"  {text}", highlight=False, end="\r")
 
             if args.in_process:

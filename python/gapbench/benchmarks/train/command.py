@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gapbench.backends import registry
 from gapbench.core.names import Backend, UnknownName
-from gapbench.core.cli import UsageError, add_gpu_argument
+from gapbench.core.cli import UsageError, add_common_arguments
 from gapbench.core.benchmark import Benchmark
 from gapbench.core.result import OK
 from gapbench.benchmarks.train.run import __doc__ as _TRAIN_DOC
@@ -39,6 +39,12 @@ def _list(text: str | None, default, allowed, what: str, conv=str) -> list:
     return out
 
 
+#: what a run without --quick and one with it take where the user names nothing; a value the user
+#: gives is checked and kept either way (--quick --model gpt5 is an error, as without --quick)
+DEFAULTS = {"model": "gpt2", "batch_size": "8", "steps": 20, "warmup": 3, "warmup_s": 3.0, "rounds": 2}
+QUICK = {"model": "tiny-gpt2", "batch_size": "2", "steps": 4, "warmup": 1, "warmup_s": 0.0, "rounds": 2, "seq_len": "64"}
+
+
 class TrainBenchmark(Benchmark):
     name = PROBE
     title = "GPT-2/Whisper training steps: phases, memory, energy (paper Tables 2-5, Figures 2-4)"
@@ -47,11 +53,12 @@ class TrainBenchmark(Benchmark):
     def add_arguments(self, ap: argparse.ArgumentParser) -> None:
         ap.add_argument("--nproc", type=int, default=None,
                         help="data-parallel training on N ranks (DDP, FSDP2, MLX): see --nproc 2 --help")
-        ap.add_argument("--model", default="gpt2", help=f"comma list of {', '.join(MODELS)} (default gpt2)")
+        ap.add_argument("--model", default=None,
+                        help=f"comma list of {', '.join(MODELS)} (default gpt2; --quick: tiny-gpt2)")
         ap.add_argument("--backend", "--backends", dest="backend", default=None,
                         help=f"comma list of {', '.join(b.value for b in BACKENDS)} (default: torch-cuda, torch-mps or torch-cpu, whichever is here)")
         ap.add_argument("--precision", default="fp32", help=f"comma list of {', '.join(PRECISIONS)}")
-        ap.add_argument("--batch-size", default="8", help="comma list, e.g. 4,8,16")
+        ap.add_argument("--batch-size", default=None, help="comma list, e.g. 4,8,16 (default 8; --quick: 2)")
         ap.add_argument("--seq-len", default=None, help="tokens per sequence (GPT-2, default 1024) or label tokens (Whisper, default 128); comma list")
         ap.add_argument("--mode", default="pretrain", help=f"comma list of {', '.join(MODES)} (lora: peft LoRA r=8)")
         ap.add_argument("--impl", default="", choices=["", "hf", "minimal"], help="hf: transformers (torch); minimal: gapbench's GPT-2 (torch and MLX); default hf for torch, minimal for MLX")
@@ -61,10 +68,12 @@ class TrainBenchmark(Benchmark):
         ap.add_argument("--attention", default="sdpa", choices=ATTENTIONS,
                         help="transformers attention implementation: sdpa (default), eager, flash (needs flash-attn)")
         ap.add_argument("--compile", default="none", choices=COMPILES, help="torch.compile the model with this mode")
-        ap.add_argument("--steps", type=int, default=20, help="timed steps per arm (default 20)")
-        ap.add_argument("--warmup", type=int, default=3, help="warm-up steps, reported apart (default 3)")
-        ap.add_argument("--warmup-s", type=float, default=3.0, help="and warm up for at least this many seconds (default 3)")
-        ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds of harness / no-sampler / plain arms")
+        ap.add_argument("--steps", type=int, default=None, help="timed steps per arm (default 20; --quick: 4)")
+        ap.add_argument("--warmup", type=int, default=None, help="warm-up steps, reported apart (default 3; --quick: 1)")
+        ap.add_argument("--warmup-s", type=float, default=None,
+                        help="and warm up for at least this many seconds (default 3; --quick: 0)")
+        ap.add_argument("--rounds", type=int, default=None,
+                        help="interleaved rounds of harness / no-sampler / plain arms (default 2)")
         ap.add_argument("--no-plain", action="store_true", help="time the harness arm only (no plain loop, no sampler-off arm)")
         ap.add_argument("--checkpoint", help="a local transformers checkpoint directory (instead of random weights)")
         ap.add_argument("--data", help="local data: a datasets directory (save_to_disk) or a .txt file (default synthetic)")
@@ -74,11 +83,10 @@ class TrainBenchmark(Benchmark):
         ap.add_argument("--case-timeout", type=float, default=3600.0, help="seconds before a case's process is stopped")
         ap.add_argument("--in-process", action="store_true", help="run cases in this process (no isolation; for debugging)")
         ap.add_argument("--seed", type=int, default=0)
-        ap.add_argument("--out", help="result JSON (default results/train-<time>.json); CSV and figures beside it")
         ap.add_argument("--no-plots", action="store_true")
-        ap.add_argument("--quick", action="store_true", help="tiny-gpt2 on this machine's first backend, a few steps (a smoke test)")
         ap.add_argument("--list", action="store_true", help="list models and backends, then exit")
-        add_gpu_argument(ap)
+        add_common_arguments(ap, probe=PROBE, gpu=True,
+                             quick_help="tiny-gpt2 on this machine's first backend, a few steps (what you name is kept)")
 
     def run(self, args, prog: str, argv: list[str] | None) -> int:
         from gapbench.core.cli import console_for, open_run, write_figures
@@ -92,9 +100,9 @@ class TrainBenchmark(Benchmark):
                               markup=False)
             return 0
         try:
-            if args.quick:
-                args.model, args.steps, args.warmup, args.rounds, args.warmup_s = "tiny-gpt2", 4, 1, 2, 0.0
-                args.batch_size, args.seq_len = "2", args.seq_len or "64"
+            for name, value in (QUICK if args.quick else DEFAULTS).items():  # only where the user gave none
+                if getattr(args, name) is None:
+                    setattr(args, name, value)
             models = _list(args.model, [], MODELS, "model")
             backends = _list(args.backend, [], BACKENDS, "backend", Backend.parse) if args.backend else None
             precisions = _list(args.precision, [], PRECISIONS, "precision")
@@ -130,7 +138,7 @@ class TrainBenchmark(Benchmark):
 
             def progress(text, _label=label):
                 now = time.monotonic()
-                if console.is_terminal and now - last[0] > 0.2:
+                if console.is_terminal and not args.no_progress and now - last[0] > 0.2:
                     console.print(f"  {text}", highlight=False, end="\r")
                     last[0] = now
 

@@ -20,7 +20,7 @@ import numpy as np
 from gapbench.backends.mlx import rank_env as mlx_rank_env
 from gapbench.backends.torch import gpu_count
 from gapbench.core import process
-from gapbench.core.cli import UsageError
+from gapbench.core.cli import ArgumentParser, UsageError, add_common_arguments
 from gapbench.core.names import DType, one_of, parse_list
 from gapbench.core.result import ERROR, FAILED, OK, Record, load_run
 from gapbench.benchmarks.train.config import PRECISIONS
@@ -98,14 +98,14 @@ def _records(job: dict, outs, world: int, base_median: float | None, comm: tuple
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--nproc", type=int, required=True, help="ranks (one per GPU on a GPU machine)")
-    ap.add_argument("--models", type=parse_list(str), default=["gpt2"],
-                    help="minimal GPT-2 sizes: tiny,gpt2,gpt2-medium,gpt2-large,gpt2-xl")
+    ap.add_argument("--models", type=parse_list(str), default=None,
+                    help="minimal GPT-2 sizes: tiny,gpt2,gpt2-medium,gpt2-large,gpt2-xl (default gpt2; --quick: tiny)")
     ap.add_argument("--strategies", type=parse_list(one_of("strategy", STRATEGIES)), default=["ddp", "fsdp2"],
                     help="ddp,fsdp2,mlx (default ddp,fsdp2)")
-    ap.add_argument("--batch", type=int, default=8, help="sequences per device")
-    ap.add_argument("--seq", type=int, default=1024)
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=None, help="sequences per device (default 8; --quick: 2)")
+    ap.add_argument("--seq", type=int, default=None, help="tokens per sequence (default 1024; --quick: 64)")
+    ap.add_argument("--steps", type=int, default=None, help="timed steps (default 20; --quick: 4)")
+    ap.add_argument("--warmup", type=int, default=None, help="warm-up steps (default 5; --quick: 1)")
     ap.add_argument("--precision", choices=(FP32, AMP_BF16), default=None, help="default amp-bf16 on GPUs")
     ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     ap.add_argument("--bucket-mb", type=float, default=25.0, help="DDP gradient bucket (and prediction size)")
@@ -115,7 +115,14 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds one launch may take")
     ap.add_argument("--hang-timeout", type=float, default=300.0)
     ap.add_argument("--rank-dir")
-    ap.add_argument("--out")
+    add_common_arguments(ap, probe=PROBE, quick_help="the tiny GPT-2, batch 2 x 64 tokens, a few steps (what you "
+                         "name is kept)")
+
+
+#: what a run without --quick and one with it take where the user names nothing (a value the
+#: user gives is checked and kept either way)
+DEFAULTS = {"models": ["gpt2"], "batch": 8, "seq": 1024, "steps": 20, "warmup": 5}
+QUICK = {"models": ["tiny"], "batch": 2, "seq": 64, "steps": 4, "warmup": 1}
 
 
 def run(args, prog: str, argv) -> int:
@@ -125,6 +132,9 @@ def run(args, prog: str, argv) -> int:
     from gapbench.models.gpt2_spec import SIZES
 
     console = Console(width=100)
+    for name, value in (QUICK if args.quick else DEFAULTS).items():  # only where the user gave none
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     try:
         models, strategies = list(args.models), list(args.strategies)
         unknown = [m for m in models if m not in SIZES]
@@ -135,7 +145,7 @@ def run(args, prog: str, argv) -> int:
         if args.nproc < 1 or (device == "cuda" and args.nproc > ngpu):
             raise UsageError(f"--nproc {args.nproc}: need 1 <= nproc <= GPUs visible ({ngpu}) on CUDA")
         if min(args.batch, args.seq, args.steps) < 1 or args.warmup < 0:
-            raise UsageError("--batch, --seq, --steps must be >= 1")
+            raise UsageError("--batch, --seq, --steps must be >= 1, --warmup >= 0")
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -155,7 +165,8 @@ def run(args, prog: str, argv) -> int:
                     d = root / f"{model}-{strat}-n{world}"
                     d.mkdir(parents=True, exist_ok=True)
                     (d / "job.json").write_text(json.dumps(job))
-                    console.print(f"[dim]{strat} {model} on {world} rank(s)...[/dim]")
+                    if not args.no_progress:
+                        console.print(f"[dim]{strat} {model} on {world} rank(s)...[/dim]")
                     penv = mlx_rank_env(world, device, d) if strat == "mlx" and world > 1 else None
                     outs = process.run_ranks(world, "gapbench.benchmarks.train.dp_rank", [str(d / "job.json"), str(d)], d,
                                         timeout_s=args.timeout, hang_s=args.hang_timeout, per_rank_env=penv,
@@ -195,11 +206,24 @@ def table(records: list[Record]):
     return t
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m bench.train") -> int:
-    ap = argparse.ArgumentParser(prog=prog, description="data-parallel training (DDP, FSDP2, MLX)")
+def parser(prog: str = "python -m bench.train") -> ArgumentParser:
+    """The parser of `bench.train --nproc N` (the one-line error parser every command uses)."""
+    ap = ArgumentParser(prog=prog, description="data-parallel training (DDP, FSDP2, MLX)")
     add_arguments(ap)
-    args = ap.parse_args(argv)
-    return run(args, prog, argv)
+    return ap
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m bench.train") -> int:
+    ap = parser(prog)
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as e:  # --help (0) or a bad argument (2, one line: gapbench.core.cli.ArgumentParser)
+        return int(e.code or 0) if not isinstance(e.code, str) else 2
+    try:
+        return run(args, prog, argv)
+    except UsageError as e:  # e.g. an --out that cannot be written (open_run): one line, exit 2
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
