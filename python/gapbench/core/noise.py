@@ -1,0 +1,168 @@
+"""The between-run noise model of `gapbench compare`: how far one run's median of a row moves
+between two runs of the same code on the same GPU model (fresh processes, on one machine start or
+several), by what the row is.
+
+A row's shift between two such runs is d = log(median B / median A). Its size depends on the row:
+a 4 us gated GEMV moves by about 1.5% (rms) between processes, a 100 us one by 0.3%, a host-timed
+round trip by tens of percent across machine starts (the host moves with it), a single-sample
+cold start by more. So the model is kept per row class (`row_class`: benchmark, metric, framework,
+clock, single or many samples, time scale in decades), each class with the rms of d over the A/A
+row pairs fitted, raised to its 95% upper confidence bound for the number of pairs (a class fitted
+on few pairs gets a wider scale). A class with too few pairs falls back to a coarser one
+(`levels`). The model is kept per GPU model (`device_class`): a scale fitted on H100s says nothing
+about a CPU or another GPU; there compare says "uncalibrated here" and asks for --repeat.
+
+The shipped model (compare_noise.json) is written by docs/results/calibrate_compare.py from the
+committed A/A runs, with its sources and commits; the calibration report judges it only on machine
+starts it was not fitted on.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from gapbench.core.conditions import Clock
+from gapbench.core.names import Backend
+from gapbench.core.result import Record, Run
+
+MODEL_FILE = Path(__file__).with_name("compare_noise.json")
+#: a class is used only when fitted on at least this many A/A row pairs (else a coarser one)
+MIN_PAIRS = 10
+#: the confidence of the upper bound each class's rms is raised to
+UPPER = 0.95
+_CLOCK = {Clock.GATED: "gated", Clock.ISSUED: "issued", Clock.HOST: "host", Clock.GPU_TIMESTAMPS: "gpu-ts"}
+
+
+def clock_kind(r: Record) -> str:
+    """gated / issued / host / gpu-ts, or plain (the standalone C++ loops), from the conditions."""
+    if r.backend.startswith("plain-"):
+        return "plain"
+    return _CLOCK.get((r.conditions or {}).get("clock"), "host" if r.clock == "host_wall" else "other")
+
+
+def decade(seconds: float) -> str:
+    """The time scale of a per-op median: 'e-6' for 1-10 us, 'e-5' for 10-100 us, ..."""
+    return f"e{math.floor(math.log10(max(seconds, 1e-12)))}"
+
+
+def row_class(r: Record, median_s: float) -> tuple[str, ...]:
+    """What a row is, for its noise: (benchmark, metric, framework, clock, single|many, decade)."""
+    try:
+        family = Backend(r.backend).family.value
+    except ValueError:  # a name this version does not know: its own class
+        family = r.backend
+    single = "single" if len(r.samples_s or ()) <= 1 else "many"
+    return (r.probe, r.metric, family, clock_kind(r), single, decade(median_s))
+
+
+def levels(cls: Sequence[str]) -> list[tuple[str, ...]]:
+    """The class, then coarser ones (any framework; any time scale; any metric), most specific first."""
+    probe, metric, family, clock, single, dec = cls
+    return [(probe, metric, family, clock, single, dec), (probe, metric, "*", clock, single, dec),
+            (probe, metric, "*", clock, single, "*"), (probe, "*", "*", clock, single, "*")]
+
+
+def key(cls: Sequence[str]) -> str:
+    return "/".join(cls)
+
+
+def device_class(run: Run) -> str:
+    """The GPU model a run measured on, as one word ("h100-80gb-hbm3", "h200"), or "cpu:<model>"
+    for a run without an NVIDIA GPU: the unit a noise model is fitted and applied per."""
+    gpus = run.env.get("nvidia_smi") or []
+    name = str(gpus[0].get("name") or "") if gpus else ""
+    if name:
+        return re.sub(r"[^a-z0-9]+", "-", name.lower().replace("nvidia", "")).strip("-")
+    return "cpu:" + re.sub(r"[^a-z0-9]+", "-", str(run.env.get("cpu") or run.env.get("machine") or "unknown").lower()).strip("-")
+
+
+def chi2_quantile(p: float, df: int) -> float:
+    """The p-quantile of chi-square with df degrees of freedom (Wilson-Hilferty; within 1% for df >= 3)."""
+    z = _normal_quantile(p)
+    h = 2.0 / (9.0 * df)
+    return df * max(1.0 - h + z * math.sqrt(h), 1e-6) ** 3
+
+
+def _normal_quantile(p: float) -> float:
+    """Acklam's rational approximation of the standard normal quantile (relative error < 1.2e-9)."""
+    a = (-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02, 1.383577518672690e+02,
+         -3.066479806614716e+01, 2.506628277459239e+00)
+    b = (-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02, 6.680131188771972e+01,
+         -1.328068155288572e+01)
+    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00, -2.549732539343734e+00,
+         4.374664141464968e+00, 2.938163982698783e+00)
+    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00)
+    if p < 0.02425:
+        q = math.sqrt(-2 * math.log(p))
+        return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / \
+               ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1)
+    if p > 1 - 0.02425:
+        return -_normal_quantile(1 - p)
+    q = p - 0.5
+    r = q * q
+    return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q / \
+           (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
+
+
+def fit(shifts: Iterable[tuple[Sequence[str], float]], min_pairs: int = MIN_PAIRS) -> dict[str, dict]:
+    """{class key: {"n", "rms", "scale"}} for every level of every class with at least `min_pairs`
+    A/A row pairs: rms of the shifts d, and `scale`, that rms raised to its UPPER confidence bound
+    for n pairs (sqrt(n / chi2_{1-UPPER}(n)) times the rms)."""
+    by: dict[str, list[float]] = {}
+    for cls, d in shifts:
+        for lv in levels(cls):
+            by.setdefault(key(lv), []).append(d)
+    out = {}
+    for k, ds in sorted(by.items()):
+        n = len(ds)
+        if n < min_pairs:
+            continue
+        rms = math.sqrt(sum(x * x for x in ds) / n)
+        out[k] = {"n": n, "rms": round(rms, 6), "scale": round(rms * math.sqrt(n / chi2_quantile(1 - UPPER, n)), 6)}
+    return out
+
+
+class NoiseModel:
+    """A fitted model: per device class, the class scales (fit's output) and where they came from."""
+
+    def __init__(self, doc: dict):
+        self.doc = doc
+        self.devices: dict[str, dict] = doc.get("devices", {})
+
+    @classmethod
+    def load(cls, path: Path | str = MODEL_FILE) -> "NoiseModel":
+        try:
+            return cls(json.loads(Path(path).read_text()))
+        except (OSError, ValueError):
+            return cls({})
+
+    def scale(self, device: str, cls: Sequence[str]) -> tuple[float | None, str]:
+        """(the between-run scale (log) of a row of class `cls` on `device`, the class it came from),
+        or (None, why there is none)."""
+        dev = self.devices.get(device)
+        if dev is None:
+            have = ", ".join(sorted(self.devices)) or "none"
+            return None, f"uncalibrated on {device} (calibrated: {have}): use --repeat"
+        classes = dev.get("classes", {})
+        for lv in levels(cls):
+            hit = classes.get(key(lv))
+            if hit is not None:
+                return float(hit["scale"]), key(lv)
+        return None, f"no calibrated class for {key(cls)} on {device}: use --repeat"
+
+    def describe(self) -> str:
+        if not self.devices:
+            return "no noise model"
+        parts = [f"{d} ({len(v.get('starts', []))} machine starts, {v.get('pairs', 0)} A/A row pairs)"
+                 for d, v in sorted(self.devices.items())]
+        return f"per-row noise model of {', '.join(parts)} ({self.doc.get('generator', '?')})"
+
+
+@functools.cache
+def shipped() -> NoiseModel:
+    """The model that ships with gapbench (compare_noise.json), read once."""
+    return NoiseModel.load()
