@@ -165,14 +165,15 @@ def _paired_doc(ratios, floors, reason=None):
 
 def test_paired_rounds_pool_across_processes():
     # process A's per-round ratios are 1..6, process B's 7..12 (one round of B lost: None), on
-    # floors of different sizes. Pooled: 12 ratios 1..12 -> median 6.5, and the 95% interval of a
-    # median of 12 is [3rd, 10th] smallest (binomial(12, 1/2): P(B <= 2) = 79/4096 <= 2.5%).
+    # floors of different sizes. Pooled: 12 ratios 1..12 -> median 6.5, and the 97% interval of a
+    # median of 12 is [2nd, 11th] smallest (binomial(12, 1/2): P(B <= 1) = 13/4096 <= 1.5%, while
+    # P(B <= 2) = 79/4096 is not).
     a = _paired_doc([1, 2, 3, 4, 5, 6], [1e-6, 2e-6, 5e-6, 1e-6, 3e-6, 2e-6])
     b = _paired_doc([7, 8, 9, None, 10, 11, 12], [4e-6, 1e-6, 2e-6, 1e-6, 1e-6, 3e-6, 1e-6])
     pooled = launch_pairing.pool_paired([a, b, _paired_doc(None, None, reason="no driver")])
     assert pooled.rounds == 12 and pooled.processes == 2
     assert pooled.x_floor == pytest.approx(6.5)
-    assert (pooled.lo, pooled.hi) == (pytest.approx(3.0), pytest.approx(10.0))
+    assert (pooled.lo, pooled.hi) == (pytest.approx(2.0), pytest.approx(11.0))
     assert pooled.unpaired_processes == ["no driver"]
     # the ratio of pooled medians would differ: pairs are kept inside their rounds
     fw = [x for x in a.per_round["framework"] + b.per_round["framework"] if x is not None]
@@ -186,7 +187,7 @@ def test_paired_rounds_pool_across_processes():
 
     merged = launch.pool([rec(a), rec(b)])[0]
     assert merged.params["processes"] == 2 and merged.params["paired"]["x_floor"] == pytest.approx(6.5)
-    assert launch.overhead([merged], "cupy", "roundtrip", merged) == "6.50x [3.00-10.0]"
+    assert launch.overhead([merged], "cupy", "roundtrip", merged) == "6.50x [2.00-11.0]"
     # a process whose floor could not run contributes no rounds and says why
     only_failed = launch_pairing.pool_paired([_paired_doc(None, None, reason="no driver")])
     assert only_failed.x_floor is None and only_failed.reason == "no driver"
@@ -695,3 +696,19 @@ def test_a_pairing_that_moves_an_arm_is_marked_and_the_ratio_comes_from_standalo
     assert paired_text(p) == f"{p.x_standalone:.2f}x alone (paired perturbed)"
     q = LaunchParams.of(steady).paired
     assert q.perturbed is None and paired_text(q).startswith(f"{q.x_floor:.2f}x [")
+
+
+def test_launch_pairing_intervals_are_the_stopping_rules_97pct_ones():
+    """The framework/floor interval is the order-statistic one at INTERVAL_CONFIDENCE (97%: 95%
+    coverage after optional stopping), as every other ratio of the harness, not the plain 95% one."""
+    from gapbench.benchmarks.launch.params import Pairing
+    from gapbench.benchmarks.launch.pairing import summarize_paired
+    from gapbench.core import stats
+    from gapbench.core.measure import INTERVAL_CONFIDENCE
+
+    rng = np.random.default_rng(21)
+    fw, fl = list(2 + rng.normal(0, 0.1, 500)), list(1 + rng.normal(0, 0.05, 500))
+    p = summarize_paired(Pairing(per_round={"framework": fw, "floor": fl}))
+    want = stats.ratio_median_ci(fw, fl, INTERVAL_CONFIDENCE)
+    assert INTERVAL_CONFIDENCE == 0.97 and (p.x_floor, p.lo, p.hi) == pytest.approx(want)
+    assert (p.lo, p.hi) != pytest.approx(stats.ratio_median_ci(fw, fl, 0.95)[1:])

@@ -1,226 +1,271 @@
-"""Calibrate gapbench compare's between-run margin from A/A runs, and measure its false-alarm and
-detection rates (issue 30). Reads the calibration runs in docs/results/calib/: per GPU, the default
-bench.launch and bench.blas --quick twice (a1, a2: fresh processes, same commit) and once more with
-a test-only injected delay on torch-cuda (inj: `bash .ci/gpu calib`). Writes the margins that
-`gapbench compare` applies by default (python/gapbench/core/compare_margins.json) and prints the
-Markdown report (docs/results/compare-calibration-*.md):
+"""Fit gapbench compare's per-row noise model on committed A/A runs, and judge it out of sample
+(issue 35). Writes the model compare applies by default (python/gapbench/core/compare_noise.json)
+and prints the Markdown report (docs/results/compare-calibration-*.md):
 
-    python docs/results/calibrate_compare.py docs/results/calib > docs/results/compare-calibration-2026-11-25.md
+    python docs/results/calibrate_compare.py > docs/results/compare-calibration-2026-11-26.md
 
-The model: one run's interval covers the noise within that run only; between two runs a row also
-moves by a between-run shift d = log(median B / median A) that one run cannot see. The margin for
-a benchmark is the 98th percentile of |d| over every A/A row pair (rows of the injected backend
-left out of the pairs with an injected run), so that at most ~2% of A/A rows fall outside it.
-compare widens a single run's interval by it on the log scale. Every number here comes from the
-files; nothing is typed in.
+The runs: STARTS below names, per machine start of a lent GPU, the committed result files made on
+it (default and --quick runs of bench.blas and bench.launch, some with a test-only delay injected
+on torch-cuda). An A/A row pair is one row of two runs of the same benchmark and mode (default or
+quick) on the same GPU model, on one start or two (rows of the injected backend are left out where
+a side is injected). Its shift is d = log(median B / median A).
+
+Out of sample: for each start, the model is fitted on the pairs that touch no run of that start,
+then judged on the pairs that do (within the start, and between it and the others). The report
+gives, per GPU model and benchmark, how many rows compare calls same, faster or slower (false
+alarms) or can't tell, and how many injected slowdowns it finds, by their size. The shipped model
+is then fitted on every pair. Every number here comes from the files; nothing is typed in.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
-import re
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from gapbench.core import compare as cmp
-from gapbench.core.result import OK, load_run
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT / "python"))
 
-QUANTILE = 0.98  # the margin covers this share of A/A row shifts
-FIVE = 0.05  # the injected slowdowns counted for detection: expected >= 5%
-#: the injected backend and which of its rows the delay reaches (launch: a host busy-wait per op,
-#: invisible to the gated device-time and graph rows; blas: a device spin after every timed op)
+from gapbench.core import compare as cmp  # noqa: E402
+from gapbench.core import noise  # noqa: E402
+from gapbench.core.result import OK, load_run  # noqa: E402
+
+OUT = ROOT / "python/gapbench/core/compare_noise.json"
 INJECTED = "torch-cuda"
+#: the injected delay reaches these launch metrics (a host busy-wait per op); BLAS: every torch row
 REACHES = {"launch": {"submit", "roundtrip", "stream_b2b"}, "blas": None}
-OUT = Path(__file__).resolve().parents[2] / "python/gapbench/core/compare_margins.json"
+#: per machine start of a lent GPU, its result files (relative to docs/results). Starts are told
+#: apart by time: a session holds one machine at a time, so runs an hour or another kind apart
+#: are other starts (from 2026-11-26 each file also records its boot id).
+STARTS = {
+    "h100-80gb-hbm3": {
+        "2026-11-25 15:01 (calibration)": ["calib/calib-blas-a1-h100-80gb-hbm3-2026-11-25.json.gz",
+                                           "calib/calib-blas-a2-h100-80gb-hbm3-2026-11-25.json.gz",
+                                           "calib/calib-blas-inj-h100-80gb-hbm3-2026-11-25.json.gz",
+                                           "calib/calib-launch-a1-h100-80gb-hbm3-2026-11-25.json.gz",
+                                           "calib/calib-launch-a2-h100-80gb-hbm3-2026-11-25.json.gz",
+                                           "calib/calib-launch-inj-h100-80gb-hbm3-2026-11-25.json.gz"],
+        "2026-11-25 15:27 (launch x3)": [f"calib/repeat-h100/launch-{k}.json.gz"
+                                         for k in ("a1", "a2", "a3", "inj1", "inj2", "inj3")],
+        "2026-11-25 16:31 (813b201)": ["blas-h100-2026-11-25-rerun.json.gz"],
+        "2026-11-25 16:41 (31145c2)": ["blas-h100-2026-11-25-default.json.gz", "launch-h100-2026-11-25-default.json.gz"],
+        "2026-11-26 07:2x (A/A)": ["calib/aa-2026-11-26/aa-blas-a1-h100-80gb-hbm3-2026-11-26.json.gz",
+                                   "calib/aa-2026-11-26/aa-blas-a2-h100-80gb-hbm3-2026-11-26.json.gz",
+                                   "calib/aa-2026-11-26/aa-launch-a1-h100-80gb-hbm3-2026-11-26.json.gz",
+                                   "calib/aa-2026-11-26/aa-launch-a2-h100-80gb-hbm3-2026-11-26.json.gz"],
+    },
+    "h200": {
+        "2026-11-25 15:10 (99c7ee1, calibration)": ["blas-h200-2026-11-25-default.json.gz",
+                                                    "launch-h200-2026-11-25-default.json.gz",
+                                                    "calib/calib-blas-a1-h200-2026-11-25.json.gz",
+                                                    "calib/calib-blas-a2-h200-2026-11-25.json.gz",
+                                                    "calib/calib-blas-inj-h200-2026-11-25.json.gz",
+                                                    "calib/calib-launch-a1-h200-2026-11-25.json.gz",
+                                                    "calib/calib-launch-a2-h200-2026-11-25.json.gz",
+                                                    "calib/calib-launch-inj-h200-2026-11-25.json.gz"],
+        "2026-11-26 07:16 (2 x H200 host)": ["blas-2xh200-2026-11-26-gpu1-cvd.json.gz",
+                                             "blas-2xh200-2026-11-26-gpu1-flag.json.gz",
+                                             "calib/aa-2026-11-26/launch-h200x2-2026-11-26-a1.json.gz",
+                                             "calib/aa-2026-11-26/launch-h200x2-2026-11-26-a2.json.gz"],
+        "2026-11-26 07:3x (A/A, injected)": ["calib/aa-2026-11-26/aa-blas-a1-h200-2026-11-26.json.gz",
+                                             "calib/aa-2026-11-26/aa-blas-a2-h200-2026-11-26.json.gz",
+                                             "calib/aa-2026-11-26/aa-blas-inj1-h200-2026-11-26.json.gz",
+                                             "calib/aa-2026-11-26/aa-blas-inj3-h200-2026-11-26.json.gz",
+                                             "calib/aa-2026-11-26/aa-launch-a1-h200-2026-11-26.json.gz",
+                                             "calib/aa-2026-11-26/aa-launch-a2-h200-2026-11-26.json.gz"],
+    },
+}
+#: detection is counted by the injected slowdown a row must show at least (delay / its A median)
+BUCKETS = ((0.03, 0.05), (0.05, 0.10), (0.10, math.inf))
+
+
+class File:
+    def __init__(self, rel: str, start: str, gpu: str):
+        self.rel, self.start, self.gpu = rel, start, gpu
+        self.run = load_run(HERE / rel)
+        cmd = str(self.run.run.get("command") or "")
+        self.probe = self.run.run.get("probe")
+        self.mode = "quick" if "--quick" in cmd.split() else "default"
+        self.injected = float(((self.run.run.get("config") or {}).get("inject_delay_us") or {}).get(INJECTED) or 0)
+        self.medians = {cmp.row_key(r): (float(np.median(r.per_op())), r)
+                        for r in self.run.records if r.status == OK and r.samples_s}
+        self.key = noise.device_class(self.run)  # the model's unit: GPU model, /quick for quick runs
+        assert self.key.split("/")[0] == gpu, (rel, self.key)
+
+
+def load() -> list[File]:
+    return [File(rel, start, gpu) for gpu, starts in STARTS.items() for start, rels in starts.items() for rel in rels]
+
+
+def pairs(files: list[File]) -> list[tuple[File, File]]:
+    """Every two runs of one benchmark and mode on one GPU model. Pairs with an injected run are
+    for detection only: the delay also moves the arms paired with the injected one (CuPy's quick
+    rows ran 4-6% faster beside a slowed torch), so they are no A/A pairs."""
+    return [(a, b) for a, b in itertools.combinations(files, 2)
+            if a.gpu == b.gpu and a.probe == b.probe and a.mode == b.mode]
+
+
+def aa(ps: list[tuple[File, File]]) -> list[tuple[File, File]]:
+    return [(a, b) for a, b in ps if not a.injected and not b.injected]
+
+
+_shifts: dict = {}
+
+
+def shifts(a: File, b: File):
+    """(class, d) of every A/A row pair of two runs, as compare judges them (cmp.judged_shifts: rows
+    a moved floor leaves without a verdict are out, host-timed launch rows are gaps to their floor)."""
+    if (a.rel, b.rel) not in _shifts:
+        _shifts[(a.rel, b.rel)] = cmp.judged_shifts(a.run, b.run, one_start=a.start == b.start)
+    return _shifts[(a.rel, b.rel)]
+
+
+def fit_model(ps: list[tuple[File, File]]) -> dict:
+    """The model doc from these pairs: per GPU model, the fitted classes and where they came from."""
+    devices = {}
+    ps = aa(ps)
+    for gpu in sorted({a.key for a, _ in ps}):
+        mine = [(a, b) for a, b in ps if a.key == gpu]
+        within = [(c, d, (a.rel, b.rel)) for a, b in mine if a.start == b.start for c, d in shifts(a, b)]
+        across = [(c, d, tuple(sorted((a.start, b.start)))) for a, b in mine if a.start != b.start for c, d in shifts(a, b)]
+        files = sorted({f.rel for p in mine for f in p})
+        devices[gpu] = {"within": noise.fit(within), "across": noise.fit(across), "pairs": len(within) + len(across),
+                        "pairs_within": len(within), "pairs_across": len(across), "run_pairs": len(mine),
+                        "starts": sorted({f.start for p in mine for f in p}), "sources": files,
+                        "commits": sorted({commit_of(f.run.env) for p in mine for f in p})}
+    return {"generator": "docs/results/calibrate_compare.py", "min_pairs": noise.MIN_PAIRS, "upper": noise.UPPER,
+            "devices": devices}
+
+
+_commits: dict = {}
 
 
 def commit_of(env: dict) -> str:
     """The commit whose sources hash to the build's content hash (the lent machine builds from a
     copy of the tree, so its own git state is not the code's)."""
-    root = Path(__file__).resolve().parents[2]
-    sys.path.insert(0, str(root / "cmake"))
-    import provenance
-
     digest = env.get("source_hash", "")
-    found = provenance.commit_for_hash(root, digest) if digest else None
-    return found[:7] if found else f"unknown (content hash {digest[:12]})"
+    if digest not in _commits:
+        sys.path.insert(0, str(ROOT / "cmake"))
+        import provenance
+
+        found = provenance.commit_for_hash(ROOT, digest) if digest else None
+        _commits[digest] = found[:7] if found else f"unknown (content hash {digest[:12]})"
+    return _commits[digest]
 
 
-def per_metric(sides: list[dict]) -> dict:
-    """{metric: (98th percentile of |shift|, pairs)} over the A/A row pairs of these GPUs."""
-    by: dict = {}
-    for side in sides:
-        for metric, d in aa_pairs(side):
-            by.setdefault(metric, []).append(abs(d))
-    return {m: (float(np.quantile(v, QUANTILE)), len(v)) for m, v in sorted(by.items())}
-
-
-def repeat_section(folder: Path) -> list[str]:
-    """Launch with several fresh processes a side (repeat-*/: launch-a*.json.gz against
-    launch-inj*.json.gz): compare's between-process intervals, their false alarms and detections."""
-    out = []
-    for sub in sorted(folder.glob("repeat-*")):
-        a = [load_run(f) for f in sorted(sub.glob("launch-a*.json.gz"))]
-        b = [load_run(f) for f in sorted(sub.glob("launch-inj*.json.gz"))]
-        if len(a) < 2 or len(b) < 2:
+def judge(model: noise.NoiseModel, test: list[tuple[File, File]]) -> dict:
+    """Verdict counts over the A/A rows of `test` (pairs of runs neither injected), and the injected
+    rows found, by size (pairs with one injected run: its injected rows only)."""
+    n = {v: 0 for v in (cmp.SAME, cmp.FASTER, cmp.SLOWER, cmp.CANT_TELL)}
+    alarms, det = [], {bk: [0, 0] for bk in BUCKETS}
+    launch_rows = {"graph_node": [0, 0], "stream_b2b": [0, 0]}
+    for a, b in test:
+        one_start = a.start == b.start
+        if a.injected and b.injected:
             continue
-        changes = [c for c in cmp.compare_groups(a, b) if c.ratio is not None]
-        other = [c for c in changes if c.key[1] != INJECTED]
-        bad = [c for c in other if c.verdict in (cmp.FASTER, cmp.SLOWER)]
-        hit = [c for c in changes if c.key[1] == INJECTED and c.key[3] in REACHES["launch"]]
-        out += [f"## launch, {len(a)} + {len(b)} fresh processes a side ({sub.name})", "",
-                f"`gapbench compare` on folders of {len(a)} default runs against {len(b)} runs with "
-                f"`--inject-delay-us {INJECTED}={injected_us(b[0]):g}`: each row's interval is a bootstrap over the "
-                f"processes' medians. Rows of other backends called faster or slower: {len(bad)}/{len(other)}.", "",
-                "| injected row | A median us | expected B/A | B/A [95%, between processes] | verdict |", "|---|---|---|---|---|"]
-        for c in hit:
-            t = float(np.median(c.a.per_op()))
-            out.append(f"| {cmp.key_text(c.key)} | {t * 1e6:.3g} | {1 + injected_us(b[0]) * 1e-6 / t:.3f} | "
-                       f"{c.ratio:.3f} [{c.lo:.3f}-{c.hi:.3f}] | {c.verdict} |")
-        out.append("")
-    return out
-
-
-def runs(folder: Path) -> dict:
-    """{(probe, gpu): {"a1": Run, "a2": Run, "inj": Run}} from calib-<probe>-<k>-<gpu>-<date>.json.gz."""
-    out: dict = {}
-    for f in sorted(folder.glob("calib-*-*-*.json.gz")):
-        m = re.match(r"calib-(launch|blas)-(a1|a2|inj)-(.+)-\d{4}-\d\d-\d\d\.json\.gz$", f.name)
-        if m:
-            out.setdefault((m[1], m[3]), {})[m[2]] = (f, load_run(f))
-    return out
-
-
-def shifts(a, b, skip_injected: bool) -> list[tuple[str, float]]:
-    """(metric, log(median B / median A)) per row measured in both (the injected backend's rows
-    left out where one side is the injected run)."""
-    ia = {cmp.row_key(r): r for r in a.records if r.status == OK and r.samples_s}
-    d = []
-    for r in b.records:
-        k = cmp.row_key(r)
-        if k in ia and r.status == OK and r.samples_s and not (skip_injected and r.backend == INJECTED):
-            d.append((r.metric, math.log(np.median(r.per_op()) / np.median(ia[k].per_op()))))
-    return d
-
-
-def aa_pairs(side: dict) -> list[tuple[str, float]]:
-    """Every A/A row pair of one GPU: a1 against a2, and each against the injected run."""
-    (_, a1), (_, a2), (_, inj) = side["a1"], side["a2"], side["inj"]
-    return shifts(a1, a2, False) + shifts(a1, inj, True) + shifts(a2, inj, True)
-
-
-def aa_shifts(side: dict) -> list[float]:
-    return [d for _, d in aa_pairs(side)]
-
-
-def false_alarms(side: dict, margin: float) -> tuple[int, int, list[str]]:
-    """(rows called faster/slower, rows compared, their names) over the A/A pairs at this margin."""
-    (_, a1), (_, a2), (_, inj) = side["a1"], side["a2"], side["inj"]
-    bad, n, names = 0, 0, []
-    for a, b, skip in ((a1, a2, False), (a1, inj, True), (a2, inj, True)):
-        for c in cmp.compare_runs(a, b, margin=margin):
-            if c.ratio is None or (skip and c.key[1] == INJECTED):
+        base, inj = (b, a) if a.injected else (a, b)
+        for c in cmp.compare_runs(base.run, inj.run, model=model, one_start=one_start):
+            if c.ratio is None or c.verdict == cmp.NOT_COMPARABLE:
                 continue
-            n += 1
+            if inj.injected:  # only the injected rows: the delay moves the arms paired with them too
+                if c.key[1] != INJECTED or (REACHES[base.probe] is not None and c.key[3] not in REACHES[base.probe]):
+                    continue
+                need = inj.injected * 1e-6 / c.quantiles["A"][0]
+                for bk in BUCKETS:
+                    if bk[0] <= need < bk[1]:
+                        det[bk][1] += 1
+                        det[bk][0] += c.verdict == cmp.SLOWER
+                continue
+            n[c.verdict] += 1
             if c.verdict in (cmp.FASTER, cmp.SLOWER):
-                bad += 1
-                names.append(f"{cmp.key_text(c.key)} {c.ratio:.3f}")
-    return bad, n, names
+                alarms.append(f"{cmp.key_text(c.key)} {c.ratio:.3f} ({a.rel} / {b.rel})")
+            if c.key[0] == "launch" and c.key[3] in launch_rows:
+                launch_rows[c.key[3]][1] += 1
+                launch_rows[c.key[3]][0] += c.verdict == cmp.SAME
+    return {"n": n, "alarms": alarms, "detected": det, "launch_same": launch_rows}
 
 
-def injected_us(run) -> float:
-    return float((run.run.get("config") or {}).get("inject_delay_us", {}).get(INJECTED))
+def pct(k: int, total: int) -> str:
+    return f"{k}/{total} ({100 * k / total:.1f}%)" if total else "0/0"
 
 
-def detection(probe: str, side: dict, margin: float) -> tuple[int, int, int, list[str]]:
-    """(detected, rows expected >= 5% and above the noise, rows expected >= 5%, missed) over
-    a1 -> inj and a2 -> inj: a row's expected slowdown is (t + delay) / t from its A median t; it is
-    above the noise when that exceeds the margin and the minimum effect together."""
-    _, inj = side["inj"]
-    delay = injected_us(inj) * 1e-6
-    hit = above = five = 0
-    missed = []
-    for key in ("a1", "a2"):
-        _, a = side[key]
-        for c in cmp.compare_runs(a, inj, margin=margin):
-            if c.ratio is None or c.key[1] != INJECTED or (REACHES[probe] and c.key[3] not in REACHES[probe]):
-                continue
-            expected = 1 + delay / float(np.median(c.a.per_op()))
-            if expected - 1 < FIVE:
-                continue
-            five += 1
-            m = margin if not isinstance(margin, dict) else margin.get(c.key[3], margin["*"])
-            if math.log(expected) <= m + math.log(1 + cmp.MIN_EFFECT):
-                continue
-            above += 1
-            if c.verdict == cmp.SLOWER:
-                hit += 1
-            else:
-                missed.append(f"{cmp.key_text(c.key)} expected {expected:.3f}, got {c.ratio:.3f} ({c.verdict})")
-    return hit, above, five, missed
-
-
-def main(folder: str) -> None:
-    data = runs(Path(folder))
-    probes = sorted({p for p, _ in data})
-    margins, lines = {}, []
-    lines += ["# gapbench compare: A/A false alarms and injected-slowdown detection", "",
-              f"Generated by `python docs/results/calibrate_compare.py {folder}` from the runs in {folder} "
-              "(`bash .ci/gpu calib`: per GPU the default `bench.launch` and `bench.blas --quick` twice, fresh "
-              "processes, same commit, then once with `--inject-delay-us torch-cuda=US`, test only). The margin of "
-              f"a benchmark is the {100 * QUANTILE:g}th percentile of |log(B/A)| over every A/A row pair on both GPUs; "
-              "`gapbench compare` widens one run's interval by it (`--margin auto`, the default). Rows of the "
-              "injected backend are left out of the pairs with the injected run. Minimum effect "
-              f"{100 * cmp.MIN_EFFECT:g}%.", ""]
-    for probe in probes:
-        gpus = sorted(g for p, g in data if p == probe)
-        pooled = [x for g in gpus for x in aa_shifts(data[(probe, g)])]
-        margin = float(np.quantile(np.abs(pooled), QUANTILE))
-        sources = sorted(str(f.name) for g in gpus for f, _ in data[(probe, g)].values())
-        commits = sorted({commit_of(r.env) for g in gpus for _, r in data[(probe, g)].values()})
-        metric_margins = per_metric([data[(probe, g)] for g in gpus])
-        margins[probe] = {"margin_log": round(margin, 5), "quantile": QUANTILE, "aa_row_pairs": len(pooled),
-                          "per_metric": {m: round(q, 5) for m, (q, n) in metric_margins.items()} if probe == "launch" else {},
-                          "gpus": gpus, "sources": sources, "commits": commits,
-                          "generator": "docs/results/calibrate_compare.py"}
-        lines += [f"## {probe}", "",
-                  f"Margin: +-{100 * (math.exp(margin) - 1):.1f}% ({len(pooled)} A/A row pairs; median |shift| "
-                  f"{100 * (math.exp(float(np.median(np.abs(pooled)))) - 1):.1f}%, largest "
-                  f"{100 * (math.exp(float(np.max(np.abs(pooled)))) - 1):.1f}%).", "",
-                  "| GPU | margin | A/A false alarms | injected | rows >= 5% | of those above the noise | detected |",
-                  "|---|---|---|---|---|---|---|"]
-        notes = []
-        for g in gpus:
-            side = data[(probe, g)]
-            other = [x for h in gpus if h != g for x in aa_shifts(data[(probe, h)])]
-            rows = [("none (within-run only)", 0.0), ("pooled", margin)]
-            if probe == "launch":
-                rows.append(("per metric (pooled)", {"*": margin, **{m: q for m, (q, n) in metric_margins.items()}}))
-            if other:
-                rows.append((f"from the other GPU only", float(np.quantile(np.abs(other), QUANTILE))))
-            for label, m in rows:
-                bad, n, names = false_alarms(side, m)
-                hit, above, five, missed = detection(probe, side, m)
-                shown = f"+-{100 * math.expm1(m):.1f}%" if not isinstance(m, dict) else "per metric, below"
-                lines.append(f"| {g} | {label}: {shown} | {bad}/{n} ({100 * bad / max(n, 1):.1f}%) "
-                             f"| {injected_us(side['inj'][1]):g} us | {five} | {above} | "
-                             f"{hit}/{above} ({100 * hit / max(above, 1):.0f}%) |")
-                if label == "pooled":
-                    notes += [f"- {g}, pooled margin: false alarm {x}" for x in names]
-                    notes += [f"- {g}, pooled margin: missed {x}" for x in missed]
-        lines += [""] + (notes or ["(no false alarms and no misses at the pooled margin)"]) + [""]
-        if probe == "launch":
-            lines += ["Per metric (98th percentile of |shift| over the A/A row pairs, both GPUs):", "",
-                      "| metric | margin | pairs |", "|---|---|---|"]
-            lines += [f"| {m} | +-{100 * math.expm1(q):.1f}% | {n} |"
-                      for m, (q, n) in metric_margins.items()]
-            lines.append("")
-    lines += repeat_section(Path(folder))
+def main() -> None:
+    files = load()
+    allp = pairs(files)
+    lines = ["# gapbench compare: the noise model, judged on machine starts it was not fitted on", "",
+             "Generated by `python docs/results/calibrate_compare.py` from the committed runs it names (its STARTS); "
+             "do not edit by hand. For each machine start, the model is fitted on the A/A row pairs of the other "
+             "starts only, then judged on every pair of runs that includes a run of the held-out start (within it, "
+             "and between it and the others). One run a side, default min-effect "
+             f"{100 * cmp.MIN_EFFECT:g}%, the verdicts gapbench compare prints. Injected rows: torch-cuda slowed "
+             "by a test-only delay (`--inject-delay-us`), counted by the slowdown the delay must at least cause "
+             "(delay / the row's A median; the spin's own launch gap comes on top).", ""]
+    for gpu in STARTS:
+        for probe in ("blas", "launch"):
+            for mode in ("default", "quick"):
+                mine = [(a, b) for a, b in allp if a.gpu == gpu and a.probe == probe and a.mode == mode]
+                if not mine:
+                    continue
+                lines += [f"## {gpu}, {probe} ({mode} runs)", "",
+                          "| held-out start | pairs | run pairs | same | faster or slower | can't tell | injected found "
+                          "(3-5% / 5-10% / >=10%) |" + (" graph-node, back-to-back same |" if probe == "launch" else ""),
+                          "|---|---|---|---|---|---|---|" + ("---|" if probe == "launch" else "")]
+                tot = {v: 0 for v in (cmp.SAME, cmp.FASTER, cmp.SLOWER, cmp.CANT_TELL)}
+                all_alarms = []
+                for start in STARTS[gpu]:
+                    train = [(a, b) for a, b in allp if start not in (a.start, b.start)]
+                    model = noise.NoiseModel(fit_model(train))
+                    for scope, test in (("within it", [(a, b) for a, b in mine if a.start == b.start == start]),
+                                        ("with others", [(a, b) for a, b in mine if (a.start == start) != (b.start == start)])):
+                        if not test:
+                            continue
+                        res = judge(model, test)
+                        n = res["n"]
+                        total = sum(n.values())
+                        for v in tot:
+                            tot[v] += n[v]
+                        all_alarms += res["alarms"]
+                        det = " / ".join(pct(*res["detected"][bk]) for bk in BUCKETS)
+                        row = (f"| {start} | {scope} | {len(test)} | {pct(n[cmp.SAME], total)} | "
+                               f"{pct(n[cmp.FASTER] + n[cmp.SLOWER], total)} | {pct(n[cmp.CANT_TELL], total)} | {det} |")
+                        if probe == "launch":
+                            ls = res["launch_same"]
+                            row += f" {pct(*ls['graph_node'])}, {pct(*ls['stream_b2b'])} |"
+                        lines.append(row)
+                total = sum(tot.values())
+                lines += ["", f"All held-out rows: {pct(tot[cmp.SAME], total)} same, "
+                              f"{pct(tot[cmp.FASTER] + tot[cmp.SLOWER], total)} faster or slower, "
+                              f"{pct(tot[cmp.CANT_TELL], total)} can't tell (a pair of runs of two starts counts once "
+                              "for each).", ""]
+                if all_alarms:
+                    lines += ["False alarms (row, B/A, runs):", ""] + [f"- {x}" for x in sorted(set(all_alarms))] + [""]
+    doc = fit_model(allp)
+    lines += ["## The shipped model (every pair)", "",
+              "| GPU model (runs) | machine starts | run pairs | A/A row pairs within a start / across | classes | commits |",
+              "|---|---|---|---|---|---|"]
+    for gpu, d in doc["devices"].items():
+        lines.append(f"| {gpu} | {len(d['starts'])} | {d['run_pairs']} | {d['pairs_within']} / {d['pairs_across']} | "
+                     f"{len(d['within'])} / {len(d['across'])} | {', '.join(d['commits'])} |")
+    main_devs = [g for g in doc["devices"] if "/" not in g]
+    lines += ["", "Scale of the BLAS classes of any framework (95% upper bound of the rms shift, %, with its pairs), "
+                  "within one start / across starts:", "",
+              "| class | " + " | ".join(main_devs) + " |", "|---|" + "---|" * len(main_devs)]
+    keys = sorted({k for g in main_devs for sc in ("within", "across") for k in doc["devices"][g][sc]
+                   if k.startswith("blas/time/*/")})
+    for k in keys:
+        cells = []
+        for g in main_devs:
+            parts = [f"{100 * doc['devices'][g][sc][k]['scale']:.2f} ({doc['devices'][g][sc][k]['n']})"
+                     if k in doc["devices"][g][sc] else "-" for sc in ("within", "across")]
+            cells.append(" / ".join(parts))
+        lines.append(f"| {k} | " + " | ".join(cells) + " |")
     print("\n".join(lines))
-    OUT.write_text(json.dumps(margins, indent=1, sort_keys=True) + "\n")
+    OUT.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).resolve().parent / "calib"))
+    main()

@@ -4,68 +4,91 @@ classified (`gapbench compare`).
 Rows match by benchmark, backend, variant, metric and case (op, dtype, shape, or a training
 case's label) and must share their compared conditions (gapbench.core.conditions): a row whose
 conditions differ is listed as not comparable, with the field. For each matched pair the change is
-the ratio of medians, B time / A time (below 1: B is faster), with a 95% percentile-bootstrap
-interval from the raw samples of both sides. That interval covers the noise within the two runs
-only; between two runs a row also moves with its process (placement, clocks, allocator state), so
-a single run a side gets a between-run margin on the log scale, calibrated per benchmark from A/A
-runs (compare_margins.json, written by docs/results/calibrate_compare.py; `margin`). Where each side
-has several fresh processes (`gapbench run --repeat N`), the interval comes from their spread
-instead and needs no margin. Each row is then:
+the ratio of medians, B time / A time (below 1: B is faster), with a 95% interval:
+
+- one run a side (the default): the percentile bootstrap of the two runs' samples covers the noise
+  within the runs; between two runs a row also moves with its process and its machine start
+  (placement, clocks, allocator state), by an amount that depends on what the row is. The noise
+  model (gapbench.core.noise, fitted on committed A/A runs of each GPU model) gives each row class
+  its between-run scale s, and the interval's half-width on the log scale is
+  sqrt(bootstrap half-width^2 + (1.96 s)^2). On a device the model was not fitted on, a row gets
+  no verdict ("can't tell": uncalibrated here, use --repeat). `--margin N%` replaces the model by
+  one fixed margin, `--margin none` keeps the noise within the runs only (a row of one sample a
+  side then gets no verdict: it has no interval).
+- several fresh processes a side (`gapbench run --repeat N`): a t interval on the log medians of
+  the processes (process_ratio_ci), which covers the spread between processes; where the noise
+  model has the row's class, its scale enters as prior information worth K0 degrees of freedom, so
+  three runs a side do not rest on a variance estimated from two.
+
+Each row is then:
 
 - same: the whole interval within 1 +- min_effect;
 - faster / slower: the whole interval below 1 - min_effect / above 1 + min_effect;
-- ambiguous: the interval straddles a bound, so the data cannot say.
+- can't tell: the interval straddles a bound (or there is none), so the data cannot say.
+
+What moved (floor_moves): each run measures its own floors (the empty event pair behind the gate,
+the plain C++ launch loops, a fixed host loop). Where a floor moved between A and B, compare says
+so; host-timed launch rows are then compared as gaps to their host floor (the absolute change
+shown beside), and device-timed rows short enough to move with the event-pair floor get no
+verdict. Host differences (another CPU, kernel, machine or boot; a first run after a machine
+start) are listed, and single-sample rows across a first run get no verdict.
 
 nvbench_compare and pyperf's compare_to were the models: both classify from each side's noise and
-hold a minimum effect; this adds the conditions and the devices.
+hold a minimum effect; this adds the conditions, the machines' floors and the noise model.
 """
 from __future__ import annotations
 
-import functools
-import json
 import math
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from gapbench.core.conditions import Conditions, mismatch
+from gapbench.core.names import Backend
+from gapbench.core.noise import NoiseModel, device_class, row_class, shipped
 from gapbench.core.result import OK, Record, Run
 
-SAME, FASTER, SLOWER, AMBIGUOUS, NOT_COMPARABLE = "same", "faster", "slower", "ambiguous", "not comparable"
+SAME, FASTER, SLOWER, CANT_TELL, NOT_COMPARABLE = "same", "faster", "slower", "can't tell", "not comparable"
+AMBIGUOUS = CANT_TELL  # the verdict's earlier name
+#: the normal quantile of a two-sided 95% interval
+Z95 = 1.959964
+#: the most prior weight (degrees of freedom) the noise model's rms gets in a --repeat interval
+K0 = 4
+#: a floor moved when its B/A lies outside 1 +- this
+FLOOR_TOL = 0.10
+#: device-timed rows shorter than this many empty event pairs move with the event-pair floor
+EVENT_ROWS = 50
 #: default smallest change called faster or slower (2%: below it, a change is noise or not worth a gate)
 MIN_EFFECT = 0.02
 BOOTSTRAP = 2000
-#: per benchmark, the between-run margin calibrated from A/A runs (docs/results/calibrate_compare.py)
-MARGINS_FILE = Path(__file__).with_name("compare_margins.json")
+@dataclass(frozen=True)
+class Noise:
+    """How one run a side is widened for the noise between runs: by the per-row noise model
+    (`model`), by one fixed margin on the log scale (`margin`: a float, or per metric with "*" for
+    the rest), or not at all (the noise within the runs only)."""
+    model: NoiseModel | None = None
+    margin: object = 0.0
+    note: str = ""
 
 
-@functools.cache
-def calibrated_margins() -> dict:
-    """{benchmark: {"margin_log": m, "per_metric": {metric: m}, ...how it was calibrated}}; {} where
-    no calibration ships. Read once."""
-    try:
-        return json.loads(MARGINS_FILE.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def margin_for(probe: str, choice: str | float = "auto") -> tuple[dict, str]:
-    """compare_runs' `margin` for one benchmark and what it is: "auto" its calibrated margin (per
-    metric where calibrated so), "none" no margin, a fraction that margin for every row."""
+def noise_for(choice: str | float = "auto", model: NoiseModel | None = None) -> Noise:
+    """--margin: "auto" the shipped noise model (or `model`), "none" within-run noise only, a
+    fraction that fixed margin for every row."""
     if choice == "auto":
-        cal = calibrated_margins().get(probe)
-        if cal is None:
-            return {"*": 0.0}, "none: no A/A calibration for this benchmark (within-run noise only)"
-        per = {m: float(v) for m, v in (cal.get("per_metric") or {}).items()}
-        return {"*": float(cal["margin_log"]), **per}, (
-            f"calibrated{' per metric' if per else ''}: {100 * cal['quantile']:g}th percentile of "
-            f"{cal['aa_row_pairs']} A/A row shifts on {', '.join(cal['gpus'])} ({cal['generator']})")
+        m = model or shipped()
+        return Noise(model=m, note=m.describe())
     if choice == "none":
-        return {"*": 0.0}, "none (--margin none): within-run noise only"
-    return {"*": math.log1p(float(choice))}, "given with --margin"
+        return Noise(note="none (--margin none): the noise within the runs only")
+    return Noise(margin=math.log1p(float(choice)), note=f"+-{100 * float(choice):.3g}% for every row (--margin)")
+
+
+def shipped_model_path():
+    """The noise model file that ships (gapbench.core.noise.MODEL_FILE)."""
+    from gapbench.core.noise import MODEL_FILE
+
+    return MODEL_FILE
 
 
 def row_key(r: Record) -> tuple[str, ...]:
@@ -93,14 +116,14 @@ def median_ratio_ci(a: np.ndarray, b: np.ndarray, n: int = BOOTSTRAP, seed: int 
 
 
 def classify(lo: float, hi: float, min_effect: float = MIN_EFFECT) -> str:
-    """same / faster / slower / ambiguous from the interval of B time / A time."""
+    """same / faster / slower / can't tell from the interval of B time / A time."""
     if hi < 1 - min_effect:
         return FASTER
     if lo > 1 + min_effect:
         return SLOWER
     if lo >= 1 - min_effect and hi <= 1 + min_effect:
         return SAME
-    return AMBIGUOUS
+    return CANT_TELL
 
 
 @dataclass
@@ -117,11 +140,16 @@ class RowChange:
     of_ceiling: dict = field(default_factory=dict)  # {"A": fraction, "B": fraction} of each machine's ceiling
     #: what the interval covers: the noise within the two runs, or the spread between fresh processes
     covers: str = "within-run"
+    #: B/A of the absolute times where the verdict is on the gap to a floor that moved (else None)
+    absolute: float | None = None
+    #: how the row was judged where that is not the default (a floor it was divided by, the noise class)
+    note: str = ""
 
     def to_dict(self) -> dict:
         return {"row": key_text(self.key), "verdict": self.verdict, "ratio_b_over_a": self.ratio, "lo": self.lo,
                 "hi": self.hi, "why": self.why or None, "quantiles_s": self.quantiles,
-                "of_ceiling": self.of_ceiling or None, "interval_covers": self.covers}
+                "of_ceiling": self.of_ceiling or None, "interval_covers": self.covers,
+                "absolute_ratio": self.absolute, "note": self.note or None}
 
 
 def _ceiling_fraction(run: Run, r: Record) -> float | None:
@@ -145,18 +173,137 @@ def _ceiling_fraction(run: Run, r: Record) -> float | None:
     return None
 
 
+# ============================================================== floors and hosts
+@dataclass(frozen=True)
+class FloorMove:
+    """A floor a run measures of its own machine, and how it moved from A to B."""
+    name: str
+    a: float
+    b: float
+    unit: str
+
+    @property
+    def ratio(self) -> float:
+        return self.b / self.a
+
+    def text(self) -> str:
+        r = self.ratio
+        way = "slower" if r > 1 else "faster"
+        scale = 1e6 if self.unit == "us" else 1.0
+        return (f"{self.name} {max(r, 1 / r):.2f}x {way} ({self.a * scale:.3g} -> {self.b * scale:.3g} {self.unit})")
+
+
+def host_env(run: Run) -> dict:
+    """The run's host record (gapbench.core.env.host): env["host_id"]; runs of 2026-11-26 before the
+    rename kept it under env["host"], where a bundle's runs keep their host label (a string)."""
+    for k in ("host_id", "host"):
+        v = run.env.get(k)
+        if isinstance(v, dict):
+            return v
+    return {}
+
+
+def floors(run: Run) -> dict[str, tuple[float, str]]:
+    """The floors `run` measured of its machine: the empty event pair behind the gate (device
+    seconds, median over the records that carry it), the plain C++ launch loop per metric (seconds
+    per op) and native-cpu's no-op round trip. (The host's fixed interpreted loop, env.host's
+    speed_ns_per_op, is recorded but is no floor: it moved 1.85x between two runs of one boot.)"""
+    out: dict[str, tuple[float, str]] = {}
+    pairs = [float((r.conditions or {})["event_pair_s"]) for r in run.records
+             if (r.conditions or {}).get("event_pair_s")]
+    if pairs:
+        out["event pair"] = (float(np.median(pairs)), "us")
+    for r in run.records:
+        if r.status == OK and r.samples_s and r.probe == "launch":
+            if r.backend == Backend.plain_cuda.value:
+                out[f"plain {r.metric}"] = (float(np.median(r.per_op())), "us")
+            elif r.backend == Backend.native_cpu.value and r.metric == "roundtrip":
+                out["native-cpu no-op"] = (float(np.median(r.per_op())), "us")
+    return out
+
+
+def floor_moves(a: Run, b: Run, tol: float = FLOOR_TOL) -> list[FloorMove]:
+    """The floors both runs measured whose B/A lies outside 1 +- tol."""
+    fa, fb = floors(a), floors(b)
+    out = []
+    for name in fa.keys() & fb.keys():
+        (va, unit), (vb, _) = fa[name], fb[name]
+        if va > 0 and vb > 0 and abs(math.log(vb / va)) > math.log1p(tol):
+            out.append(FloorMove(name, va, vb, unit))
+    return sorted(out, key=lambda m: m.name)
+
+
+def host_differences(a: Run, b: Run) -> list[str]:
+    """What tells the two runs' hosts apart (host_env), in words; [] where nothing
+    recorded differs or a side does not record it."""
+    ha, hb = host_env(a), host_env(b)
+    out = []
+    if ha.get("cpu_id") and hb.get("cpu_id") and ha["cpu_id"] != hb["cpu_id"]:
+        diff = [k for k in ha["cpu_id"] if ha["cpu_id"].get(k) != hb["cpu_id"].get(k)]
+        out.append("another CPU (" + ", ".join(f"{k} {ha['cpu_id'].get(k)} -> {hb['cpu_id'].get(k)}" for k in diff) + ")")
+    for k, what in (("kernel", "another kernel"), ("machine_id", "another machine")):
+        if ha.get(k) and hb.get(k) and ha[k] != hb[k]:
+            out.append(what + (f" ({ha[k]} -> {hb[k]})" if k == "kernel" else ""))
+    if ha.get("boot_id") and hb.get("boot_id") and ha["boot_id"] != hb["boot_id"] and "another machine" not in out:
+        out.append("another machine start (boot)")
+    for side, h in (("A", ha), ("B", hb)):
+        if h.get("runs_this_boot") == 0:
+            out.append(f"{side} is the first run after its machine start (page and compile caches cold)")
+    return out
+
+
+def same_start(a: Run, b: Run) -> bool:
+    """Whether both runs ran on one machine start: one boot of one host (host_env's digests; a
+    side that does not record them counts as another start)."""
+    ha, hb = host_env(a), host_env(b)
+    return bool(ha.get("boot_id")) and ha.get("boot_id") == hb.get("boot_id") and ha.get("machine_id") == hb.get("machine_id")
+
+
+def _first_run(run: Run) -> bool:
+    return host_env(run).get("runs_this_boot") == 0
+
+
+#: the clocks of rows bound by the host's speed: host wall, events as the host issues the work, the plain loops
+HOST_BOUND = ("host", "issued", "plain")
+#: the floors that measure the host (as against the device's event pair)
+HOST_FLOORS = {"native-cpu no-op"} | {f"plain {m}" for m in ("submit", "roundtrip", "stream_b2b",
+                                                                        "device_kernel", "graph_node")}
+
+
+def _is_floor(r: Record) -> bool:
+    """A row that is itself a host floor: the plain C++ loops, native-cpu's no-op."""
+    return r.backend == Backend.plain_cuda.value or (r.backend == Backend.native_cpu.value and r.metric == "roundtrip")
+
+
+def _plain_floor(a: Run, b: Run, metric: str) -> FloorMove | None:
+    """The plain C++ loop's row of `metric` in both runs, as a floor (moved or not): across machine
+    starts a host-bound row is judged as its gap to it."""
+    fa, fb = floors(a).get(f"plain {metric}"), floors(b).get(f"plain {metric}")
+    return FloorMove(f"plain {metric}", fa[0], fb[0], fa[1]) if fa and fb and fa[0] > 0 and fb[0] > 0 else None
+
+
+# ============================================================== rows
 def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 1.0, seed: int = 0,
-                 between: tuple[dict, dict] | None = None, margin: float | dict = 0.0) -> list[RowChange]:
+                 between: tuple[dict, dict] | None = None, margin: float | dict = 0.0,
+                 model: NoiseModel | None = None, one_start: bool | None = None,
+                 intervals: bool = True) -> list[RowChange]:
     """Every row present and measured in both runs, classified (module docstring). `between`: per
     row key, the medians of several fresh processes of each side (compare_groups); a row with at
     least two a side takes its interval from their spread instead of from the two runs' samples.
-    `margin`: the between-run shift (log scale) a single run's interval is widened by on each side;
-    a dict gives it per metric, "*" for the others."""
+    One run a side: `model` gives each row its between-run scale (the interval's half-width is
+    sqrt(bootstrap^2 + (1.96 s)^2) on the log scale); without a model, `margin` (log scale; a dict
+    per metric, "*" for the others) widens the bootstrap interval on each side. `one_start`: whether
+    the runs share a machine start (default: from their recorded boot and machine ids).
+    `intervals=False`: the ratios and what judges them, without the bootstrap (the calibration)."""
+    one_start = same_start(a, b) if one_start is None else one_start
     margins = margin if isinstance(margin, dict) else {"*": margin}
     if any(not v >= 0 for v in margins.values()):
         raise ValueError(f"margin must be >= 0 (a log-scale shift), got {margin}")
     if widen < 1:
         raise ValueError(f"widen must be >= 1 (a factor on the interval's half-widths), got {widen}")
+    moves = {m.name: m for m in floor_moves(a, b)}
+    first_run = _first_run(a) != _first_run(b)
+    dev_a, dev_b = device_class(a), device_class(b)
     ia = {row_key(r): r for r in a.records if r.status == OK and r.samples_s}
     out = []
     for r in b.records:
@@ -172,45 +319,156 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
             out.append(RowChange(k, ra, r, NOT_COMPARABLE, why=why, quantiles=quant))
             continue
         ma, mb = (between[0].get(k, []), between[1].get(k, [])) if between else ([], [])
-        covers = "within-run"
+        cls = row_class(ra, quant["A"][0])
+        scale = _scale(model, dev_a, dev_b, cls, one_start)
+        note, reason = "", ""
         if len(ma) >= 2 and len(mb) >= 2:
-            ratio, lo, hi = process_ratio_ci(ma, mb, seed=seed)
+            prior = model.prior(dev_a, cls, one_start) if model is not None and dev_a == dev_b else None
+            ratio, lo, hi = process_ratio_ci(ma, mb, prior_scale=prior[0] if prior else None,
+                                             k0=min(K0, prior[1]) if prior else K0)
             covers = f"between processes ({len(ma)} + {len(mb)})"
         else:
-            ratio, lo, hi = median_ratio_ci(qa, qb, seed=seed)
-        if widen != 1:  # on the log scale, so the interval stays positive and symmetric in ratio terms
-            lo, hi = ratio * (lo / ratio) ** widen, ratio * (hi / ratio) ** widen
-        m = float(margins.get(k[3], margins.get("*", 0.0)))
-        if m and covers == "within-run":
-            lo, hi = lo * math.exp(-m), hi * math.exp(m)
-            covers = f"within-run + between-run margin +-{100 * math.expm1(m):.3g}%"
+            ratio, lo, hi = median_ratio_ci(qa, qb, seed=seed) if intervals else (float(np.median(qb) / np.median(qa)),) * 3
+            if widen != 1:  # on the log scale, so the interval stays positive and symmetric in ratio terms
+                lo, hi = ratio * (lo / ratio) ** widen, ratio * (hi / ratio) ** widen
+            covers = "within-run"
+            single = min(len(qa), len(qb)) <= 1
+            if model is not None:
+                s, where = scale
+                if s is None:
+                    reason = where
+                else:
+                    inner = max(math.log(hi / ratio), math.log(ratio / lo))
+                    half = min(math.sqrt(inner ** 2 + (Z95 * s) ** 2), 10.0)  # e^10: no verdict either way
+                    lo, hi = ratio * math.exp(-half), ratio * math.exp(half)
+                    covers = f"within-run + noise model +-{100 * math.expm1(min(Z95 * s, 10.0)):.2g}%"
+                    note = where
+            else:
+                m = float(margins.get(k[3], margins.get("*", 0.0)))
+                if m:
+                    lo, hi = lo * math.exp(-m), hi * math.exp(m)
+                    covers = f"within-run + between-run margin +-{100 * math.expm1(m):.3g}%"
+                elif single:
+                    reason = "one sample a side: no interval without the noise model or --repeat"
+            if single and first_run and not reason:
+                reason = "single sample across a first run after a machine start (cold caches)"
+        absolute = None
+        clock = cls[3]
+        if not reason and clock in ("gated", "issued") and "event pair" in moves:
+            ev = moves["event pair"]
+            if quant["A"][0] < EVENT_ROWS * max(ev.a, ev.b):
+                reason = f"the {ev.text()} moved, and rows this short move with it"
+        if r.probe == "launch" and clock in HOST_BOUND and (not reason or _is_floor(r)):
+            f = moves.get(f"plain {r.metric}") if one_start else _plain_floor(a, b, r.metric)
+            if _is_floor(r) and (f is not None or not one_start):
+                reason = ("a floor of the host, which moved (see the floors)" if one_start else
+                          "a floor of the host, on another machine start")
+            elif f is not None:
+                absolute = ratio
+                ratio, lo, hi = ratio / f.ratio, lo / f.ratio, hi / f.ratio
+                note = f"gap to the host floor ({f.text()}); absolute B/A {absolute:.3f}"
+            elif not one_start:
+                reason = ("another machine start: a host-bound row with no plain loop of its metric to judge it "
+                          "against (context, cold, import, first warm) moves with the host")
         frac = {}
-        if different_devices(a, b):
+        if dev_a != dev_b:
             fa, fb = _ceiling_fraction(a, ra), _ceiling_fraction(b, r)
             if fa is not None and fb is not None:
                 frac = {"A": fa, "B": fb}
-        out.append(RowChange(k, ra, r, classify(lo, hi, min_effect), ratio, lo, hi, quantiles=quant,
-                             of_ceiling=frac, covers=covers))
+        verdict = CANT_TELL if reason else classify(lo, hi, min_effect)
+        out.append(RowChange(k, ra, r, verdict, ratio, lo, hi, why=reason, quantiles=quant, of_ceiling=frac,
+                             covers=covers, absolute=absolute, note=note))
     return out
 
 
-def process_ratio_ci(a_meds: Sequence[float], b_meds: Sequence[float], n: int = BOOTSTRAP, seed: int = 0,
-                     confidence: float = 0.95) -> tuple[float, float, float]:
-    """(median(b) / median(a), lo, hi) over the medians of several fresh processes per side, the
-    interval a bootstrap that resamples processes: it covers the spread between processes (their
-    placement, clocks, allocator state), which one run's samples never see."""
-    return median_ratio_ci(np.asarray(a_meds), np.asarray(b_meds), n, seed, confidence)
+def judged_shifts(a: Run, b: Run, one_start: bool | None = None) -> list[tuple[tuple, float]]:
+    """(row class, log shift) of every row compare_runs would judge by its noise class: rows whose
+    conditions match, not left without a verdict by a floor that moved (event pair), host-timed
+    launch rows as gaps to their host floor. The calibration fits the noise model on these, so the
+    model and compare see the same quantity."""
+    out = []
+    for c in compare_runs(a, b, model=_ALL, one_start=one_start, intervals=False):
+        if c.verdict == NOT_COMPARABLE or c.why or c.ratio is None:
+            continue
+        out.append((row_class(c.a, c.quantiles["A"][0]), math.log(c.ratio)))
+    return out
+
+
+class _Everything(NoiseModel):
+    """A stand-in model that calibrates every class (so judged_shifts sees every row)."""
+
+    def __init__(self):
+        super().__init__({})
+
+    def scale(self, device, cls, same_start=False):
+        return 0.0, "any"
+
+
+_ALL = _Everything()
+
+
+def _scale(model: NoiseModel | None, dev_a: str, dev_b: str, cls, one_start: bool) -> tuple[float | None, str]:
+    """The row's between-run scale: from the model of its device (the larger of the two where the
+    runs are of different devices, none where either is uncalibrated)."""
+    if model is None:
+        return None, "no noise model"
+    sa = model.scale(dev_a, cls, one_start)
+    if dev_a == dev_b or sa[0] is None:
+        return sa
+    sb = model.scale(dev_b, cls, False)
+    if sb[0] is None:
+        return sb
+    return (sa, sb)[sb[0] > sa[0]]
+
+
+#: the 97.5% quantile of Student's t for 1..30 degrees of freedom
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t975(df: float) -> float:
+    """Student's t 97.5% quantile (two-sided 95%): the table for whole df up to 30 (rounded down,
+    so never narrower), the Cornish-Fisher expansion above."""
+    if df < 1:
+        raise ValueError("a t interval needs at least 1 degree of freedom")
+    if df <= 30:
+        return _T975[int(df) - 1]
+    z = Z95
+    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+
+
+def process_ratio_ci(a_meds: Sequence[float], b_meds: Sequence[float], prior_scale: float | None = None,
+                     k0: int = K0) -> tuple[float, float, float]:
+    """(B/A of the geometric means of the processes' medians, lo, hi): a 95% t interval on the log
+    medians of several fresh processes a side, with the pooled variance of the processes. It covers
+    the spread between processes (placement, clocks, allocator state), which one run's samples never
+    see. `prior_scale`: the noise model's rms shift of the row's class (of a difference of two single
+    runs, so s^2 / 2 per run), pooled in as k0 extra degrees of freedom (at most the number of
+    groups it was fitted on); without it, the processes alone (at least two a side)."""
+    la, lb = np.log(np.asarray(a_meds, dtype=np.float64)), np.log(np.asarray(b_meds, dtype=np.float64))
+    na, nb = la.size, lb.size
+    ss = float(((la - la.mean()) ** 2).sum() + ((lb - lb.mean()) ** 2).sum())
+    df = na + nb - 2
+    if prior_scale is not None:
+        ss += k0 * prior_scale ** 2 / 2
+        df += k0
+    if df < 1:
+        raise ValueError("a between-process interval needs at least two processes a side, or a noise model")
+    d = float(lb.mean() - la.mean())
+    se = math.sqrt(ss / df * (1 / na + 1 / nb))
+    half = t975(df) * se
+    return math.exp(d), math.exp(d - half), math.exp(d + half)
 
 
 def compare_groups(a_runs: list[Run], b_runs: list[Run], min_effect: float = MIN_EFFECT, widen: float = 1.0,
-                   seed: int = 0, margin: float | dict = 0.0) -> list[RowChange]:
+                   seed: int = 0, margin: float | dict = 0.0, model: NoiseModel | None = None) -> list[RowChange]:
     """Rows of several runs per side (`gapbench run --repeat N`: each a fresh process), matched and
     classified on the first run of each side; with at least two runs on each side, each row's
     interval comes from the spread between the runs' medians (process_ratio_ci) and says so."""
     between = None
     if len(a_runs) >= 2 and len(b_runs) >= 2:
         between = (_process_medians(a_runs), _process_medians(b_runs))
-    return compare_runs(a_runs[0], b_runs[0], min_effect, widen, seed, between, margin)
+    return compare_runs(a_runs[0], b_runs[0], min_effect, widen, seed, between, margin, model)
 
 
 def _process_medians(runs: list[Run]) -> dict:
@@ -251,9 +509,39 @@ def gate(changes: list[RowChange], rule: tuple[str, float]) -> list[RowChange]:
 
 
 def counts(changes: list[RowChange]) -> dict[str, int]:
-    out = {v: 0 for v in (SAME, FASTER, SLOWER, AMBIGUOUS, NOT_COMPARABLE)}
+    out = {v: 0 for v in (SAME, FASTER, SLOWER, CANT_TELL, NOT_COMPARABLE)}
     for c in changes:
         out[c.verdict] += 1
+    return out
+
+
+def summary_line(changes: list[RowChange], n: dict[str, int] | None = None) -> str:
+    """"302 rows: 251 same, 0 faster, 0 slower, 51 can't tell (needs --repeat)": the answer first."""
+    n = n or counts(changes)
+    total = sum(n.values())
+    tell = f"{n[CANT_TELL]} can't tell" + (" (needs --repeat)" if n[CANT_TELL] else "")
+    tail = f", {n[NOT_COMPARABLE]} not comparable" if n[NOT_COMPARABLE] else ""
+    return f"{total} rows: {n[SAME]} same, {n[FASTER]} faster, {n[SLOWER]} slower, {tell}{tail}"
+
+
+def notes(a: Run, b: Run, changes: list[RowChange]) -> list[str]:
+    """What moved between the runs and why rows got no verdict, in a few lines."""
+    out = []
+    moves = floor_moves(a, b)
+    if moves:
+        out.append("floors that moved: " + "; ".join(m.text() for m in moves))
+    gaps = sum(1 for c in changes if c.absolute is not None)
+    if gaps:
+        out.append(f"{gaps} host-timed rows judged as gaps to their host floor (absolute B/A in --json/--markdown)")
+    hosts = host_differences(a, b)
+    if hosts:
+        out.append("hosts: " + "; ".join(hosts))
+    why: dict[str, int] = {}
+    for c in changes:
+        if c.verdict == CANT_TELL and c.why:
+            why[c.why] = why.get(c.why, 0) + 1
+    for text, k in sorted(why.items(), key=lambda x: -x[1]):
+        out.append(f"* {k} row(s) can't tell: {text}")
     return out
 
 

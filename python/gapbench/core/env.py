@@ -247,7 +247,7 @@ def collect() -> dict:
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "cpu_frequency": cpu_frequency(),
-        "host": host(),
+        "host_id": host(),
         "memory_bytes": mem,
         "libraries": library_versions(),
         "nvidia_smi": nvidia_smi(),

@@ -6,11 +6,15 @@ A row's shift between two such runs is d = log(median B / median A). Its size de
 a 4 us gated GEMV moves by about 1.5% (rms) between processes, a 100 us one by 0.3%, a host-timed
 round trip by tens of percent across machine starts (the host moves with it), a single-sample
 cold start by more. So the model is kept per row class (`row_class`: benchmark, metric, framework,
-clock, single or many samples, time scale in decades), each class with the rms of d over the A/A
-row pairs fitted, raised to its 95% upper confidence bound for the number of pairs (a class fitted
-on few pairs gets a wider scale). A class with too few pairs falls back to a coarser one
+clock, single or many samples, time scale in half decades), each class with the rms of d over
+the A/A row pairs fitted, raised to its 95% upper confidence bound for the number of independent
+groups behind it (pairs of runs within a start, pairs of starts across them: a class seen on few
+machine starts gets a wider scale). A class with too few pairs falls back to a coarser one
 (`levels`). The model is kept per GPU model (`device_class`): a scale fitted on H100s says nothing
-about a CPU or another GPU; there compare says "uncalibrated here" and asks for --repeat.
+about a CPU or another GPU; there compare says "uncalibrated here" and asks for --repeat. And it is
+kept twice: for two runs on one machine start (one boot of one host: a before/after on one
+machine) and across starts (another host of the same GPU model moves rows more: its CPU, its
+event-pair floor), each fitted on pairs of that kind.
 
 The shipped model (compare_noise.json) is written by docs/results/calibrate_compare.py from the
 committed A/A runs, with its sources and commits; the calibration report judges it only on machine
@@ -45,8 +49,10 @@ def clock_kind(r: Record) -> str:
 
 
 def decade(seconds: float) -> str:
-    """The time scale of a per-op median: 'e-6' for 1-10 us, 'e-5' for 10-100 us, ..."""
-    return f"e{math.floor(math.log10(max(seconds, 1e-12)))}"
+    """The time scale of a per-op median in half decades: 'e-6.0' for 1-3.2 us, 'e-6.5' for
+    3.2-10 us, 'e-5.0' for 10-32 us, ..."""
+    half = math.floor(2 * math.log10(max(seconds, 1e-12))) / 2
+    return f"e{math.floor(half)}.{5 if half % 1 else 0}"
 
 
 def row_class(r: Record, median_s: float) -> tuple[str, ...]:
@@ -72,16 +78,31 @@ def key(cls: Sequence[str]) -> str:
 
 def device_class(run: Run) -> str:
     """The GPU model a run measured on, as one word ("h100-80gb-hbm3", "h200"), or "cpu:<model>"
-    for a run without an NVIDIA GPU: the unit a noise model is fitted and applied per."""
+    for a run without an NVIDIA GPU, and "/quick" after it for a --quick run (fewer samples: other
+    noise): the unit a noise model is fitted and applied per."""
     gpus = run.env.get("nvidia_smi") or []
     name = str(gpus[0].get("name") or "") if gpus else ""
     if name:
-        return re.sub(r"[^a-z0-9]+", "-", name.lower().replace("nvidia", "")).strip("-")
-    return "cpu:" + re.sub(r"[^a-z0-9]+", "-", str(run.env.get("cpu") or run.env.get("machine") or "unknown").lower()).strip("-")
+        dev = re.sub(r"[^a-z0-9]+", "-", name.lower().replace("nvidia", "")).strip("-")
+    else:
+        dev = "cpu:" + re.sub(r"[^a-z0-9]+", "-", str(run.env.get("cpu") or run.env.get("machine") or "unknown").lower()).strip("-")
+    return dev + ("/quick" if is_quick(run) else "")
+
+
+def is_quick(run: Run) -> bool:
+    cfg = run.run.get("config") or {}
+    return bool(cfg.get("quick")) or "--quick" in str(run.run.get("command") or "").split()
+
+
+#: chi-square's 5% quantile for 1..10 degrees of freedom (where Wilson-Hilferty is poor)
+_CHI2_05 = (0.003932, 0.1026, 0.3518, 0.7107, 1.1455, 1.6354, 2.1673, 2.7326, 3.3251, 3.9403)
 
 
 def chi2_quantile(p: float, df: int) -> float:
-    """The p-quantile of chi-square with df degrees of freedom (Wilson-Hilferty; within 1% for df >= 3)."""
+    """The p-quantile of chi-square with df degrees of freedom: the exact table at p = 0.05 for
+    df <= 10, else Wilson-Hilferty (within 1% there)."""
+    if abs(p - 0.05) < 1e-12 and df <= len(_CHI2_05):
+        return _CHI2_05[df - 1]
     z = _normal_quantile(p)
     h = 2.0 / (9.0 * df)
     return df * max(1.0 - h + z * math.sqrt(h), 1e-6) ** 3
@@ -108,21 +129,30 @@ def _normal_quantile(p: float) -> float:
            (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
 
 
-def fit(shifts: Iterable[tuple[Sequence[str], float]], min_pairs: int = MIN_PAIRS) -> dict[str, dict]:
-    """{class key: {"n", "rms", "scale"}} for every level of every class with at least `min_pairs`
-    A/A row pairs: rms of the shifts d, and `scale`, that rms raised to its UPPER confidence bound
-    for n pairs (sqrt(n / chi2_{1-UPPER}(n)) times the rms)."""
+def fit(shifts: Iterable[tuple], min_pairs: int = MIN_PAIRS) -> dict[str, dict]:
+    """{class key: {"n", "groups", "rms", "q99", "scale"}} for every level of every class with at
+    least `min_pairs` A/A row pairs. Each shift is (class, d, group): rows of one pair of runs (or
+    of one pair of machine starts) move together, so the evidence on a class's scale is the number
+    of groups, not of rows. `scale` is the rms of d raised to its UPPER confidence bound for that
+    many groups (sqrt(g / chi2_{1-UPPER}(g)) times the rms); for single-sample classes at least the
+    99th percentile of |d| over 1.96 (launch's cold starts move by up to 8x: heavy tails)."""
     by: dict[str, list[float]] = {}
-    for cls, d in shifts:
+    groups: dict[str, set] = {}
+    for cls, d, group in shifts:
         for lv in levels(cls):
             by.setdefault(key(lv), []).append(d)
+            groups.setdefault(key(lv), set()).add(group)
     out = {}
     for k, ds in sorted(by.items()):
-        n = len(ds)
+        n, g = len(ds), len(groups[k])
         if n < min_pairs:
             continue
         rms = math.sqrt(sum(x * x for x in ds) / n)
-        out[k] = {"n": n, "rms": round(rms, 6), "scale": round(rms * math.sqrt(n / chi2_quantile(1 - UPPER, n)), 6)}
+        q99 = sorted(abs(x) for x in ds)[min(n - 1, math.ceil(0.99 * n) - 1)]
+        scale = rms * math.sqrt(g / chi2_quantile(1 - UPPER, g))
+        if "/single/" in k + "/":
+            scale = max(scale, q99 / 1.959964)
+        out[k] = {"n": n, "groups": g, "rms": round(rms, 6), "q99": round(q99, 6), "scale": round(scale, 6)}
     return out
 
 
@@ -140,19 +170,32 @@ class NoiseModel:
         except (OSError, ValueError):
             return cls({})
 
-    def scale(self, device: str, cls: Sequence[str]) -> tuple[float | None, str]:
+    def scale(self, device: str, cls: Sequence[str], same_start: bool = False) -> tuple[float | None, str]:
         """(the between-run scale (log) of a row of class `cls` on `device`, the class it came from),
-        or (None, why there is none)."""
+        or (None, why there is none). `same_start`: both runs on one machine start (one boot of one
+        host), where rows move less than across starts; the scales across starts serve where the
+        within-start ones lack the class."""
         dev = self.devices.get(device)
         if dev is None:
             have = ", ".join(sorted(self.devices)) or "none"
             return None, f"uncalibrated on {device} (calibrated: {have}): use --repeat"
-        classes = dev.get("classes", {})
-        for lv in levels(cls):
-            hit = classes.get(key(lv))
-            if hit is not None:
-                return float(hit["scale"]), key(lv)
+        for scope in (("within", "across") if same_start else ("across",)):
+            classes = dev.get(scope, {})
+            for lv in levels(cls):
+                hit = classes.get(key(lv))
+                if hit is not None:
+                    return float(hit["scale"]), f"{scope} starts: {key(lv)}" if scope == "across" else f"one start: {key(lv)}"
         return None, f"no calibrated class for {key(cls)} on {device}: use --repeat"
+
+    def prior(self, device: str, cls: Sequence[str], same_start: bool = False) -> tuple[float, int] | None:
+        """(rms of the class's shifts, groups behind it) for a --repeat interval's prior, or None."""
+        dev = self.devices.get(device) or {}
+        for scope in (("within", "across") if same_start else ("across",)):
+            for lv in levels(cls):
+                hit = dev.get(scope, {}).get(key(lv))
+                if hit is not None:
+                    return float(hit["rms"]), int(hit.get("groups", 1))
+        return None
 
     def describe(self) -> str:
         if not self.devices:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from gapbench.benchmarks.compare.command import _margin
 from gapbench.core import compare as cmp
 from gapbench.core.benchmark import Benchmark
 from gapbench.core.cli import UsageError
@@ -30,13 +31,14 @@ def series(runs: list) -> dict:
     return out
 
 
-def regressions(runs: list, min_effect: float = cmp.MIN_EFFECT) -> dict:
+def regressions(runs: list, min_effect: float = cmp.MIN_EFFECT, noise: cmp.Noise | None = None) -> dict:
     """{row key: index of the first run where the row turned slower and stayed slower}, each pair
-    of runs compared as `gapbench compare` does (the benchmark's calibrated between-run margin)."""
+    of runs compared as `gapbench compare` does (the shipped noise model))."""
     found: dict = {}
-    margin = cmp.margin_for(runs[0].run.get("probe") or "?")[0] if runs else 0.0
+    noise = noise or cmp.noise_for("auto")
     for i in range(1, len(runs)):
-        later = [{c.key: c.verdict for c in cmp.compare_runs(runs[i - 1], runs[j], min_effect, margin=margin)}
+        later = [{c.key: c.verdict for c in cmp.compare_runs(runs[i - 1], runs[j], min_effect, margin=noise.margin,
+                                                             model=noise.model)}
                  for j in range(i, len(runs))]
         for key, verdict in later[0].items():
             if key in found or verdict != cmp.SLOWER:
@@ -80,6 +82,8 @@ class HistoryBenchmark(Benchmark):
         ap.add_argument("folder", help="a folder of result files (.json, .json.gz), searched recursively")
         ap.add_argument("--out", default="history", help="output folder (history.md and one PNG per benchmark)")
         ap.add_argument("--min-effect", type=float, default=cmp.MIN_EFFECT, help="as gapbench compare (default 0.02)")
+        ap.add_argument("--margin", type=_margin, default="auto", metavar="auto|none|N%",
+                        help="as gapbench compare: the noise model (default), none, or one margin for every row")
 
     def run(self, args, prog: str, argv: list[str] | None) -> int:
         from gapbench.core.cli import check_out_path, console_for
@@ -106,7 +110,7 @@ class HistoryBenchmark(Benchmark):
               f"beyond {100 * args.min_effect:.3g}%).", ""]
         for (probe, device), rs in sorted(groups.items()):
             rs.sort(key=lambda r: str(r.run.get("started") or r.env.get("time") or ""))
-            rows, marked = series(rs), regressions(rs, args.min_effect)
+            rows, marked = series(rs), regressions(rs, args.min_effect, cmp.noise_for(args.margin))
             stem = f"{probe}-{''.join(c if c.isalnum() else '-' for c in device)}".lower()
             _plot(out / f"{stem}.png", f"{probe} on {device}", [_label(r) for r in rs], rows, marked)
             md += [f"## {probe} on {device}", "", f"![{probe}]({stem}.png)", "",

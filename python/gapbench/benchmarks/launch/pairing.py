@@ -1,6 +1,7 @@
 """Launch benchmark, pairing: every ratio in its tables comes from interleaved rounds of both arms,
 in a seeded random order, as the median of per-round ratios with a
-distribution-free 95% interval (gapbench.core.stats.ratio_median_ci).
+distribution-free interval at the stopping rule's confidence (gapbench.core.stats.ratio_median_ci,
+97%: it covers 95% after optional stopping).
 
 - framework vs floor (`xfloor`): in each warm framework process, after the framework's own
   metrics, the native floor of its device class (cuda/metal: the native add of the same size;
@@ -26,7 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from gapbench.core.measure import Arm, MeasureError, paired, perturbation
+from gapbench.core.measure import INTERVAL_CONFIDENCE, Arm, MeasureError, paired, perturbation
 from gapbench.benchmarks.launch.params import LaunchParams, Pairing
 from gapbench.core.names import Backend
 from gapbench.core.result import ERROR, OK, UNAVAILABLE, Record
@@ -50,7 +51,8 @@ def new_seed(cfg: Config, salt: int = 0) -> int:
 
 # ============================================================== framework vs floor
 def summarize_paired(p: Pairing) -> Pairing:
-    """`p` with x_floor (median over rounds of framework/floor time), lo, hi (its 95% interval;
+    """`p` with x_floor (median over rounds of framework/floor time), lo, hi (its 97% order-statistic
+    interval, INTERVAL_CONFIDENCE: 95% coverage after the stopping rule's optional stopping;
     None where unbounded) and rounds, recomputed from its per-round values; rounds where either arm
     had no valid value are left out."""
     pr = p.per_round or {}
@@ -60,7 +62,7 @@ def summarize_paired(p: Pairing) -> Pairing:
     out = p.replace(x_floor=None, lo=None, hi=None, rounds=None)
     if not both:
         return out.replace(reason=out.reason or "no round in which both arms had a valid value")
-    med, lo, hi = ratio_median_ci([a for a, _ in both], [b for _, b in both])
+    med, lo, hi = ratio_median_ci([a for a, _ in both], [b for _, b in both], INTERVAL_CONFIDENCE)
     return out.replace(x_floor=med, lo=lo if math.isfinite(lo) else None, hi=hi if math.isfinite(hi) else None,
                        rounds=len(both))
 

@@ -107,11 +107,11 @@ def compare_table(a: Run, b: Run) -> Table:
 
     rows = [[*c.key[:4], c.key[4], f"{c.quantiles['A'][0] * 1e6:.4g}", f"{c.quantiles['B'][0] * 1e6:.4g}",
              cmp.fmt_ratio(c), c.verdict if not c.why else f"{c.verdict} ({c.why})"]
-            for c in cmp.compare_runs(a, b, margin=cmp.margin_for(a.run.get("probe") or "?")[0])]
+            for c in cmp.compare_runs(a, b, model=cmp.noise_for("auto").model)]
     return Table(f"A/B: B = {b.path.name} ({machine_of(b)}) against A = {a.path.name} ({machine_of(a)}), us per op",
                  ["probe", "backend", "variant", "metric", "case", "A p50", "B p50", "B/A [95%]", "verdict"], rows,
                  note="gapbench compare: B/A is the median time ratio with its 95% bootstrap interval; same / faster / "
-                      f"slower beyond +-{100 * cmp.MIN_EFFECT:.0f}%, ambiguous where the interval straddles a bound; "
+                      f"slower beyond +-{100 * cmp.MIN_EFFECT:.0f}%, can't tell where the interval straddles a bound; "
                       "rows whose conditions differ are not comparable.")
 
 
