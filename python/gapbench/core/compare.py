@@ -46,7 +46,8 @@ from typing import Sequence
 import numpy as np
 
 from gapbench.core.conditions import Conditions, mismatch
-from gapbench.core.names import Backend
+from gapbench.core.floors import (EVENT_ROWS, HOST_BOUND, first_run, floor_moves, host_differences, is_floor,
+                                  plain_floor, same_start)
 from gapbench.core.noise import NoiseModel, device_class, row_class, shipped
 from gapbench.core.result import OK, Record, Run
 
@@ -56,10 +57,7 @@ AMBIGUOUS = CANT_TELL  # the verdict's earlier name
 Z95 = 1.959964
 #: the most prior weight (degrees of freedom) the noise model's rms gets in a --repeat interval
 K0 = 4
-#: a floor moved when its B/A lies outside 1 +- this
-FLOOR_TOL = 0.10
-#: device-timed rows shorter than this many empty event pairs move with the event-pair floor
-EVENT_ROWS = 50
+
 #: default smallest change called faster or slower (2%: below it, a change is noise or not worth a gate)
 MIN_EFFECT = 0.02
 BOOTSTRAP = 2000
@@ -173,115 +171,6 @@ def _ceiling_fraction(run: Run, r: Record) -> float | None:
     return None
 
 
-# ============================================================== floors and hosts
-@dataclass(frozen=True)
-class FloorMove:
-    """A floor a run measures of its own machine, and how it moved from A to B."""
-    name: str
-    a: float
-    b: float
-    unit: str
-
-    @property
-    def ratio(self) -> float:
-        return self.b / self.a
-
-    def text(self) -> str:
-        r = self.ratio
-        way = "slower" if r > 1 else "faster"
-        scale = 1e6 if self.unit == "us" else 1.0
-        return (f"{self.name} {max(r, 1 / r):.2f}x {way} ({self.a * scale:.3g} -> {self.b * scale:.3g} {self.unit})")
-
-
-def host_env(run: Run) -> dict:
-    """The run's host record (gapbench.core.env.host): env["host_id"]; runs of 2026-11-26 before the
-    rename kept it under env["host"], where a bundle's runs keep their host label (a string)."""
-    for k in ("host_id", "host"):
-        v = run.env.get(k)
-        if isinstance(v, dict):
-            return v
-    return {}
-
-
-def floors(run: Run) -> dict[str, tuple[float, str]]:
-    """The floors `run` measured of its machine: the empty event pair behind the gate (device
-    seconds, median over the records that carry it), the plain C++ launch loop per metric (seconds
-    per op) and native-cpu's no-op round trip. (The host's fixed interpreted loop, env.host's
-    speed_ns_per_op, is recorded but is no floor: it moved 1.85x between two runs of one boot.)"""
-    out: dict[str, tuple[float, str]] = {}
-    pairs = [float((r.conditions or {})["event_pair_s"]) for r in run.records
-             if (r.conditions or {}).get("event_pair_s")]
-    if pairs:
-        out["event pair"] = (float(np.median(pairs)), "us")
-    for r in run.records:
-        if r.status == OK and r.samples_s and r.probe == "launch":
-            if r.backend == Backend.plain_cuda.value:
-                out[f"plain {r.metric}"] = (float(np.median(r.per_op())), "us")
-            elif r.backend == Backend.native_cpu.value and r.metric == "roundtrip":
-                out["native-cpu no-op"] = (float(np.median(r.per_op())), "us")
-    return out
-
-
-def floor_moves(a: Run, b: Run, tol: float = FLOOR_TOL) -> list[FloorMove]:
-    """The floors both runs measured whose B/A lies outside 1 +- tol."""
-    fa, fb = floors(a), floors(b)
-    out = []
-    for name in fa.keys() & fb.keys():
-        (va, unit), (vb, _) = fa[name], fb[name]
-        if va > 0 and vb > 0 and abs(math.log(vb / va)) > math.log1p(tol):
-            out.append(FloorMove(name, va, vb, unit))
-    return sorted(out, key=lambda m: m.name)
-
-
-def host_differences(a: Run, b: Run) -> list[str]:
-    """What tells the two runs' hosts apart (host_env), in words; [] where nothing
-    recorded differs or a side does not record it."""
-    ha, hb = host_env(a), host_env(b)
-    out = []
-    if ha.get("cpu_id") and hb.get("cpu_id") and ha["cpu_id"] != hb["cpu_id"]:
-        diff = [k for k in ha["cpu_id"] if ha["cpu_id"].get(k) != hb["cpu_id"].get(k)]
-        out.append("another CPU (" + ", ".join(f"{k} {ha['cpu_id'].get(k)} -> {hb['cpu_id'].get(k)}" for k in diff) + ")")
-    for k, what in (("kernel", "another kernel"), ("machine_id", "another machine")):
-        if ha.get(k) and hb.get(k) and ha[k] != hb[k]:
-            out.append(what + (f" ({ha[k]} -> {hb[k]})" if k == "kernel" else ""))
-    if ha.get("boot_id") and hb.get("boot_id") and ha["boot_id"] != hb["boot_id"] and "another machine" not in out:
-        out.append("another machine start (boot)")
-    for side, h in (("A", ha), ("B", hb)):
-        if h.get("runs_this_boot") == 0:
-            out.append(f"{side} is the first run after its machine start (page and compile caches cold)")
-    return out
-
-
-def same_start(a: Run, b: Run) -> bool:
-    """Whether both runs ran on one machine start: one boot of one host (host_env's digests; a
-    side that does not record them counts as another start)."""
-    ha, hb = host_env(a), host_env(b)
-    return bool(ha.get("boot_id")) and ha.get("boot_id") == hb.get("boot_id") and ha.get("machine_id") == hb.get("machine_id")
-
-
-def _first_run(run: Run) -> bool:
-    return host_env(run).get("runs_this_boot") == 0
-
-
-#: the clocks of rows bound by the host's speed: host wall, events as the host issues the work, the plain loops
-HOST_BOUND = ("host", "issued", "plain")
-#: the floors that measure the host (as against the device's event pair)
-HOST_FLOORS = {"native-cpu no-op"} | {f"plain {m}" for m in ("submit", "roundtrip", "stream_b2b",
-                                                                        "device_kernel", "graph_node")}
-
-
-def _is_floor(r: Record) -> bool:
-    """A row that is itself a host floor: the plain C++ loops, native-cpu's no-op."""
-    return r.backend == Backend.plain_cuda.value or (r.backend == Backend.native_cpu.value and r.metric == "roundtrip")
-
-
-def _plain_floor(a: Run, b: Run, metric: str) -> FloorMove | None:
-    """The plain C++ loop's row of `metric` in both runs, as a floor (moved or not): across machine
-    starts a host-bound row is judged as its gap to it."""
-    fa, fb = floors(a).get(f"plain {metric}"), floors(b).get(f"plain {metric}")
-    return FloorMove(f"plain {metric}", fa[0], fb[0], fa[1]) if fa and fb and fa[0] > 0 and fb[0] > 0 else None
-
-
 # ============================================================== rows
 def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 1.0, seed: int = 0,
                  between: tuple[dict, dict] | None = None, margin: float | dict = 0.0,
@@ -302,7 +191,7 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
     if widen < 1:
         raise ValueError(f"widen must be >= 1 (a factor on the interval's half-widths), got {widen}")
     moves = {m.name: m for m in floor_moves(a, b)}
-    first_run = _first_run(a) != _first_run(b)
+    across_first = first_run(a) != first_run(b)
     dev_a, dev_b = device_class(a), device_class(b)
     ia = {row_key(r): r for r in a.records if r.status == OK and r.samples_s}
     out = []
@@ -350,7 +239,7 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
                     covers = f"within-run + between-run margin +-{100 * math.expm1(m):.3g}%"
                 elif single:
                     reason = "one sample a side: no interval without the noise model or --repeat"
-            if single and first_run and not reason:
+            if single and across_first and not reason:
                 reason = "single sample across a first run after a machine start (cold caches)"
         absolute = None
         clock = cls[3]
@@ -358,9 +247,9 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
             ev = moves["event pair"]
             if quant["A"][0] < EVENT_ROWS * max(ev.a, ev.b):
                 reason = f"the {ev.text()} moved, and rows this short move with it"
-        if r.probe == "launch" and clock in HOST_BOUND and (not reason or _is_floor(r)):
-            f = moves.get(f"plain {r.metric}") if one_start else _plain_floor(a, b, r.metric)
-            if _is_floor(r) and (f is not None or not one_start):
+        if r.probe == "launch" and clock in HOST_BOUND and (not reason or is_floor(r)):
+            f = moves.get(f"plain {r.metric}") if one_start else plain_floor(a, b, r.metric)
+            if is_floor(r) and (f is not None or not one_start):
                 reason = ("a floor of the host, which moved (see the floors)" if one_start else
                           "a floor of the host, on another machine start")
             elif f is not None:

@@ -1,0 +1,122 @@
+"""The floors each run measures of its own machine, and what tells two runs' hosts apart
+(gapbench compare's "what moved"): the empty event pair behind the gate, the plain C++ launch loops,
+native-cpu's no-op; the host record of gapbench.core.env (CPU identity, kernel, machine and boot
+digests, runs this boot)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from gapbench.core.names import Backend
+from gapbench.core.result import OK, Record, Run
+
+#: a floor moved when its B/A lies outside 1 +- this
+FLOOR_TOL = 0.10
+#: device-timed rows shorter than this many empty event pairs move with the event-pair floor
+EVENT_ROWS = 50
+
+
+@dataclass(frozen=True)
+class FloorMove:
+    """A floor a run measures of its own machine, and how it moved from A to B."""
+    name: str
+    a: float
+    b: float
+    unit: str
+
+    @property
+    def ratio(self) -> float:
+        return self.b / self.a
+
+    def text(self) -> str:
+        r = self.ratio
+        way = "slower" if r > 1 else "faster"
+        scale = 1e6 if self.unit == "us" else 1.0
+        return (f"{self.name} {max(r, 1 / r):.2f}x {way} ({self.a * scale:.3g} -> {self.b * scale:.3g} {self.unit})")
+
+
+def host_env(run: Run) -> dict:
+    """The run's host record (gapbench.core.env.host): env["host_id"]; runs of 2026-11-26 before the
+    rename kept it under env["host"], where a bundle's runs keep their host label (a string)."""
+    for k in ("host_id", "host"):
+        v = run.env.get(k)
+        if isinstance(v, dict):
+            return v
+    return {}
+
+
+def floors(run: Run) -> dict[str, tuple[float, str]]:
+    """The floors `run` measured of its machine: the empty event pair behind the gate (device
+    seconds, median over the records that carry it), the plain C++ launch loop per metric (seconds
+    per op) and native-cpu's no-op round trip. (The host's fixed interpreted loop, env.host's
+    speed_ns_per_op, is recorded but is no floor: it moved 1.85x between two runs of one boot.)"""
+    out: dict[str, tuple[float, str]] = {}
+    pairs = [float((r.conditions or {})["event_pair_s"]) for r in run.records
+             if (r.conditions or {}).get("event_pair_s")]
+    if pairs:
+        out["event pair"] = (float(np.median(pairs)), "us")
+    for r in run.records:
+        if r.status == OK and r.samples_s and r.probe == "launch":
+            if r.backend == Backend.plain_cuda.value:
+                out[f"plain {r.metric}"] = (float(np.median(r.per_op())), "us")
+            elif r.backend == Backend.native_cpu.value and r.metric == "roundtrip":
+                out["native-cpu no-op"] = (float(np.median(r.per_op())), "us")
+    return out
+
+
+def floor_moves(a: Run, b: Run, tol: float = FLOOR_TOL) -> list[FloorMove]:
+    """The floors both runs measured whose B/A lies outside 1 +- tol."""
+    fa, fb = floors(a), floors(b)
+    out = []
+    for name in fa.keys() & fb.keys():
+        (va, unit), (vb, _) = fa[name], fb[name]
+        if va > 0 and vb > 0 and abs(math.log(vb / va)) > math.log1p(tol):
+            out.append(FloorMove(name, va, vb, unit))
+    return sorted(out, key=lambda m: m.name)
+
+
+def host_differences(a: Run, b: Run) -> list[str]:
+    """What tells the two runs' hosts apart (host_env), in words; [] where nothing
+    recorded differs or a side does not record it."""
+    ha, hb = host_env(a), host_env(b)
+    out = []
+    if ha.get("cpu_id") and hb.get("cpu_id") and ha["cpu_id"] != hb["cpu_id"]:
+        diff = [k for k in ha["cpu_id"] if ha["cpu_id"].get(k) != hb["cpu_id"].get(k)]
+        out.append("another CPU (" + ", ".join(f"{k} {ha['cpu_id'].get(k)} -> {hb['cpu_id'].get(k)}" for k in diff) + ")")
+    for k, what in (("kernel", "another kernel"), ("machine_id", "another machine")):
+        if ha.get(k) and hb.get(k) and ha[k] != hb[k]:
+            out.append(what + (f" ({ha[k]} -> {hb[k]})" if k == "kernel" else ""))
+    if ha.get("boot_id") and hb.get("boot_id") and ha["boot_id"] != hb["boot_id"] and "another machine" not in out:
+        out.append("another machine start (boot)")
+    for side, h in (("A", ha), ("B", hb)):
+        if h.get("runs_this_boot") == 0:
+            out.append(f"{side} is the first run after its machine start (page and compile caches cold)")
+    return out
+
+
+def same_start(a: Run, b: Run) -> bool:
+    """Whether both runs ran on one machine start: one boot of one host (host_env's digests; a
+    side that does not record them counts as another start)."""
+    ha, hb = host_env(a), host_env(b)
+    return bool(ha.get("boot_id")) and ha.get("boot_id") == hb.get("boot_id") and ha.get("machine_id") == hb.get("machine_id")
+
+
+def first_run(run: Run) -> bool:
+    return host_env(run).get("runs_this_boot") == 0
+
+
+#: the clocks of rows bound by the host's speed: host wall, events as the host issues the work, the plain loops
+HOST_BOUND = ("host", "issued", "plain")
+
+def is_floor(r: Record) -> bool:
+    """A row that is itself a host floor: the plain C++ loops, native-cpu's no-op."""
+    return r.backend == Backend.plain_cuda.value or (r.backend == Backend.native_cpu.value and r.metric == "roundtrip")
+
+
+def plain_floor(a: Run, b: Run, metric: str) -> FloorMove | None:
+    """The plain C++ loop's row of `metric` in both runs, as a floor (moved or not): across machine
+    starts a host-bound row is judged as its gap to it."""
+    fa, fb = floors(a).get(f"plain {metric}"), floors(b).get(f"plain {metric}")
+    return FloorMove(f"plain {metric}", fa[0], fb[0], fa[1]) if fa and fb and fa[0] > 0 and fb[0] > 0 else None
