@@ -262,6 +262,8 @@ def test_data_parallel_training_cpu(tmp_path):
         assert pr["efficiency"] > 0 and 0 < pr["predicted_efficiency"] <= 1
         assert pr["busbw_Bps"] > 0 and len(pr["peak_bytes_per_rank"]) == 2
         assert next(r for r in recs if r.variant == f"{s}/tiny/n1").status == OK
+        # which model: the data-parallel path trains gapbench's minimal GPT-2, and every record says so
+        assert pr["impl"] == "gapbench's minimal GPT-2" and "(gapbench's minimal GPT-2)" in n2.op
 
 
 # ---------------------------------------------------------------- GPU (the 2-GPU machine)

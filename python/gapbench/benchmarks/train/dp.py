@@ -26,6 +26,9 @@ from gapbench.core.result import ERROR, FAILED, OK, Record, load_run
 from gapbench.benchmarks.train.config import PRECISIONS
 
 PROBE = "train-dp"
+#: the model implementation every data-parallel job trains, named in each record and table (issue 36
+#: item 7: the single-device bench.train defaults to transformers' GPT-2 of the same name)
+IMPL = "gapbench's minimal GPT-2"
 STRATEGIES = ("ddp", "fsdp2", "mlx")
 FP32, _, AMP_BF16 = PRECISIONS  # data-parallel training runs fp32 or bf16 autocast
 
@@ -62,8 +65,8 @@ def predict(t1: float, grad_bytes: float, world: int, busbw: float | None, strat
 def _records(job: dict, outs, world: int, base_median: float | None, comm: tuple | None) -> list[Record]:
     backend = ("mlx-" if job["strategy"] == "mlx" else "torch-") + ("cuda" if job["device"] == "cuda" else "cpu")
     common = dict(probe=PROBE, backend=backend, metric="step", variant=f"{job['strategy']}/{job['model']}/n{world}",
-                  op=f"{job['strategy']} training step of {job['model']}, batch {job['batch']}x{job['seq']} per device, "
-                     f"{world} rank(s)")
+                  op=f"{job['strategy']} training step of {job['model']} ({IMPL}), batch {job['batch']}x{job['seq']} "
+                     f"per device, {world} rank(s)")
     bad = [o for o in outs if not o.ok]
     trains = {o.rank: next((d for d in o.lines if d.get("kind") == "train"), None) for o in outs}
     checks = [d for o in outs for d in o.lines if d.get("kind") == "check"]
@@ -76,7 +79,8 @@ def _records(job: dict, outs, world: int, base_median: float | None, comm: tuple
     t0 = trains[0]
     tokens = job["batch"] * t0["seq"]
     med = float(np.median(steps))
-    params = {"world": world, "strategy": job["strategy"], "model": job["model"], "batch_per_device": job["batch"],
+    params = {"world": world, "strategy": job["strategy"], "model": job["model"], "impl": IMPL,
+              "batch_per_device": job["batch"],
               "seq": t0["seq"], "precision": job["precision"], "n_params": t0["n_params"], "grad_bytes": t0["grad_bytes"],
               "tokens_per_s_per_device": tokens / med, "tokens_per_s_total": tokens * world / med,
               "exposed_comm_s": max(0.0, med - float(np.median(nosync))), "nosync_median_s": float(np.median(nosync)),
@@ -188,7 +192,9 @@ def table(records: list[Record]):
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title="Data-parallel training at a matched per-device batch", title_justify="left")
+    t = Table(title=f"Data-parallel training at a matched per-device batch (models: {IMPL}; bench.train without "
+                    "--nproc runs transformers' GPT2LMHeadModel by default, another implementation of the same sizes)",
+              title_justify="left")
     for c in ("run", "step ms [p10-p90]", "tok/s/dev", "tok/s", "eff", "pred", "exp. comm", "peak/rank"):
         t.add_column(c, justify="left" if c == "run" else "right", overflow="fold")
     for r in records:
