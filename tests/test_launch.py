@@ -448,6 +448,12 @@ def test_plain_pairing_runs_each_round_in_a_fresh_loop(tmp_path, monkeypatch):
     assert rt.params["rounds"] == 6 and rt.params["samples_per_round"] == 5 and rt.inner == 1
     assert "fresh" in rt.params["processes"]
     assert by_metric["submit"].inner == 4
+    # the plain loop's rows carry the conditions of the harness rows they are paired with
+    from gapbench.core.conditions import Clock, Conditions, mismatch
+
+    harness_rt = Conditions(clock=Clock.HOST, process="standalone", data="uniform[0.5, 2)", cpu="not bound")
+    assert mismatch(Conditions.of(rt), harness_rt) is None and rt.conditions["seed"] == 3
+    assert by_metric["device_kernel"].conditions["clock"] == Clock.GATED
     assert len(rt.samples_s) == 30 and len(rt.params["harness_interleaved_s"]) == 30
     assert set(rt.params["order"]) <= {"hp", "ph"} and len(rt.params["order"]) == 6
     ratio, lo, hi = plaincheck.plain_ratio(rt)

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 PROBE = "launch"
+#: the inputs of the 1-element add, as every launch row's conditions name them (the plain loop's
+#: null kernel is paired with those rows under the same name)
+INPUT_DATA = "uniform[0.5, 2)"
 
 # Phases measured once per fresh process; aggregated over processes by the parent.
 PHASES = ("import", "context", "library_compile", "pipeline_create", "cold", "first_warm")

@@ -29,11 +29,12 @@ import numpy as np
 
 from gapbench.core.measure import INTERVAL_CONFIDENCE, Arm, MeasureError, paired, perturbation
 from gapbench.benchmarks.launch.params import LaunchParams, Pairing
+from gapbench.core.conditions import Conditions, Process, clock_of
 from gapbench.core.names import Backend
 from gapbench.core.result import ERROR, OK, UNAVAILABLE, Record
 from gapbench.core.plaincheck import interleave
 from gapbench.core.stats import ratio_median_ci
-from gapbench.benchmarks.launch.config import PROBE, Config, check_add, random_inputs
+from gapbench.benchmarks.launch.config import INPUT_DATA, PROBE, Config, check_add, random_inputs
 
 perf_ns = time.perf_counter_ns
 #: rounds every framework-vs-floor pairing runs at least, whatever its budget
@@ -260,8 +261,14 @@ def plain_records(plain: list[dict], harness: list[dict], cfg: Config, per: int,
         medians = [[float(np.median(h)) if h else math.nan, float(np.median(p)) if p else math.nan]
                    for h, p in zip(h_rounds, p_rounds)]
         clock = "host_wall" if metric in ("submit", "roundtrip") else "device_events"
+        # the conditions of the harness rows it is paired with (launch/worker.py): each in its own
+        # fresh process, the kernel rate held behind the same release gate, bound to the same CPU
+        cond = Conditions(clock=clock_of(clock, gated=metric == "device_kernel"), process=Process.STANDALONE,
+                          data=INPUT_DATA, seed=seed,
+                          cpu="not bound" if cfg.cpu is None else f"bound to CPU {cfg.cpu}").to_dict()
         recs.append(Record(
             probe=PROBE, backend=Backend.plain_cuda, variant="null", metric=metric, op=PLAIN_OP, clock=clock,
+            conditions=cond,
             samples_s=[x for r in p_rounds for x in r], inner=cfg.inner if batched else 1, warmup=cfg.warmup,
             work={"flops": 0.0, "bytes": 0.0},
             params=LaunchParams(

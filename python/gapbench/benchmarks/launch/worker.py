@@ -16,7 +16,7 @@ from gapbench.core.names import Backend
 from gapbench.core import native
 from gapbench.core.measure import Arm, adaptive
 from gapbench.core.result import FAILED, NOT_APPLICABLE, OK, Record
-from gapbench.benchmarks.launch.config import PROBE, WARM_METRICS, Config, add_work, check_add, random_inputs
+from gapbench.benchmarks.launch.config import INPUT_DATA, PROBE, WARM_METRICS, Config, add_work, check_add, random_inputs
 from gapbench.benchmarks.launch.pairing import Floor, new_seed, pair_with_floor, plain_samples_per_round
 
 perf_ns = time.perf_counter_ns
@@ -48,7 +48,7 @@ class _Out:
         # floor, where there is one, carries its own rounds and standalone check.
         held = metric == "device_kernel"  # the queue held behind the release gate
         cond = Conditions(clock=clock_of(clock, gated=held), process=Process.STANDALONE,
-                          data="uniform[0.5, 2)", cpu=self.cpu,
+                          data=INPUT_DATA, cpu=self.cpu,
                           seed=self.seed).to_dict() if status == OK else {}
         rec = Record(probe=PROBE, backend=self.backend, variant=variant, metric=metric, status=status, conditions=cond,
                      reason=reason, op=op, clock=clock if status == OK else None,
