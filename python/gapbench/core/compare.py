@@ -52,7 +52,6 @@ from gapbench.core.noise import NoiseModel, device_class, row_class, shipped
 from gapbench.core.result import OK, Record, Run
 
 SAME, FASTER, SLOWER, CANT_TELL, NOT_COMPARABLE = "same", "faster", "slower", "can't tell", "not comparable"
-AMBIGUOUS = CANT_TELL  # the verdict's earlier name
 #: the normal quantile of a two-sided 95% interval
 Z95 = 1.959964
 #: the most prior weight (degrees of freedom) the noise model's rms gets in a --repeat interval
@@ -80,13 +79,6 @@ def noise_for(choice: str | float = "auto", model: NoiseModel | None = None) -> 
     if choice == "none":
         return Noise(note="none (--margin none): the noise within the runs only")
     return Noise(margin=math.log1p(float(choice)), note=f"+-{100 * float(choice):.3g}% for every row (--margin)")
-
-
-def shipped_model_path():
-    """The noise model file that ships (gapbench.core.noise.MODEL_FILE)."""
-    from gapbench.core.noise import MODEL_FILE
-
-    return MODEL_FILE
 
 
 def row_key(r: Record) -> tuple[str, ...]:

@@ -304,10 +304,10 @@ def pinned_cpu() -> int | None:
     if not hasattr(os, "sched_getaffinity"):
         return None  # macOS: no CPU binding
     ident, _ = gpu.identify(0)
-    local = gpu.local_cpus(ident.pci_bus_id) if ident is not None else set()
-    if ident is not None and not local:
+    local = gpu.local_cpus_of(ident)
+    if ident is not None and not local:  # no sysfs list: nvidia-smi's table (queried only then)
         topo = process.query(["nvidia-smi", "topo", "-m"], timeout=10)
-        local = gpu_local_cpus(topo.stdout if topo is not None and topo.returncode == 0 else None).get(ident.nvml_index)
+        local = gpu.local_cpus_of(ident, gpu_local_cpus(topo.stdout if topo is not None and topo.returncode == 0 else None))
     return launch_cpu(local)
 
 
