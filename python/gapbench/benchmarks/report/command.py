@@ -78,6 +78,25 @@ def conditions_table(runs: list[Run]) -> Table:
                       "recorded': rows of files written before records carried them, or rows without timing.")
 
 
+def gpus_tables(runs: list[Run]) -> list[Table]:
+    """The GPUs of one host side by side (gapbench.core.pergpu): for each benchmark run on two or
+    more GPUs of one machine start (`gapbench run --gpus all`), each GPU's fraction of the node's
+    best per family of rows, a GPU outside the others' spread marked."""
+    from gapbench.core import pergpu
+
+    out = []
+    for c in pergpu.comparisons(runs):
+        marks = c.marks()
+        out.append(Table(f"GPUs of one host: {c.probe}{' --quick' if c.quick else ''} ({c.device})",
+                         ["family", "rows", *c.gpus, "tolerance"], pergpu.rows_of(c),
+                         note="Each GPU's geometric mean over the family's rows of (the fastest GPU's median / its "
+                              "own): 1.000 is the best GPU on every row. ! marks a GPU outside the other GPUs' range "
+                              "by more than the tolerance (1.96 x the rows' median between-run scale, at least "
+                              f"{100 * pergpu.MIN_TOL:g}%). " + ("Marked: " + "; ".join(marks) if marks else
+                                                                  "No GPU is outside the others' spread.")))
+    return out
+
+
 def _source(env: dict) -> str:
     """The code a run measured: source commit and content hash of the built sources (12 digits
     each), and whether the sources differed from the commit; older files carry only the commit of
@@ -191,7 +210,7 @@ def build(paths: list[str], out: Path, compare: bool = False, prices: dict[str, 
     for run in runs:
         step(f"read {run.path}")
     out.mkdir(parents=True, exist_ok=True)
-    tables = [machines_table(runs, prices), conditions_table(runs), published_table1()]
+    tables = [machines_table(runs, prices), conditions_table(runs), *gpus_tables(runs), published_table1()]
     if compare:
         if len(runs) != 2:
             raise SchemaError("--compare takes exactly two result files (A then B)")

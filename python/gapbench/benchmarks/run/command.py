@@ -96,11 +96,80 @@ def takes_backends(bench: Benchmark) -> bool:
     return not rest
 
 
-def command_for(bench: Benchmark, out: Path, quick: bool, backends: str | None, extra: list[str]) -> list[str]:
+def takes_gpu(bench: Benchmark) -> bool:
+    """Whether the benchmark measures on one GPU chosen by --gpu (launch, blas, train)."""
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            _, rest = bench.parser(f"gapbench {bench.name}").parse_known_args(["--gpu", "0"])
+    except SystemExit:
+        return False
+    return not rest
+
+
+def gpu_list(text: str) -> str:
+    """argparse type of --gpus: `all`, or a comma list of GPU indices (which exist is checked when the run starts)."""
+    t = text.strip().lower()
+    if t == "all" or (t and all(x.strip().isdigit() for x in t.split(","))):
+        return t
+    raise argparse.ArgumentTypeError(f"{text!r}: give all, or GPU indices such as 0,2 (CUDA's numbering, after "
+                                     "CUDA_VISIBLE_DEVICES)")
+
+
+def resolve_gpus(spec: str | None) -> list[dict]:
+    """The GPUs --gpus names, in order, each {"index", "uuid", "pci_bus_id", "name"}: `all` is every
+    GPU this process sees; an index it does not see is a UsageError. [] without --gpus."""
+    if not spec:
+        return []
+    from gapbench.core import gpu as gp
+
+    gpus, why = gp.physical()
+    seen, note = gp.visible(gpus, os.environ.get(gp.VISIBLE), os.environ.get(gp.ORDER))
+    if not seen:
+        raise UsageError(f"--gpus {spec}: no NVIDIA GPU is visible here ({note or why}); leave --gpus out")
+    want = list(range(len(seen))) if spec == "all" else [int(x) for x in spec.split(",")]
+    bad = [i for i in want if i >= len(seen)]
+    if bad:
+        raise UsageError(f"--gpus {spec}: this process sees {len(seen)} GPU(s) (indices 0..{len(seen) - 1}); "
+                         f"{bad[0]} is none of them")
+    if len(set(want)) != len(want):
+        raise UsageError(f"--gpus {spec}: a GPU is named twice")
+    return [{"index": i, "uuid": seen[i].uuid, "nvml_index": seen[i].nvml_index, "pci_bus_id": seen[i].pci_bus_id,
+             "name": seen[i].name} for i in want]
+
+
+def command_for(bench: Benchmark, out: Path, quick: bool, backends: str | None, extra: list[str],
+                gpu: int | None = None) -> list[str]:
     argv = bench.bundle_args(out, quick)
     if backends and takes_backends(bench):
         argv += ["--backends", backends]
+    if gpu is not None:
+        argv += ["--gpu", str(gpu)]
     return argv + extra
+
+
+def plan_entries(names: list[str], repeat: int, gpus: list[dict], folder: Path, quick: bool, backends: str | None,
+                 extra: dict[str, list[str]]) -> list[tuple[dict, list[str]]]:
+    """(manifest entry, argv) of every benchmark process, in order: rounds of every benchmark once,
+    a benchmark that takes --gpu once per GPU of `gpus` (one process each, in turn), the others once."""
+    from gapbench import benchmarks
+
+    plan = []
+    for k in range(1, repeat + 1):  # rounds: every benchmark once per round
+        for name in names:
+            bench = benchmarks.get(name)
+            per_gpu = bool(gpus) and takes_gpu(bench)
+            if per_gpu and "--gpu" in extra.get(name, []):
+                raise UsageError(f"--gpus and --args {name}='--gpu ...' both choose the GPU; give one of them")
+            for g in (gpus if per_gpu else [None]):
+                stem = name + (f"-gpu{g['index']}" if g else "") + (f"-{k}" if repeat > 1 else "")
+                bargs = command_for(bench, folder / f"{stem}.json.gz", quick, backends, extra.get(name, []),
+                                    g["index"] if g else None)
+                entry = {"name": name, "status": "pending", "exit_code": None,
+                         "command": shlex.join(["gapbench", name, *bargs]), "result": f"{stem}.json.gz",
+                         "log": f"logs/{stem}.log", "started": None, "duration_s": None, "records": 0, "measured": 0,
+                         "reason": "", **({"repeat": k} if repeat > 1 else {}), **({"gpu": g} if g else {})}
+                plan.append((entry, bargs))
+    return plan
 
 
 # ============================================================== one benchmark, in a worker
@@ -202,6 +271,10 @@ class RunBenchmark(Benchmark):
                         "name; give a neutral label to keep it private)")
         ap.add_argument("--archive", action="store_true", help="also write the bundle as one .tar.gz beside it")
         ap.add_argument("--timeout", type=float, default=7200.0, help="seconds allowed per benchmark (default 7200)")
+        ap.add_argument("--gpus", type=gpu_list, default=None, metavar="all|LIST",
+                        help="run each single-GPU benchmark (launch, blas, train) on each of these GPUs in turn, one "
+                             "process each (`all`, or indices such as 0,2); the end shows the GPUs side by side as "
+                             "fractions of the node's best, and marks one outside the others' spread")
         ap.add_argument("--repeat", type=int, default=1,
                         help="run every benchmark N times, each in fresh processes, in rounds (each benchmark once per "
                              "round): gapbench compare then takes each row's interval from the spread between them")
@@ -213,28 +286,20 @@ class RunBenchmark(Benchmark):
             raise UsageError("--timeout must be > 0 seconds")
         if args.repeat < 1:
             raise UsageError(f"--repeat {args.repeat}: must be >= 1")
-        from gapbench import benchmarks
         from gapbench.core import env
 
+        gpus = resolve_gpus(args.gpus)
         host = args.host or platform.node() or "host"
         folder = bd.bundle_dir(Path(args.out or "results"), host, datetime.now().strftime("%Y%m%d-%H%M%S"))
+        plan = plan_entries(names, args.repeat, gpus, folder, args.quick, args.backends, extra)  # refusals first
         (folder / "logs").mkdir(parents=True)
         given = argv if argv is not None else sys.argv[1:]
         manifest = {"schema": bd.SCHEMA, "schema_version": bd.SCHEMA_VERSION, "gapbench": __version__, "host": host,
                     "created": now_iso(), "finished": None, "command": shlex.join([*prog.split(), *given]),
                     "quick": bool(args.quick), "env": env.collect(), "benchmarks": []}
-        plan = []
-        for k in range(1, args.repeat + 1):  # rounds: every benchmark once per round
-            for name in names:
-                bench = benchmarks.get(name)
-                stem = name if args.repeat == 1 else f"{name}-{k}"
-                bargs = command_for(bench, folder / f"{stem}.json.gz", args.quick, args.backends, extra.get(name, []))
-                entry = {"name": name, "status": "pending", "exit_code": None,
-                         "command": shlex.join(["gapbench", name, *bargs]), "result": f"{stem}.json.gz",
-                         "log": f"logs/{stem}.log", "started": None, "duration_s": None, "records": 0, "measured": 0,
-                         "reason": "", **({"repeat": k} if args.repeat > 1 else {})}
-                manifest["benchmarks"].append(entry)
-                plan.append((entry, bargs))
+        manifest["benchmarks"] = [entry for entry, _ in plan]
+        if gpus:
+            manifest["gpus"] = gpus
         bd.write_manifest(folder, manifest)
         print(f"gapbench run: {len(plan)} benchmark(s) into {folder}", flush=True)
         t_all = time.monotonic()
@@ -264,6 +329,8 @@ class RunBenchmark(Benchmark):
         n_ok = sum(1 for b in manifest["benchmarks"] if b["status"] == bd.OK)
         print(f"bundle: {folder} ({n_ok} of {len(plan)} benchmark(s) measured, {time.monotonic() - t_all:.1f} s)")
         print(bd.summarize(manifest))
+        if gpus:
+            print(side_by_side(folder, manifest))
         if args.archive:
             print(f"archive: {bd.write_archive(folder)}")
         if not n_ok:
@@ -271,6 +338,23 @@ class RunBenchmark(Benchmark):
             return 1
         print(f"report: gapbench report {folder} [other machines' bundles...] --out report/")
         return 0
+
+
+def side_by_side(folder: Path, manifest: dict) -> str:
+    """The GPUs of this bundle side by side (gapbench.core.pergpu), per benchmark run on several."""
+    from gapbench.core import pergpu
+
+    runs = []
+    for b in manifest["benchmarks"]:
+        if b.get("gpu") and b.get("result") and b["status"] == bd.OK:
+            try:
+                runs.append(load_run(folder / b["result"]))
+            except SchemaError:
+                continue
+    found = pergpu.comparisons(runs)
+    if not found:
+        return "GPUs side by side: fewer than two GPUs measured a benchmark (nothing to set side by side)"
+    return "\n\n".join(pergpu.text(c) for c in found)
 
 
 def _outcome(entry: dict) -> str:
