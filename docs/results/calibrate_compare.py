@@ -57,6 +57,8 @@ STARTS = {
                                    "calib/aa-2026-11-26/aa-blas-a2-h100-80gb-hbm3-2026-11-26.json.gz",
                                    "calib/aa-2026-11-26/aa-launch-a1-h100-80gb-hbm3-2026-11-26.json.gz",
                                    "calib/aa-2026-11-26/aa-launch-a2-h100-80gb-hbm3-2026-11-26.json.gz"],
+        "2026-11-26 09:5x (4 x H100 host, GPU 0)": [f"calib/aa-2026-11-26-4xh100/aa-{b}-{k}-4xh100-gpu0-2026-11-26.json.gz"
+                                                    for b in ("blas", "launch") for k in ("a1", "a2")],
     },
     "h200": {
         "2026-11-25 15:10 (99c7ee1, calibration)": ["blas-h200-2026-11-25-default.json.gz",
@@ -137,7 +139,7 @@ def fit_model(ps: list[tuple[File, File]]) -> dict:
                         "pairs_within": len(within), "pairs_across": len(across), "run_pairs": len(mine),
                         "starts": sorted({f.start for p in mine for f in p}), "sources": files,
                         "commits": sorted({commit_of(f.run.env) for p in mine for f in p})}
-    return {"generator": "docs/results/calibrate_compare.py", "min_pairs": noise.MIN_PAIRS, "upper": noise.UPPER,
+    return {"generator": "docs/results/calibrate_compare.py", "min_pairs": noise.MIN_PAIRS,
             "devices": devices}
 
 
@@ -215,6 +217,7 @@ def main() -> None:
                           "(3-5% / 5-10% / >=10%) |" + (" graph-node, back-to-back same |" if probe == "launch" else ""),
                           "|---|---|---|---|---|---|---|" + ("---|" if probe == "launch" else "")]
                 tot = {v: 0 for v in (cmp.SAME, cmp.FASTER, cmp.SLOWER, cmp.CANT_TELL)}
+                by_scope = {sc: dict(tot) for sc in ("within it", "with others")}
                 all_alarms = []
                 for start in STARTS[gpu]:
                     train = [(a, b) for a, b in allp if start not in (a.start, b.start)]
@@ -228,6 +231,7 @@ def main() -> None:
                         total = sum(n.values())
                         for v in tot:
                             tot[v] += n[v]
+                            by_scope[scope][v] += n[v]
                         all_alarms += res["alarms"]
                         det = " / ".join(pct(*res["detected"][bk]) for bk in BUCKETS)
                         row = (f"| {start} | {scope} | {len(test)} | {pct(n[cmp.SAME], total)} | "
@@ -240,7 +244,15 @@ def main() -> None:
                 lines += ["", f"All held-out rows: {pct(tot[cmp.SAME], total)} same, "
                               f"{pct(tot[cmp.FASTER] + tot[cmp.SLOWER], total)} faster or slower, "
                               f"{pct(tot[cmp.CANT_TELL], total)} can't tell (a pair of runs of two starts counts once "
-                              "for each).", ""]
+                              "for each)."]
+                for scope, what in (("within it", "two runs of one machine start (a before/after on one machine)"),
+                                    ("with others", "runs of two machine starts")):
+                    sn = by_scope[scope]
+                    st = sum(sn.values())
+                    if st:
+                        lines.append(f"- {what}: {pct(sn[cmp.SAME], st)} same, "
+                                     f"{pct(sn[cmp.FASTER] + sn[cmp.SLOWER], st)} faster or slower")
+                lines.append("")
                 if all_alarms:
                     lines += ["False alarms (row, B/A, runs):", ""] + [f"- {x}" for x in sorted(set(all_alarms))] + [""]
     doc = fit_model(allp)
@@ -251,8 +263,8 @@ def main() -> None:
         lines.append(f"| {gpu} | {len(d['starts'])} | {d['run_pairs']} | {d['pairs_within']} / {d['pairs_across']} | "
                      f"{len(d['within'])} / {len(d['across'])} | {', '.join(d['commits'])} |")
     main_devs = [g for g in doc["devices"] if "/" not in g]
-    lines += ["", "Scale of the BLAS classes of any framework (95% upper bound of the rms shift, %, with its pairs), "
-                  "within one start / across starts:", "",
+    lines += ["", "Scale of the BLAS classes of any framework (the half-width of the 95% prediction interval of a "
+                  "new pair's shift over 1.96, %, with its row pairs), within one start / across starts:", "",
               "| class | " + " | ".join(main_devs) + " |", "|---|" + "---|" * len(main_devs)]
     keys = sorted({k for g in main_devs for sc in ("within", "across") for k in doc["devices"][g][sc]
                    if k.startswith("blas/time/*/")})

@@ -48,17 +48,17 @@ import numpy as np
 from gapbench.core.conditions import Conditions, mismatch
 from gapbench.core.floors import (EVENT_ROWS, HOST_BOUND, first_run, floor_moves, host_differences, is_floor,
                                   plain_floor, same_start)
-from gapbench.core.noise import NoiseModel, device_class, row_class, shipped
+from gapbench.core.noise import Z95, NoiseModel, device_class, row_class, shipped, t975
 from gapbench.core.result import OK, Record, Run
 
 SAME, FASTER, SLOWER, CANT_TELL, NOT_COMPARABLE = "same", "faster", "slower", "can't tell", "not comparable"
-#: the normal quantile of a two-sided 95% interval
-Z95 = 1.959964
 #: the most prior weight (degrees of freedom) the noise model's rms gets in a --repeat interval
 K0 = 4
 
-#: default smallest change called faster or slower (2%: below it, a change is noise or not worth a gate)
-MIN_EFFECT = 0.02
+#: default smallest change called faster or slower, and the band "same" must lie within (3%: rows
+#: of 3-10 us move by 1-2% between two processes on one machine, so a narrower band could not
+#: call most of them "same" from one run a side; docs/results/compare-calibration-*.md)
+MIN_EFFECT = 0.03
 BOOTSTRAP = 2000
 @dataclass(frozen=True)
 class Noise:
@@ -300,22 +300,6 @@ def _scale(model: NoiseModel | None, dev_a: str, dev_b: str, cls, one_start: boo
     if sb[0] is None:
         return sb
     return (sa, sb)[sb[0] > sa[0]]
-
-
-#: the 97.5% quantile of Student's t for 1..30 degrees of freedom
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-
-
-def t975(df: float) -> float:
-    """Student's t 97.5% quantile (two-sided 95%): the table for whole df up to 30 (rounded down,
-    so never narrower), the Cornish-Fisher expansion above."""
-    if df < 1:
-        raise ValueError("a t interval needs at least 1 degree of freedom")
-    if df <= 30:
-        return _T975[int(df) - 1]
-    z = Z95
-    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
 
 
 def process_ratio_ci(a_meds: Sequence[float], b_meds: Sequence[float], prior_scale: float | None = None,

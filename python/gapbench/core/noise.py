@@ -34,10 +34,13 @@ from gapbench.core.names import Backend
 from gapbench.core.result import Record, Run
 
 MODEL_FILE = Path(__file__).with_name("compare_noise.json")
+#: clocks whose rows jump between processes (the host's scheduling: 1.2-1.9x on one machine start):
+#: a class of them, like a single-sample class, takes the larger of its rms raised to its UPPER
+#: confidence bound for the number of groups behind it and the 99th percentile of its shifts
+HEAVY_CLOCKS = ("host", "issued", "plain")
+UPPER = 0.95
 #: a class is used only when fitted on at least this many A/A row pairs (else a coarser one)
 MIN_PAIRS = 10
-#: the confidence of the upper bound each class's rms is raised to
-UPPER = 0.95
 _CLOCK = {Clock.GATED: "gated", Clock.ISSUED: "issued", Clock.HOST: "host", Clock.GPU_TIMESTAMPS: "gpu-ts"}
 
 
@@ -94,6 +97,23 @@ def is_quick(run: Run) -> bool:
     return bool(cfg.get("quick")) or "--quick" in str(run.run.get("command") or "").split()
 
 
+Z95 = 1.959964
+#: the 97.5% quantile of Student's t for 1..30 degrees of freedom
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t975(df: float) -> float:
+    """Student's t 97.5% quantile (two-sided 95%) for df >= 1: exact table to 30 (df rounded down,
+    never narrower), the Cornish-Fisher expansion above."""
+    if df < 1:
+        raise ValueError("a t quantile needs at least 1 degree of freedom")
+    if df <= 30:
+        return _T975[int(df) - 1]
+    z = Z95
+    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+
+
 #: chi-square's 5% quantile for 1..10 degrees of freedom (where Wilson-Hilferty is poor)
 _CHI2_05 = (0.003932, 0.1026, 0.3518, 0.7107, 1.1455, 1.6354, 2.1673, 2.7326, 3.3251, 3.9403)
 
@@ -129,30 +149,57 @@ def _normal_quantile(p: float) -> float:
            (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
 
 
+def components(by_group: dict) -> tuple[float, float, float, int, int]:
+    """(var_common, var_row, total rms, df_common, df_row) of A/A shifts grouped by the pair of runs
+    (or of machine starts) they came from. Rows of one pair move together by a common amount c_g
+    (the pair's clocks, placement, host) plus their own e: d = c_g + e. The rows' own variance is
+    the spread around their group's mean (df = rows - groups); the common variance is what the
+    group means hold beyond it (A/A: the true shift is 0, so the means are not centred; df = groups)."""
+    n = sum(len(v) for v in by_group.values())
+    g = len(by_group)
+    ss_within = sum(sum((x - sum(v) / len(v)) ** 2 for x in v) for v in by_group.values())
+    df_row = n - g
+    var_row = ss_within / df_row if df_row > 0 else sum(x * x for v in by_group.values() for x in v) / n
+    means = [sum(v) / len(v) for v in by_group.values()]
+    inv_n = sum(1 / len(v) for v in by_group.values()) / g
+    var_common = max(0.0, sum(m * m for m in means) / g - var_row * inv_n)
+    return var_common, var_row, math.sqrt(var_common + var_row), g, max(df_row, 1)
+
+
 def fit(shifts: Iterable[tuple], min_pairs: int = MIN_PAIRS) -> dict[str, dict]:
-    """{class key: {"n", "groups", "rms", "q99", "scale"}} for every level of every class with at
-    least `min_pairs` A/A row pairs. Each shift is (class, d, group): rows of one pair of runs (or
-    of one pair of machine starts) move together, so the evidence on a class's scale is the number
-    of groups, not of rows. `scale` is the rms of d raised to its UPPER confidence bound for that
-    many groups (sqrt(g / chi2_{1-UPPER}(g)) times the rms); for single-sample classes at least the
-    99th percentile of |d| over 1.96 (launch's cold starts move by up to 8x: heavy tails)."""
-    by: dict[str, list[float]] = {}
-    groups: dict[str, set] = {}
+    """{class key: {"n", "groups", "rms", "df", "q99", "scale"}} for every level of every class with
+    at least `min_pairs` A/A row pairs. Each shift is (class, d, group): rows of one pair of runs (or
+    of one pair of machine starts) share a common move, so the variance is split in two
+    (components): the rows' own, known from many rows, and the common one, known only from the
+    groups. `rms` is the square root of their sum; `df` its effective degrees of freedom
+    (Welch-Satterthwaite: few when the common part dominates and the groups are few). A new pair's
+    shift then lies within +-t975(df) x rms with 95% probability (a prediction interval): `scale` is
+    that half-width over 1.96, the between-run scale compare adds in quadrature to a row's bootstrap
+    interval. Single-sample classes (launch's cold starts move by up to 8x: heavy tails) take at
+    least the 99th percentile of |d| over 1.96."""
+    by: dict[str, dict] = {}
     for cls, d, group in shifts:
         for lv in levels(cls):
-            by.setdefault(key(lv), []).append(d)
-            groups.setdefault(key(lv), set()).add(group)
+            by.setdefault(key(lv), {}).setdefault(group, []).append(d)
     out = {}
-    for k, ds in sorted(by.items()):
-        n, g = len(ds), len(groups[k])
+    for k, groups in sorted(by.items()):
+        ds = [x for v in groups.values() for x in v]
+        n = len(ds)
         if n < min_pairs:
             continue
-        rms = math.sqrt(sum(x * x for x in ds) / n)
-        q99 = sorted(abs(x) for x in ds)[min(n - 1, math.ceil(0.99 * n) - 1)]
-        scale = rms * math.sqrt(g / chi2_quantile(1 - UPPER, g))
-        if "/single/" in k + "/":
-            scale = max(scale, q99 / 1.959964)
-        out[k] = {"n": n, "groups": g, "rms": round(rms, 6), "q99": round(q99, 6), "scale": round(scale, 6)}
+        vc, vr, rms, dfc, dfr = components(groups)
+        den = (vc * vc / dfc if dfc else 0.0) + vr * vr / dfr
+        df = (vc + vr) ** 2 / den if den > 0 else float(dfr)
+        ad = sorted(abs(x) for x in ds)
+        q95, q99 = (ad[min(n - 1, math.ceil(q * n) - 1)] for q in (0.95, 0.99))
+        parts = k.split("/")
+        if parts[4] == "single" or parts[3] in HEAVY_CLOCKS:  # heavy tails: bounds, not a normal prediction
+            g = len(groups)
+            scale = max(rms * math.sqrt(g / chi2_quantile(1 - UPPER, g)), q99 / Z95)
+        else:
+            scale = max(rms * t975(max(df, 1.0)), q95) / Z95
+        out[k] = {"n": n, "groups": len(groups), "rms": round(rms, 6), "common": round(math.sqrt(vc), 6),
+                  "df": round(df, 1), "q95": round(q95, 6), "q99": round(q99, 6), "scale": round(scale, 6)}
     return out
 
 

@@ -63,7 +63,7 @@ class CompareBenchmark(Benchmark):
                              "against the first; a bundle of `gapbench run --repeat N` gives each row an interval "
                              "from the spread between its fresh processes")
         ap.add_argument("--min-effect", type=_fraction, default=cmp.MIN_EFFECT,
-                        help="smallest change called faster or slower (default 2%%)")
+                        help=f"smallest change called faster or slower, and the band same lies within (default {100 * cmp.MIN_EFFECT:g}%%)")
         ap.add_argument("--widen", type=float, default=1.0,
                         help="factor on each interval's half-width for the noise between processes (default 1: "
                              "the intervals cover the noise within the runs only)")

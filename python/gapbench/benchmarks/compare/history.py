@@ -81,7 +81,7 @@ class HistoryBenchmark(Benchmark):
     def add_arguments(self, ap: argparse.ArgumentParser) -> None:
         ap.add_argument("folder", help="a folder of result files (.json, .json.gz), searched recursively")
         ap.add_argument("--out", default="history", help="output folder (history.md and one PNG per benchmark)")
-        ap.add_argument("--min-effect", type=float, default=cmp.MIN_EFFECT, help="as gapbench compare (default 0.02)")
+        ap.add_argument("--min-effect", type=float, default=cmp.MIN_EFFECT, help=f"as gapbench compare (default {cmp.MIN_EFFECT:g})")
         ap.add_argument("--margin", type=_margin, default="auto", metavar="auto|none|N%",
                         help="as gapbench compare: the noise model (default), none, or one margin for every row")
 
