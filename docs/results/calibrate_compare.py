@@ -57,8 +57,11 @@ STARTS = {
                                    "calib/aa-2026-11-26/aa-blas-a2-h100-80gb-hbm3-2026-11-26.json.gz",
                                    "calib/aa-2026-11-26/aa-launch-a1-h100-80gb-hbm3-2026-11-26.json.gz",
                                    "calib/aa-2026-11-26/aa-launch-a2-h100-80gb-hbm3-2026-11-26.json.gz"],
-        "2026-11-26 09:5x (4 x H100 host, GPU 0)": [f"calib/aa-2026-11-26-4xh100/aa-{b}-{k}-4xh100-gpu0-2026-11-26.json.gz"
+        "2026-11-26 10:0x (4 x H100 host, GPU 0)": [f"calib/aa-2026-11-26-4xh100/aa-{b}-{k}-4xh100-gpu0-2026-11-26.json.gz"
                                                     for b in ("blas", "launch") for k in ("a1", "a2")],
+        "2026-11-26 10:2x (A/A, injected)": [f"calib/aa-2026-11-26-h100b/aa-{b}-{k}-h100b-2026-11-26.json.gz"
+                                             for b, k in (("blas", "a1"), ("blas", "a2"), ("launch", "a1"), ("launch", "a2"),
+                                                          ("blas", "inj1"), ("blas", "inj3"))],
     },
     "h200": {
         "2026-11-25 15:10 (99c7ee1, calibration)": ["blas-h200-2026-11-25-default.json.gz",
