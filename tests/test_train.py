@@ -381,3 +381,17 @@ def test_memory_plot_breaks_lines_where_the_sampler_paused():
     tl = {"interval_s": 0.1, "columns": {"t": [0.0, 0.1, 0.2, 5.0, 5.1], "rss_bytes": [1, 2, 3, 4, 5]}}
     cols = broken_at_gaps(tl)
     assert cols["rss_bytes"] == [1, 2, 3, None, 4, 5] and len(cols["t"]) == 6 and 0.2 < cols["t"][3] < 5.0
+
+
+def test_fsdp2_prediction_uses_its_collectives_measured_at_their_sizes():
+    """Issue 36 item 6: FSDP2's prediction from its own per-block all-gathers and reduce-scatters,
+    timed on the ranks, where the run measured them; else the all-reduce bus bandwidth."""
+    from gapbench.benchmarks.train.dp import predict
+
+    fsdp = {"step_s": 0.02, "blocks": 12}
+    p = predict(0.1, 4e8, 4, 3e11, "fsdp2", fsdp)
+    assert p["predicted_comm_s"] == 0.02 and abs(p["predicted_efficiency"] - 0.1 / 0.12) < 1e-12
+    assert "12 blocks" in p["prediction_formula"]
+    q = predict(0.1, 4e8, 4, 3e11, "fsdp2")
+    assert abs(q["predicted_comm_s"] - 3 * 4e8 * 0.75 / 3e11) < 1e-12 and "busbw" in q["prediction_formula"]
+    assert predict(0.1, 4e8, 4, None, "ddp") == {} and predict(0.1, 4e8, 1, 3e11, "fsdp2", fsdp) == {}

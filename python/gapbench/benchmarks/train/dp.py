@@ -49,9 +49,19 @@ def busbw_from_results(path: str, size: int) -> tuple[float, str] | None:
     return None
 
 
-def predict(t1: float, grad_bytes: float, world: int, busbw: float | None, strategy: str) -> dict:
-    """Communication time if none of it overlapped compute, and the efficiency that implies."""
-    if world < 2 or not busbw:
+def predict(t1: float, grad_bytes: float, world: int, busbw: float | None, strategy: str,
+            fsdp: dict | None = None) -> dict:
+    """Communication time if none of it overlapped compute, and the efficiency that implies. FSDP2
+    with its collectives measured on the ranks (dp_rank._fsdp_collectives: per-block all-gathers
+    and reduce-scatters at their own sizes): their sum; else from the all-reduce bus bandwidth."""
+    if world < 2:
+        return {}
+    if strategy == "fsdp2" and fsdp:
+        t_comm = float(fsdp["step_s"])
+        return {"predicted_comm_s": t_comm, "predicted_efficiency": t1 / (t1 + t_comm),
+                "prediction_formula": f"FSDP2's collectives at their sizes, timed alone on these ranks: {fsdp['blocks']} "
+                                      "blocks x (2 all-gathers + 1 reduce-scatter) + the root's, no overlap"}
+    if not busbw:
         return {}
     if strategy == "fsdp2":  # all-gather in forward and in backward, reduce-scatter of gradients
         t_comm = 3 * grad_bytes * (world - 1) / world / busbw
@@ -92,7 +102,10 @@ def _records(job: dict, outs, world: int, base_median: float | None, comm: tuple
     busbw, src = (comm if comm else (t0.get("allreduce_busbw"), "measured in-run: fp32 all_reduce at the bucket size"))
     if busbw and world > 1:
         params.update(busbw_Bps=busbw, busbw_source=src,
-                      **predict(base_median or med, t0["grad_bytes"], world, busbw, job["strategy"]))
+                      **predict(base_median or med, t0["grad_bytes"], world, busbw, job["strategy"],
+                                t0.get("fsdp_collectives")))
+        if t0.get("fsdp_collectives"):
+            params["fsdp_collectives"] = t0["fsdp_collectives"]
     return [Record(**common, status=OK if ok else FAILED, reason="" if ok else "ranks disagree after a step or loss not finite",
                    clock="host_wall", samples_s=steps.tolist(), warmup=job["warmup"], work={"items": float(tokens * world)},
                    params=params, verified=ok,

@@ -48,6 +48,7 @@ def torch_job(job: dict, rank: int, world: int, local: int, log: RankLog) -> Non
     torch.manual_seed(0)  # every rank starts from the same weights
     model = GPT2(spec).to(dev)
     n_params = sum(p.numel() for p in model.parameters())
+    block_numels = [[p.numel() for p in b.parameters()] for b in model.blocks]  # before any sharding
     if job["strategy"] == "ddp":
         from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -125,9 +126,10 @@ def torch_job(job: dict, rank: int, world: int, local: int, log: RankLog) -> Non
             peak = torch.cuda.max_memory_allocated(dev) if cuda else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
             check("after timing")
     busbw = _allreduce_busbw(torch, dist, dev, world, int(job["bucket_mb"] * (1 << 20)), sync)
+    fsdp = (_fsdp_collectives(torch, dist, dev, world, block_numels, n_params, sync) if job["strategy"] == "fsdp2" and cuda and world > 1 else None)
     log.write(kind="train", steps_s=times["sync"], nosync_s=times["nosync"], peak_bytes=int(peak), n_params=n_params,
               seq=seq, grad_bytes=4 * n_params, allreduce_busbw=busbw, library="torch " + torch.__version__,
-              backend="nccl" if cuda else "gloo")
+              backend="nccl" if cuda else "gloo", **({"fsdp_collectives": fsdp} if fsdp else {}))
     dist.destroy_process_group()
 
 
@@ -155,6 +157,49 @@ def _allreduce_busbw(torch, dist, dev, world, nbytes, sync) -> float | None:
     sync()
     dt = (time.perf_counter() - t0) / n
     return nbytes / dt * 2 * (world - 1) / world
+
+
+def _fsdp_collectives(torch, dist, dev, world, blocks: list[list[int]], n_params: int, sync) -> dict:
+    """The collectives FSDP2 issues per step, timed alone on these ranks at their own sizes (fp32:
+    no mixed-precision policy): per block (each its own fully_shard unit, resharded after forward)
+    an all-gather in forward, another in backward and a reduce-scatter of its gradients; for the
+    root (embeddings, final norm; not resharded after forward) one all-gather and one reduce-scatter.
+    FSDP2 pads each parameter's shard to a multiple of the world size. Returns the per-step sum,
+    issued one after another (no overlap with compute), and the parts."""
+    def padded(numels):
+        return sum(-(-n // world) * world for n in numels)
+
+    def timed(fn, reps=10) -> float:
+        for _ in range(3):
+            fn()
+        sync()
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        sync()
+        return (time.perf_counter() - t0) / reps
+
+    cache: dict[int, tuple[float, float]] = {}
+
+    def unit(numel: int) -> tuple[float, float]:
+        if numel not in cache:
+            full = torch.empty(numel, dtype=torch.float32, device=dev)
+            shard = torch.ones(numel // world, dtype=torch.float32, device=dev)
+            cache[numel] = (timed(lambda: dist.all_gather_into_tensor(full, shard)),
+                            timed(lambda: dist.reduce_scatter_tensor(shard, full)))
+        return cache[numel]
+
+    block_sizes = [padded(b) for b in blocks]
+    root = padded([n_params - sum(sum(b) for b in blocks)])
+    total = 0.0
+    for n in block_sizes:
+        ag, rs = unit(n)
+        total += 2 * ag + rs
+    ag_root, rs_root = unit(root)
+    total += ag_root + rs_root
+    return {"step_s": total, "blocks": len(block_sizes), "block_bytes": 4 * block_sizes[0] if block_sizes else 0,
+            "root_bytes": 4 * root, "per_size_s": {str(4 * k): list(v) for k, v in cache.items()}}
 
 
 def mlx_job(job: dict, rank: int, world: int, log: RankLog) -> None:
