@@ -471,6 +471,40 @@ def test_a_row_faster_than_the_measured_ceiling_is_implausible_unless_l2_residen
     assert "implausible" in line and "faster" not in line
 
 
+def test_every_row_is_held_against_a_bound_it_does_not_set():
+    """The audit's circular check: the measured streaming ceiling is the fastest native row, so no
+    native row could beat it. The datasheet judges every row, the ceiling's own included (fault
+    injection: a native GEMV timed at half its time, past the H100's 3.35 TB/s); rows above the
+    measured copy bandwidth but under both bounds are labeled, not passed silently."""
+    from gapbench.benchmarks.blas import tables
+    from gapbench.benchmarks.blas.params import BlasParams, Stop
+    from gapbench.benchmarks.blas.run import record
+    from gapbench.core.conditions import Cache, Conditions
+
+    def row(op, shape, backend, variant, bytes_per_s):
+        spec = ops.get(op)
+        t = spec.work(shape, DType.fp16)["bytes"] / bytes_per_s
+        return record(spec, DType.fp16, shape, backend, variant,
+                      BlasParams(stop=Stop(converged=True, median_ci_s=[t * 0.995, t * 1.005])), status=OK,
+                      samples_s=[t] * 11, conditions=Conditions(cache=Cache.ROTATED).to_dict(),
+                      device={"name": "NVIDIA H100 80GB HBM3"})
+
+    copy = row("copy", {"n": 2**26}, Backend.native_cuda, "memcpy", 3.0e12)
+    stream = row("gemv", {"m": 4096, "k": 16384}, Backend.native_cuda, "gapbench", 3.1e12)
+    framework = row("gemv", {"m": 8192, "k": 16384}, Backend.torch_cuda, "torch", 3.05e12)
+    recs = [copy, stream, framework]
+    roof = tables.roofline(recs)
+    assert roof["cuda"][tables.STREAM]["value"] == pytest.approx(3.1e12)  # set by the native GEMV itself
+    assert tables.mark_suspects(recs, roof) == 0
+    assert "above the copy bandwidth" in BlasParams.of(stream).above_copy and BlasParams.of(framework).above_copy
+    assert BlasParams.of(copy).above_copy is None
+    doubled = row("gemv", {"m": 4096, "k": 16384}, Backend.native_cuda, "gapbench", 6.2e12)  # a dropped half
+    recs = [copy, doubled, framework]
+    roof = tables.roofline(recs)
+    assert roof["cuda"][tables.STREAM]["value"] == pytest.approx(6.2e12)  # it sets the ceiling it would beat
+    assert tables.mark_suspects(recs, roof) == 1 and "beats the datasheet" in BlasParams.of(doubled).implausible
+
+
 def test_an_op_no_vendor_has_is_paired_against_the_dispatcher():
     """rmsnorm has no vendor row: its framework rows are paired against the library's dispatcher."""
     from gapbench.benchmarks.blas.measure import measure_case

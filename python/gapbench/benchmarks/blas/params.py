@@ -84,6 +84,9 @@ class BlasParams(Params):
     suspect: str | None = None  # why the rate is implausibly low (under 1% of the roofline)
     #: why the rate is implausibly high: over the ceiling measured in the run, not L2-resident
     implausible: str | None = None
+    #: a row off the L2 above the copy bandwidth measured in the run (read-mostly streams: a few
+    #: percent), under the datasheet: labeled, not implausible
+    above_copy: str | None = None
     source: str | None = None  # "lab" for the kernel lab's rows
     lab: Lab | None = None
     # the plain cuBLAS loop's rows (backend plain-cuda)

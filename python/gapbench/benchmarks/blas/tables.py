@@ -194,15 +194,22 @@ def suspect(r: Record, roof: dict) -> str:
             "likely a busy or oversubscribed machine; re-run")
 
 
-def implausible(r: Record, roof: dict) -> str:
+def implausible(r: Record, roof: dict, sheet: dict | None = None) -> str:
     """Why an ok row beats physics ('' when it does not): not labeled l2-resident, yet even at the
-    slow end of its median's interval its rate is above the ceiling of its device class measured in
-    this run (for memory-bound ops the best streaming rate of a native row off the L2, STREAM; for
-    compute-bound ones the best native GEMM). It timed less work than it claims, or read from a
-    cache it says it rotated past."""
+    slow end of its median's interval its rate is above
+    - the GPU's datasheet peak (`sheet`, DATASHEET: a bound no row of the run sets, so every row,
+      the native ones that set the measured ceilings included, is held against it), or
+    - the ceiling of its device class measured in this run (for memory-bound ops the best streaming
+      rate of a native row off the L2, STREAM; for compute-bound ones the best native GEMM), which
+      judges every row but the one that set it.
+    It timed less work than it claims, or read from a cache it says it rotated past."""
     row = _as_row(r)
     if row is None or row.l2_resident or row.backend is None or row.backend.is_plain or row.device_class is None:
         return ""
+    bound = (sheet or {}).get(row.roof_key) if row.device_class is DeviceClass.cuda else None
+    if bound and row.rate_at_slow_end > bound:
+        return (f"rate {row.rate_at_slow_end:.3g} {row.rate_key.replace('_per_s', '')}/s at the slow end of its interval "
+                f"beats the datasheet's {bound:.3g}, and the row is not labeled l2-resident")
     key = STREAM if row.roof_key == BANDWIDTH and STREAM in roof.get(row.device_class.value, {}) else row.roof_key
     ceiling = roof.get(row.device_class.value, {}).get(key) or {}
     peak = ceiling.get("value")
@@ -215,15 +222,35 @@ def implausible(r: Record, roof: dict) -> str:
             f"beats the ceiling {peak:.3g} measured in this run ({src}), and the row is not labeled l2-resident")
 
 
+def above_copy(r: Record, roof: dict) -> str:
+    """The label of a memory-bound row off the L2 whose rate is above the copy bandwidth measured
+    in this run (a read-mostly stream reads faster than a copy reads and writes): how far, so no
+    row beats a measured ceiling unlabeled ('' when it does not)."""
+    row = _as_row(r)
+    if (row is None or row.l2_resident or row.backend is None or row.backend.is_plain or row.device_class is None
+            or row.roof_key != BANDWIDTH):
+        return ""
+    copy = roof.get(row.device_class.value, {}).get(BANDWIDTH) or {}
+    peak = copy.get("value")
+    if not peak or row.rate <= peak:
+        return ""
+    return (f"{100 * (row.rate / peak - 1):.2g}% above the copy bandwidth {peak:.3g} B/s measured in this run "
+            f"({copy['from']}): a read-mostly stream")
+
+
 def mark_suspects(records: list[Record], roof: dict) -> int:
     """Write each implausible row's reason into its params: "suspect" (far under the roofline) or
-    "implausible" (over the ceiling, not L2-resident); returns how many rows were marked."""
+    "implausible" (over the datasheet or the ceiling measured in the run, not L2-resident), and
+    label rows above the measured copy bandwidth ("above_copy"); returns how many rows were marked
+    suspect or implausible."""
     n = 0
+    sheet = _datasheet(records)
     for r in records:
-        slow, fast = suspect(r, roof), implausible(r, roof)
-        if slow or fast:
-            r.params = BlasParams.of(r).replace(suspect=slow or None, implausible=fast or None).to_dict()
-            n += 1
+        slow, fast, over = suspect(r, roof), implausible(r, roof, sheet), above_copy(r, roof)
+        if slow or fast or over:
+            r.params = BlasParams.of(r).replace(suspect=slow or None, implausible=fast or None,
+                                                above_copy=(over or None) if not fast else None).to_dict()
+            n += bool(slow or fast)
     return n
 
 
@@ -256,8 +283,9 @@ def build_tables(records: list[Record], roof: dict | None = None):
                              "ratios, its 95% interval and verdict; * after a median or a ratio: it stopped at its "
                              "budget before its interval reached the target; n/c (field): the two rows ran under "
                              "different conditions (that field), so no ratio. ~ noisy (IQR > 10% of median). "
-                             "suspect: under 1% of the roofline measured in this run; implausible: above the ceiling measured in "
-                             "this run and not labeled l2-resident (reasons in the JSON).")
+                             "suspect: under 1% of the roofline measured in this run; implausible: above the datasheet, or above "
+                             "the ceiling measured in this run, and not labeled l2-resident; >copy: above the copy "
+                             "bandwidth measured in this run, under both (a read-mostly stream; reasons in the JSON).")
         for row in op_rows:
             r, p = row.rec, row.p
             base = [p.shape_text or "", str(p.dtype or ""), r.backend, r.variant]
@@ -270,7 +298,7 @@ def build_tables(records: list[Record], roof: dict | None = None):
             ps = (f"{100 * val / sheet[row.roof_key]:.0f}%" if sheet.get(row.roof_key)
                   and row.device_class is DeviceClass.cuda else "")
             noisy = "~" if s.noisy else ""
-            over = p.implausible or implausible(r, roof)
+            over = p.implausible or implausible(r, roof, sheet)
             bad = over or p.suspect or suspect(r, roof)
             lo_hi = p.stop.median_ci_s if p.stop is not None else None
             ci = (f"{lo_hi[0] * 1e6:.4g}-{lo_hi[1] * 1e6:.4g}" if lo_hi and None not in lo_hi
@@ -279,6 +307,8 @@ def build_tables(records: list[Record], roof: dict | None = None):
             if over and ratio:  # a ratio of a row that beats physics is no verdict
                 ratio = ratio.rsplit(" ", 1)[0] + " implausible"
             check = "implausible" if over else "suspect" if bad else ("ok" if r.verified else "")
+            if not bad and (p.above_copy or above_copy(r, roof)):
+                check += " >copy"
             t.add_row(*base, f"{s.median * 1e6:.4g}{noisy}{converged_mark(r)}", ci, ratio,
                       f"{val / scale:.4g}", pr, ps, check,
                       style="red" if bad else "")
