@@ -634,3 +634,26 @@ def test_an_injected_device_delay_on_gpu_is_found_slower_by_compare(tmp_path):
     assert torch_rows and all(c.verdict == cmp.SLOWER for c in torch_rows), [(c.key, c.verdict) for c in torch_rows]
     assert all("injected delay" in c.b.op for c in torch_rows)
     assert not [c for c in rows if c.key[1] == "native-cuda" and c.verdict == cmp.SLOWER and c.ratio > 1.2]
+
+
+def test_framework_rows_are_labeled_l2_resident_when_their_sets_fit_twice_in_the_l2():
+    """The audit's mutation (every framework row labeled 'rotated') must fail here: a case whose
+    rotated sets add up to less than twice the L2 is L2-resident, on the native case's count or
+    the same rule; a CPU row is 'host'."""
+    from types import SimpleNamespace
+
+    from gapbench.benchmarks.blas import arms
+    from gapbench.core.conditions import Cache
+    from gapbench.core.names import DeviceClass
+
+    gpu, cpu = SimpleNamespace(device_class=DeviceClass.cuda), SimpleNamespace(device_class=DeviceClass.cpu)
+    l2 = 50 << 20
+    small = SimpleNamespace(set_bytes=1 << 20, rotations=None)
+    assert arms._framework_sets(small, gpu, l2, None) == (100, Cache.ROTATED)  # 100 x 1 MiB = 2 x 50 MiB
+    assert arms._framework_sets(small, gpu, l2, 40 << 20) == (10, Cache.L2_RESIDENT)  # memory allows 10 sets
+    native_count = SimpleNamespace(set_bytes=1 << 20, rotations=8)
+    assert arms._framework_sets(native_count, gpu, l2, None) == (8, Cache.L2_RESIDENT)
+    big = SimpleNamespace(set_bytes=64 << 20, rotations=2)
+    assert arms._framework_sets(big, gpu, l2, None) == (2, Cache.ROTATED)
+    assert arms._framework_sets(small, gpu, None, None) == (1, Cache.L2_RESIDENT)
+    assert arms._framework_sets(small, cpu, l2, None) == (1, Cache.HOST)
