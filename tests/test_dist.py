@@ -266,6 +266,28 @@ def test_data_parallel_training_cpu(tmp_path):
         assert pr["impl"] == "gapbench's minimal GPT-2" and "(gapbench's minimal GPT-2)" in n2.op
 
 
+@needs_gloo
+def test_data_parallel_trains_transformers_gpt2_too(tmp_path):
+    """--impl hf: transformers' GPT2LMHeadModel of the same size (bench.train's model) under DDP and
+    FSDP2, checked (identical parameters on every rank, finite loss) and named in every record."""
+    pytest.importorskip("transformers")
+    out = tmp_path / "dp-hf.json"
+    p = run("-m", "gapbench.benchmarks.train.dp", "--nproc", "2", "--device", "cpu", "--models", "tiny", "--impl", "hf",
+            "--batch", "2", "--seq", "32", "--steps", "2", "--warmup", "1", "--bucket-mb", "1", "--no-progress",
+            "--out", str(out), timeout=400)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    recs = load_run(out).records
+    for s in ("ddp", "fsdp2"):
+        n2 = next(r for r in recs if r.variant == f"{s}/tiny-hf/n2")
+        assert n2.status == OK and n2.verified, (s, n2.reason)
+        assert n2.params["impl"] == "transformers' GPT2LMHeadModel" and "GPT2LMHeadModel" in n2.op
+        assert n2.params["n_params"] == next(r for r in recs if r.variant == f"{s}/tiny-hf/n1").params["n_params"]
+    assert "transformers' GPT2LMHeadModel" in p.stdout
+    bad = run("-m", "gapbench.benchmarks.train.dp", "--nproc", "2", "--device", "cpu", "--impl", "hf", "--strategies",
+              "mlx", "--out", str(tmp_path / "x.json"), timeout=60)
+    assert bad.returncode == 2 and "use --strategies ddp,fsdp2" in bad.stderr
+
+
 # ---------------------------------------------------------------- GPU (the 2-GPU machine)
 @pytest.mark.cuda
 def test_gpu_all_rungs_checked(tmp_path):

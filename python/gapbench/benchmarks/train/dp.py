@@ -26,9 +26,11 @@ from gapbench.core.result import ERROR, FAILED, OK, Record, load_run
 from gapbench.benchmarks.train.config import PRECISIONS
 
 PROBE = "train-dp"
-#: the model implementation every data-parallel job trains, named in each record and table (issue 36
-#: item 7: the single-device bench.train defaults to transformers' GPT-2 of the same name)
-IMPL = "gapbench's minimal GPT-2"
+#: the model implementations a data-parallel job can train (--impl), named in each record and table
+#: (issue 36 item 7): the minimal GPT-2, or transformers' GPT2LMHeadModel of the same size, the model
+#: the single-device bench.train trains by default, so one model can be followed from 1 to N GPUs
+IMPLS = {"minimal": "gapbench's minimal GPT-2", "hf": "transformers' GPT2LMHeadModel"}
+IMPL = IMPLS["minimal"]
 STRATEGIES = ("ddp", "fsdp2", "mlx")
 FP32, _, AMP_BF16 = PRECISIONS  # data-parallel training runs fp32 or bf16 autocast
 
@@ -74,8 +76,10 @@ def predict(t1: float, grad_bytes: float, world: int, busbw: float | None, strat
 
 def _records(job: dict, outs, world: int, base_median: float | None, comm: tuple | None) -> list[Record]:
     backend = ("mlx-" if job["strategy"] == "mlx" else "torch-") + ("cuda" if job["device"] == "cuda" else "cpu")
-    common = dict(probe=PROBE, backend=backend, metric="step", variant=f"{job['strategy']}/{job['model']}/n{world}",
-                  op=f"{job['strategy']} training step of {job['model']} ({IMPL}), batch {job['batch']}x{job['seq']} "
+    impl = job.get("impl", "minimal")
+    tag = "" if impl == "minimal" else f"-{impl}"
+    common = dict(probe=PROBE, backend=backend, metric="step", variant=f"{job['strategy']}/{job['model']}{tag}/n{world}",
+                  op=f"{job['strategy']} training step of {job['model']} ({IMPLS[impl]}), batch {job['batch']}x{job['seq']} "
                      f"per device, {world} rank(s)")
     bad = [o for o in outs if not o.ok]
     trains = {o.rank: next((d for d in o.lines if d.get("kind") == "train"), None) for o in outs}
@@ -89,7 +93,7 @@ def _records(job: dict, outs, world: int, base_median: float | None, comm: tuple
     t0 = trains[0]
     tokens = job["batch"] * t0["seq"]
     med = float(np.median(steps))
-    params = {"world": world, "strategy": job["strategy"], "model": job["model"], "impl": IMPL,
+    params = {"world": world, "strategy": job["strategy"], "model": job["model"], "impl": IMPLS[impl],
               "batch_per_device": job["batch"],
               "seq": t0["seq"], "precision": job["precision"], "n_params": t0["n_params"], "grad_bytes": t0["grad_bytes"],
               "tokens_per_s_per_device": tokens / med, "tokens_per_s_total": tokens * world / med,
@@ -117,6 +121,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--nproc", type=int, required=True, help="ranks (one per GPU on a GPU machine)")
     ap.add_argument("--models", type=parse_list(str), default=None,
                     help="minimal GPT-2 sizes: tiny,gpt2,gpt2-medium,gpt2-large,gpt2-xl (default gpt2; --quick: tiny)")
+    ap.add_argument("--impl", choices=tuple(IMPLS), default="minimal",
+                    help="minimal: gapbench's minimal GPT-2 (default); hf: transformers' GPT2LMHeadModel of the same "
+                         "size, the model single-device bench.train trains (DDP and FSDP2 only)")
     ap.add_argument("--strategies", type=parse_list(one_of("strategy", STRATEGIES)), default=["ddp", "fsdp2"],
                     help="ddp,fsdp2,mlx (default ddp,fsdp2)")
     ap.add_argument("--batch", type=int, default=None, help="sequences per device (default 8; --quick: 2)")
@@ -163,6 +170,8 @@ def run(args, prog: str, argv) -> int:
             raise UsageError(f"--nproc {args.nproc}: need 1 <= nproc <= GPUs visible ({ngpu}) on CUDA")
         if min(args.batch, args.seq, args.steps) < 1 or args.warmup < 0:
             raise UsageError("--batch, --seq, --steps must be >= 1, --warmup >= 0")
+        if args.impl == "hf" and "mlx" in strategies:
+            raise UsageError("--impl hf trains transformers' model, a torch model: use --strategies ddp,fsdp2")
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -174,7 +183,7 @@ def run(args, prog: str, argv) -> int:
     try:
         for model in models:
             for strat in strategies:
-                job = {"model": model, "strategy": strat, "batch": args.batch, "seq": args.seq, "steps": args.steps,
+                job = {"model": model, "impl": args.impl, "strategy": strat, "batch": args.batch, "seq": args.seq, "steps": args.steps,
                        "warmup": args.warmup, "precision": precision, "device": device, "bucket_mb": args.bucket_mb,
                        "op_timeout_s": args.op_timeout}
                 base = None
@@ -205,8 +214,9 @@ def table(records: list[Record]):
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=f"Data-parallel training at a matched per-device batch (models: {IMPL}; bench.train without "
-                    "--nproc runs transformers' GPT2LMHeadModel by default, another implementation of the same sizes)",
+    impls = sorted({str((r.params or {}).get("impl") or IMPL) for r in records if r.probe == PROBE}) or [IMPL]
+    t = Table(title=f"Data-parallel training at a matched per-device batch (models: {', '.join(impls)}; a run "
+                    "named -hf trains transformers' GPT2LMHeadModel, bench.train's model without --nproc)",
               title_justify="left")
     for c in ("run", "step ms [p10-p90]", "tok/s/dev", "tok/s", "eff", "pred", "exp. comm", "peak/rank"):
         t.add_column(c, justify="left" if c == "run" else "right", overflow="fold")

@@ -46,9 +46,25 @@ def torch_job(job: dict, rank: int, world: int, local: int, log: RankLog) -> Non
     spec = SIZES[job["model"]]
     seq = min(job["seq"], spec.n_ctx)
     torch.manual_seed(0)  # every rank starts from the same weights
-    model = GPT2(spec).to(dev)
+    if job.get("impl", "minimal") == "hf":  # transformers' GPT-2 of the same size (bench.train's model)
+        import transformers
+
+        cfg = transformers.GPT2Config(n_embd=spec.n_embd, n_layer=spec.n_layer, n_head=spec.n_head,
+                                      vocab_size=spec.vocab, n_positions=spec.n_ctx, attn_implementation="sdpa")
+        model = transformers.GPT2LMHeadModel(cfg).to(dev)
+        model.config.use_cache = False
+        blocks = list(model.transformer.h)
+
+        def forward(net, x):
+            return net(input_ids=x).logits
+    else:
+        model = GPT2(spec).to(dev)
+        blocks = list(model.blocks)
+
+        def forward(net, x):
+            return net(x)
     n_params = sum(p.numel() for p in model.parameters())
-    block_numels = [[p.numel() for p in b.parameters()] for b in model.blocks]  # before any sharding
+    block_numels = [[p.numel() for p in b.parameters()] for b in blocks]  # before any sharding
     if job["strategy"] == "ddp":
         from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -57,7 +73,7 @@ def torch_job(job: dict, rank: int, world: int, local: int, log: RankLog) -> Non
     else:
         from torch.distributed.fsdp import fully_shard
 
-        for b in model.blocks:
+        for b in blocks:
             fully_shard(b)
         net = fully_shard(model)
 
@@ -82,7 +98,7 @@ def torch_job(job: dict, rank: int, world: int, local: int, log: RankLog) -> Non
         x, y = batches[i % 4]
         opt.zero_grad(set_to_none=True)
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp):
-            logits = net(x)
+            logits = forward(net, x)
         loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
         loss.backward()
         opt.step()
