@@ -32,3 +32,13 @@ def pytest_report_header(config):
         return f"gapbench sources: unknown ({type(e).__name__}: {e})"
     return (f"gapbench sources: commit {p['source_commit']}, hash {p['source_hash']}, dirty {p['dirty']} "
             f"({p['provenance_from']})")
+
+
+def as_from_a_terminal() -> None:
+    """preexec_fn for a child a test will Ctrl-C: SIGINT at its default disposition, as a command
+    typed at a terminal has it. A runner started in the background by a shell without job control
+    (`nohup bash -c '... &'`) ignores SIGINT, and its children would inherit that, so a Ctrl-C test
+    would hang on how the suite was launched rather than on gapbench."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_module
+from conftest import ROOT, as_from_a_terminal, run_module
 from gapbench import __version__
 from gapbench import benchmarks
 from gapbench.core import bundle as bd
@@ -187,7 +187,8 @@ def test_ctrl_c_names_the_partial_bundle(tmp_path):
     psutil = pytest.importorskip("psutil")
     proc = subprocess.Popen([sys.executable, "-m", "gapbench", "run", "--only", "launch,blas", "--backends", "native-cpu",
                              "--args", "launch=--samples 50000000 --warmup 50000000 --budget 600", "--out", str(tmp_path), "--host", "testbox"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=as_from_a_terminal)
     try:
         deadline, kids = time.time() + 120, []
         while time.time() < deadline and len(kids) < 2:  # the bundle's worker and launch's own

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, run_module
+from conftest import ROOT, as_from_a_terminal, run_module
 from gapbench.core.names import Backend
 from gapbench import benchmarks
 from gapbench.core.benchmark import EXIT_SIGINT, EXIT_SIGTERM
@@ -89,7 +89,7 @@ def _start_long_launch(tmp_path):
     (tmp_path / "tmp").mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "bench.launch", "--backends", "native-cpu", "--samples", "50000000",
                              "--warmup", "50000000", "--budget", "600", "--no-progress", "--out", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal)
     deadline = time.time() + 120
     workers = []
     while time.time() < deadline and not workers:
