@@ -142,3 +142,14 @@ def test_the_bundle_and_the_report_show_the_gpus_side_by_side(tmp_path):
     assert t.columns[2:5] == [pergpu.gpu_label(_gpu(i)) for i in range(3)] and "Marked: GPU 1" in t.note
     assert json.dumps(t.rows)  # plain text cells
     assert rc.side_by_side(tmp_path, {"benchmarks": entries[:1]}).startswith("GPUs side by side: fewer than two")
+
+
+def test_a_row_under_other_conditions_on_one_gpu_is_left_out_and_counted():
+    """As compare does: rows are set side by side only under the same compared conditions."""
+    runs = [_run(i, {}) for i in range(3)]
+    odd = next(r for r in runs[1].records if r.params["op"] == "gemm")
+    odd.conditions = {"clock": "device events, gated", "cache": "l2-resident"}
+    (c,) = pergpu.comparisons(runs, MODEL)
+    assert {f.name: f.rows for f in c.families} == {"blas gemm": 5, "blas copy": 6}
+    assert len(c.left_out) == 1 and "cache" in next(iter(c.left_out.values()))
+    assert "1 row(s) left out: their conditions differ between GPUs" in pergpu.text(c)

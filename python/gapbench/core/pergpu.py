@@ -24,15 +24,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gapbench.core.compare import key_text, row_key
+from gapbench.core.conditions import Conditions, mismatch
 from gapbench.core.floors import host_env
-from gapbench.core.noise import NoiseModel, device_class, is_quick, row_class, shipped
+from gapbench.core.noise import Z95, NoiseModel, device_class, is_quick, row_class, shipped
 from gapbench.core.result import OK, Record, Run
 
 #: the smallest tolerance a family's mark needs (1%: below it, GPUs of one model are alike)
 MIN_TOL = 0.01
 #: the tolerance on a GPU model the noise model has not calibrated
 FALLBACK_TOL = 0.05
-Z95 = 1.959964
 
 def family(r: Record) -> str:
     """The family a row is judged in: `blas <its op>`, `launch submit`, `train step`, ..."""
@@ -98,6 +99,7 @@ class Comparison:
     gpus: list[str]
     families: list[Family]
     device: str
+    left_out: dict[str, str] = field(default_factory=dict)  # row -> the condition that differs between GPUs
 
     def marks(self) -> list[str]:
         """One line per marked GPU and family."""
@@ -106,7 +108,6 @@ class Comparison:
 
 def _medians(runs: list[Run]) -> dict[tuple, tuple[float, Record]]:
     """Per row key, the median over this GPU's runs of each run's median per op (--repeat: several)."""
-    from gapbench.core.compare import row_key
 
     per: dict[tuple, list[float]] = {}
     recs: dict[tuple, Record] = {}
@@ -120,41 +121,36 @@ def _medians(runs: list[Run]) -> dict[tuple, tuple[float, Record]]:
 
 
 def compare_gpus(by_gpu: dict[str, list[Run]], model: NoiseModel | None = None) -> Comparison:
-    """The families of rows measured on every GPU of `by_gpu`, scored and marked (module docstring)."""
+    """The families of rows measured on every GPU of `by_gpu` under the same compared conditions,
+    scored and marked (module docstring); a row whose conditions differ between GPUs is left out
+    and counted (Comparison.left_out), as compare leaves it without a ratio."""
     model = shipped() if model is None else model
     labels = sorted(by_gpu, key=lambda s: (len(s), s))
     meds = {g: _medians(by_gpu[g]) for g in labels}
-    common = set.intersection(*(set(m) for m in meds.values()))
     first = by_gpu[labels[0]][0]
     dev = device_class(first)
-    fams: dict[str, list[tuple]] = {}
-    for k in sorted(common):
+    fams: dict[str, list[tuple[dict[str, float], Record]]] = {}
+    left_out: dict[str, str] = {}
+    for k in sorted(set.intersection(*(set(m) for m in meds.values()))):
         rec = meds[labels[0]][k][1]
-        fams.setdefault(family(rec), []).append(k)
+        why = next((w for g in labels[1:] if (w := mismatch(Conditions.of(rec), Conditions.of(meds[g][k][1])))), "")
+        t = {g: meds[g][k][0] for g in labels}
+        if why:
+            left_out[key_text(k)] = why
+        elif min(t.values()) > 0:
+            fams.setdefault(family(rec), []).append((t, rec))
     out = []
-    for name, keys in sorted(fams.items()):
-        logs = {g: [] for g in labels}
-        scales = []
-        for k in keys:
-            t = {g: meds[g][k][0] for g in labels}
-            if min(t.values()) <= 0:
-                continue
-            best = min(t.values())
-            for g in labels:
-                logs[g].append(math.log(best / t[g]))
-            rec = meds[labels[0]][k][1]
-            s, _ = model.scale(dev, row_class(rec, t[labels[0]]), same_start=True)
-            if s is not None:
-                scales.append(s)
-        if not logs[labels[0]]:
-            continue
+    for name, rows in sorted(fams.items()):
+        logs = {g: [math.log(min(t.values()) / t[g]) for t, _ in rows] for g in labels}
+        scales = [s for t, rec in rows
+                  if (s := model.scale(dev, row_class(rec, t[labels[0]]), same_start=True)[0]) is not None]
         scores = {g: math.exp(sum(v) / len(v)) for g, v in logs.items()}
         if scales:
             tol = max(MIN_TOL, math.expm1(Z95 * statistics.median(scales)))
             note = f"1.96 x the median between-run scale of its rows ({dev}, one machine start)"
         else:
             tol, note = FALLBACK_TOL, f"uncalibrated on {dev}: a fixed {100 * FALLBACK_TOL:g}%"
-        fam = Family(name, len(logs[labels[0]]), scores, tol, note)
+        fam = Family(name, len(rows), scores, tol, note)
         for g in labels:
             others = [scores[o] for o in labels if o != g]
             lo, hi = min(others), max(others)
@@ -165,7 +161,7 @@ def compare_gpus(by_gpu: dict[str, list[Run]], model: NoiseModel | None = None) 
                 fam.marked[g] = (f"{scores[g]:.3f} of the node's best, above the other GPUs' "
                                  f"{lo:.3f}-{hi:.3f} by more than {100 * tol:.2g}% (they are the slow ones)")
         out.append(fam)
-    return Comparison(str(first.run.get("probe")), is_quick(first), labels, out, dev)
+    return Comparison(str(first.run.get("probe")), is_quick(first), labels, out, dev, left_out)
 
 
 def comparisons(runs: list[Run], model: NoiseModel | None = None) -> list[Comparison]:
@@ -190,4 +186,7 @@ def text(c: Comparison) -> str:
              fmt.format(*head), *[fmt.format(*r) for r in body]]
     marks = c.marks()
     lines.append("marked: " + "; ".join(marks) if marks else "no GPU outside the others' spread")
+    if c.left_out:
+        row, why = next(iter(c.left_out.items()))
+        lines.append(f"{len(c.left_out)} row(s) left out: their conditions differ between GPUs (e.g. {row}: {why})")
     return "\n".join(lines)

@@ -93,7 +93,9 @@ def gpus_tables(runs: list[Run]) -> list[Table]:
                               "own): 1.000 is the best GPU on every row. ! marks a GPU outside the other GPUs' range "
                               "by more than the tolerance (1.96 x the rows' median between-run scale, at least "
                               f"{100 * pergpu.MIN_TOL:g}%). " + ("Marked: " + "; ".join(marks) if marks else
-                                                                  "No GPU is outside the others' spread.")))
+                                                                  "No GPU is outside the others' spread.")
+                              + (f" {len(c.left_out)} row(s) left out: their conditions differ between GPUs."
+                                 if c.left_out else "")))
     return out
 
 
