@@ -194,6 +194,15 @@ def suspect(r: Record, roof: dict) -> str:
             "likely a busy or oversubscribed machine; re-run")
 
 
+def _held_to_ceilings(r: Record) -> Row | None:
+    """The row, where physics judges it: timed, not labeled l2-resident, not a plain-loop check,
+    of a known device class (None otherwise)."""
+    row = _as_row(r)
+    if row is None or row.l2_resident or row.backend is None or row.backend.is_plain or row.device_class is None:
+        return None
+    return row
+
+
 def implausible(r: Record, roof: dict, sheet: dict | None = None) -> str:
     """Why an ok row beats physics ('' when it does not): not labeled l2-resident, yet even at the
     slow end of its median's interval its rate is above
@@ -203,8 +212,8 @@ def implausible(r: Record, roof: dict, sheet: dict | None = None) -> str:
       rate of a native row off the L2, STREAM; for compute-bound ones the best native GEMM), which
       judges every row but the one that set it.
     It timed less work than it claims, or read from a cache it says it rotated past."""
-    row = _as_row(r)
-    if row is None or row.l2_resident or row.backend is None or row.backend.is_plain or row.device_class is None:
+    row = _held_to_ceilings(r)
+    if row is None:
         return ""
     bound = (sheet or {}).get(row.roof_key) if row.device_class is DeviceClass.cuda else None
     if bound and row.rate_at_slow_end > bound:
@@ -226,9 +235,8 @@ def above_copy(r: Record, roof: dict) -> str:
     """The label of a memory-bound row off the L2 whose rate is above the copy bandwidth measured
     in this run (a read-mostly stream reads faster than a copy reads and writes): how far, so no
     row beats a measured ceiling unlabeled ('' when it does not)."""
-    row = _as_row(r)
-    if (row is None or row.l2_resident or row.backend is None or row.backend.is_plain or row.device_class is None
-            or row.roof_key != BANDWIDTH):
+    row = _held_to_ceilings(r)
+    if row is None or row.roof_key != BANDWIDTH:
         return ""
     copy = roof.get(row.device_class.value, {}).get(BANDWIDTH) or {}
     peak = copy.get("value")

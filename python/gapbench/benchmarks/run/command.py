@@ -86,24 +86,25 @@ def backend_names(text: str) -> str:
     return text.strip()
 
 
-def takes_backends(bench: Benchmark) -> bool:
-    """Whether the benchmark has a --backends option (the pass-through goes only there)."""
+def takes_option(bench: Benchmark, *option: str) -> bool:
+    """Whether the benchmark's parser takes `option` (e.g. "--backends", "native-cpu"): pass-throughs
+    go only where they apply."""
     try:
         with contextlib.redirect_stderr(io.StringIO()):  # a parser that refuses says so on stderr
-            _, rest = bench.parser(f"gapbench {bench.name}").parse_known_args(["--backends", "native-cpu"])
+            _, rest = bench.parser(f"gapbench {bench.name}").parse_known_args(list(option))
     except SystemExit:
         return False
     return not rest
+
+
+def takes_backends(bench: Benchmark) -> bool:
+    """Whether the benchmark has a --backends option (the pass-through goes only there)."""
+    return takes_option(bench, "--backends", "native-cpu")
 
 
 def takes_gpu(bench: Benchmark) -> bool:
     """Whether the benchmark measures on one GPU chosen by --gpu (launch, blas, train)."""
-    try:
-        with contextlib.redirect_stderr(io.StringIO()):
-            _, rest = bench.parser(f"gapbench {bench.name}").parse_known_args(["--gpu", "0"])
-    except SystemExit:
-        return False
-    return not rest
+    return takes_option(bench, "--gpu", "0")
 
 
 def gpu_list(text: str) -> str:

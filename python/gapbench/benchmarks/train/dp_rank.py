@@ -142,7 +142,9 @@ def torch_job(job: dict, rank: int, world: int, local: int, log: RankLog) -> Non
             peak = torch.cuda.max_memory_allocated(dev) if cuda else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
             check("after timing")
     busbw = _allreduce_busbw(torch, dist, dev, world, int(job["bucket_mb"] * (1 << 20)), sync)
-    fsdp = (_fsdp_collectives(torch, dist, dev, world, block_numels, n_params, sync) if job["strategy"] == "fsdp2" and cuda and world > 1 else None)
+    fsdp = None
+    if job["strategy"] == "fsdp2" and cuda and world > 1:
+        fsdp = _fsdp_collectives(torch, dist, dev, world, block_numels, n_params, sync)
     log.write(kind="train", steps_s=times["sync"], nosync_s=times["nosync"], peak_bytes=int(peak), n_params=n_params,
               seq=seq, grad_bytes=4 * n_params, allreduce_busbw=busbw, library="torch " + torch.__version__,
               backend="nccl" if cuda else "gloo", **({"fsdp_collectives": fsdp} if fsdp else {}))
@@ -157,21 +159,26 @@ class _null:
         return False
 
 
+def _time_collective(fn, dist, sync, reps: int = 10) -> float:
+    """Seconds per call of collective `fn` on these ranks: 3 calls to warm up, then `reps` in a
+    row between a barrier and a device synchronisation."""
+    for _ in range(3):
+        fn()
+    sync()
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    sync()
+    return (time.perf_counter() - t0) / reps
+
+
 def _allreduce_busbw(torch, dist, dev, world, nbytes, sync) -> float | None:
     """All-reduce bus bandwidth (bytes/s) of an fp32 buffer of the bucket size on these ranks."""
     if world < 2:
         return None
     t = torch.ones(nbytes // 4, dtype=torch.float32, device=dev)
-    for _ in range(3):
-        dist.all_reduce(t)
-    sync()
-    dist.barrier()
-    t0 = time.perf_counter()
-    n = 10
-    for _ in range(n):
-        dist.all_reduce(t)
-    sync()
-    dt = (time.perf_counter() - t0) / n
+    dt = _time_collective(lambda: dist.all_reduce(t), dist, sync)
     return nbytes / dt * 2 * (world - 1) / world
 
 
@@ -185,25 +192,14 @@ def _fsdp_collectives(torch, dist, dev, world, blocks: list[list[int]], n_params
     def padded(numels):
         return sum(-(-n // world) * world for n in numels)
 
-    def timed(fn, reps=10) -> float:
-        for _ in range(3):
-            fn()
-        sync()
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        sync()
-        return (time.perf_counter() - t0) / reps
-
     cache: dict[int, tuple[float, float]] = {}
 
     def unit(numel: int) -> tuple[float, float]:
         if numel not in cache:
             full = torch.empty(numel, dtype=torch.float32, device=dev)
             shard = torch.ones(numel // world, dtype=torch.float32, device=dev)
-            cache[numel] = (timed(lambda: dist.all_gather_into_tensor(full, shard)),
-                            timed(lambda: dist.reduce_scatter_tensor(shard, full)))
+            cache[numel] = (_time_collective(lambda: dist.all_gather_into_tensor(full, shard), dist, sync),
+                            _time_collective(lambda: dist.reduce_scatter_tensor(shard, full), dist, sync))
         return cache[numel]
 
     block_sizes = [padded(b) for b in blocks]
