@@ -470,3 +470,46 @@ def test_a_compute_bound_row_is_held_against_its_machines_flop_ceiling_not_the_c
     b = _write(tmp_path / "b.json", [gemm(0.5)], "NVIDIA H200", roof=roof(4.3e12, 2e14))
     (c,) = cmp.compare_runs(load_run(a), load_run(b))
     assert c.of_ceiling["A"] == pytest.approx(1.0, rel=0.03) and c.of_ceiling["B"] == pytest.approx(1.0, rel=0.03)
+
+
+def test_a_graph_replay_is_judged_as_device_work_not_as_the_hosts(tmp_path):
+    """One graph launch queues every node with one host call: its rows move with the device (at
+    most 3% between runs of the committed H100 starts), not with the host's issue rate (tens of
+    percent). They get the graph clock, a normal (not heavy-tailed) noise class, and no host-floor
+    gap, even where the host floor moved; files written before the clock existed read the same."""
+    from gapbench.core import noise
+    from gapbench.core.conditions import Clock, clock_of
+
+    assert clock_of("device_events", graph=True) == Clock.GRAPH
+    assert clock_of("host_wall", graph=True) == Clock.HOST and clock_of("device_events") == Clock.ISSUED
+
+    def run(path, host_f, graph_f, clock=Clock.GRAPH):
+        rng = np.random.default_rng(7 if graph_f == 1 else 8)
+        rows = [Record(probe="launch", backend=b, variant="null", metric=m, status=OK,
+                       samples_s=list(t * 1e-6 * rng.lognormal(0, 0.002, 200)),
+                       conditions={"clock": c, "process": "standalone", "data": "uniform"})
+                for b, m, t, c in (("native-cuda", "graph_node", 0.8 * graph_f, clock),
+                                   ("plain-cuda", "graph_node", 0.8, clock),
+                                   ("plain-cuda", "stream_b2b", 3 * host_f, Clock.ISSUED))]
+        w = RunWriter(path, env={"nvidia_smi": [{"name": "NVIDIA H100 80GB HBM3"}]}, run={"probe": "launch"},
+                      overhead=None)
+        for r in rows:
+            w.add(r)
+        w.finish()
+        return load_run(path)
+
+    a, b = run(tmp_path / "a.json", 1.0, 1.0), run(tmp_path / "b.json", 1.5, 1.0)
+    old = run(tmp_path / "old.json", 1.0, 1.0, clock=Clock.ISSUED)  # as files before the graph clock
+    g = {r.backend: r for r in old.records if r.metric == "graph_node"}
+    assert {r.conditions["clock"] for r in g.values()} == {Clock.GRAPH}
+    assert noise.clock_kind(g["native-cuda"]) == noise.clock_kind(g["plain-cuda"]) == "graph"
+    assert noise.clock_kind(next(r for r in old.records if r.metric == "stream_b2b")) == "plain"
+    cls = noise.row_class(g["native-cuda"], 0.8e-6)
+    fitted = noise.fit([(cls, d, i // 4) for i, d in enumerate(np.random.default_rng(3).normal(0, 0.004, 40))])
+    assert fitted[noise.key(cls)]["scale"] < 0.01  # a normal prediction, not the heavy-tailed bound
+    m = noise.NoiseModel({"devices": {"h100-80gb-hbm3": {"within": fitted, "across": fitted}}})
+    by = {x.key[1]: x for x in cmp.compare_runs(a, b, model=m, one_start=True) if x.key[3] == "graph_node"}
+    assert by["native-cuda"].verdict == cmp.SAME and "host floor" not in by["native-cuda"].note
+    slow = run(tmp_path / "c.json", 1.5, 1.05)
+    by = {x.key[1]: x for x in cmp.compare_runs(a, slow, model=m, one_start=True) if x.key[3] == "graph_node"}
+    assert by["native-cuda"].verdict == cmp.SLOWER and by["native-cuda"].absolute is None

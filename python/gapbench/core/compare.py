@@ -235,7 +235,7 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
                 reason = "single sample across a first run after a machine start (cold caches)"
         absolute = None
         clock = cls[3]
-        if not reason and clock in ("gated", "issued") and "event pair" in moves:
+        if not reason and clock in ("gated", "graph", "issued") and "event pair" in moves:
             ev = moves["event pair"]
             if quant["A"][0] < EVENT_ROWS * max(ev.a, ev.b):
                 reason = f"the {ev.text()} moved, and rows this short move with it"

@@ -28,6 +28,7 @@ class Cache:
 class Clock:
     GATED = "device events, gated"  # events around the work, the queue held until it is all queued
     ISSUED = "device events, as issued"  # events around the work as the host issues it
+    GRAPH = "device events, one graph launch"  # events around a CUDA graph replay: one host call queues it all
     HOST = "host wall"  # the host's clock around the calls and a final synchronise
     GPU_TIMESTAMPS = "gpu timestamps"  # Metal command buffer GPU start/end
 
@@ -37,11 +38,14 @@ class Clock:
 _RECORD_CLOCKS = {"host_wall": Clock.HOST, "device_events": Clock.ISSUED, "gpu_timestamps": Clock.GPU_TIMESTAMPS}
 
 
-def clock_of(record_clock: str | None, gated: bool = False) -> str | None:
+def clock_of(record_clock: str | None, gated: bool = False, graph: bool = False) -> str | None:
     """The conditions' clock of a record whose samples were read by `record_clock`; `gated`: its
-    device events were held behind the release gate."""
+    device events were held behind the release gate; `graph`: they bracket one graph launch (the
+    host issues one call, so the span is the device's work, not the host's issue rate)."""
     if gated:
         return Clock.GATED
+    if graph and record_clock == "device_events":
+        return Clock.GRAPH
     return _RECORD_CLOCKS.get(record_clock or "", record_clock)
 
 

@@ -41,14 +41,20 @@ HEAVY_CLOCKS = ("host", "issued", "plain")
 UPPER = 0.95
 #: a class is used only when fitted on at least this many A/A row pairs (else a coarser one)
 MIN_PAIRS = 10
-_CLOCK = {Clock.GATED: "gated", Clock.ISSUED: "issued", Clock.HOST: "host", Clock.GPU_TIMESTAMPS: "gpu-ts"}
+_CLOCK = {Clock.GATED: "gated", Clock.ISSUED: "issued", Clock.GRAPH: "graph", Clock.HOST: "host",
+          Clock.GPU_TIMESTAMPS: "gpu-ts"}
+#: clocks that see only the device's work: the queue held behind the gate, or one graph launch
+DEVICE_CLOCKS = ("gated", "graph", "gpu-ts")
 
 
 def clock_kind(r: Record) -> str:
-    """gated / issued / host / gpu-ts, or plain (the standalone C++ loops), from the conditions."""
-    if r.backend.startswith("plain-"):
+    """gated / graph / issued / host / gpu-ts from the conditions, or plain for the standalone C++
+    loops' host-bound rows (their device-bound rows, gated or one graph launch, keep their clock:
+    they move as the device does, not as the host)."""
+    kind = _CLOCK.get((r.conditions or {}).get("clock"), "host" if r.clock == "host_wall" else "other")
+    if r.backend.startswith("plain-") and kind not in DEVICE_CLOCKS:
         return "plain"
-    return _CLOCK.get((r.conditions or {}).get("clock"), "host" if r.clock == "host_wall" else "other")
+    return kind
 
 
 def decade(seconds: float) -> str:

@@ -24,6 +24,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from gapbench.core import stats
+from gapbench.core.conditions import Clock
 
 SCHEMA = "gapbench.run"
 SCHEMA_VERSION = 1
@@ -315,13 +316,26 @@ class Run:
     records: list[Record]
 
 
+#: files written before the graph-launch clock existed (2026-11-26) label launch's graph replays
+#: "device events, as issued": they were timed by events around one graph launch all along
+_GRAPH_LEGACY = ("launch", "graph_node", Clock.ISSUED)
+
+
+def _upgrade(d: dict) -> dict:
+    """A record dict as this version writes it: graph replays of older files get their clock."""
+    cond = d.get("conditions")
+    if isinstance(cond, dict) and (d.get("probe"), d.get("metric"), cond.get("clock")) == _GRAPH_LEGACY:
+        d = {**d, "conditions": {**cond, "clock": Clock.GRAPH}}
+    return d
+
+
 def load_run(path: str | os.PathLike) -> Run:
     """Read a run file, plain JSON or gzip JSON (`.json.gz`). Anything that is not a gapbench run
     of a known schema version is refused with a message naming the file; it is never misread."""
     path = Path(path)
     doc = read_document(path)
     try:
-        records = [Record.from_dict(r) for r in doc.get("records", [])]
+        records = [Record.from_dict(_upgrade(r)) for r in doc.get("records", [])]
     except (TypeError, ValueError) as e:
         raise SchemaError(f"{path}: malformed record ({e})") from None
     return Run(path=path, run=doc.get("run", {}), env=doc.get("env", {}), records=records)

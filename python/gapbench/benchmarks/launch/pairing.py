@@ -263,7 +263,8 @@ def plain_records(plain: list[dict], harness: list[dict], cfg: Config, per: int,
         clock = "host_wall" if metric in ("submit", "roundtrip") else "device_events"
         # the conditions of the harness rows it is paired with (launch/worker.py): each in its own
         # fresh process, the kernel rate held behind the same release gate, bound to the same CPU
-        cond = Conditions(clock=clock_of(clock, gated=metric == "device_kernel"), process=Process.STANDALONE,
+        cond = Conditions(clock=clock_of(clock, gated=metric == "device_kernel", graph=metric == "graph_node"),
+                          process=Process.STANDALONE,
                           data=INPUT_DATA, seed=seed,
                           cpu="not bound" if cfg.cpu is None else f"bound to CPU {cfg.cpu}").to_dict()
         recs.append(Record(

@@ -47,7 +47,7 @@ class _Out:
         # Each metric is timed alone in its process (process: standalone); its pairing with the
         # floor, where there is one, carries its own rounds and standalone check.
         held = metric == "device_kernel"  # the queue held behind the release gate
-        cond = Conditions(clock=clock_of(clock, gated=held), process=Process.STANDALONE,
+        cond = Conditions(clock=clock_of(clock, gated=held, graph=metric == "graph_node"), process=Process.STANDALONE,
                           data=INPUT_DATA, cpu=self.cpu,
                           seed=self.seed).to_dict() if status == OK else {}
         rec = Record(probe=PROBE, backend=self.backend, variant=variant, metric=metric, status=status, conditions=cond,
