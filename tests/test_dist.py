@@ -274,9 +274,12 @@ def test_data_parallel_trains_transformers_gpt2_too(tmp_path):
     out = tmp_path / "dp-hf.json"
     p = run("-m", "gapbench.benchmarks.train.dp", "--nproc", "2", "--device", "cpu", "--models", "tiny", "--impl", "hf",
             "--batch", "2", "--seq", "32", "--steps", "2", "--warmup", "1", "--bucket-mb", "1", "--no-progress",
-            "--out", str(out), timeout=400)
+            "--profile-steps", "1", "--out", str(out), timeout=400)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     recs = load_run(out).records
+    # --profile-steps reads the device's kernels: on the CPU every run says why there is no profile
+    assert all("CUDA" in r.params["profile"]["reason"] for r in recs if r.status == OK), [r.params for r in recs]
+    assert "Where the step went" in p.stdout
     for s in ("ddp", "fsdp2"):
         n2 = next(r for r in recs if r.variant == f"{s}/tiny-hf/n2")
         assert n2.status == OK and n2.verified, (s, n2.reason)
@@ -286,6 +289,49 @@ def test_data_parallel_trains_transformers_gpt2_too(tmp_path):
     bad = run("-m", "gapbench.benchmarks.train.dp", "--nproc", "2", "--device", "cpu", "--impl", "hf", "--strategies",
               "mlx", "--out", str(tmp_path / "x.json"), timeout=60)
     assert bad.returncode == 2 and "use --strategies ddp,fsdp2" in bad.stderr
+
+
+def test_the_step_profile_counts_overlap_once_and_exposes_only_unhidden_communication():
+    """stepprofile.breakdown on intervals with a known answer: 2 steps over 10 ms of host wall; a
+    compute kernel 0-4 ms and another 3-5 ms (union 5 ms), an NCCL kernel 4-7 ms (1 ms of it under
+    compute, 2 ms exposed), so busy 7 ms, idle 3 ms; per step half of each. Dropping a kernel from
+    the list moves the figures, so a lost interval is seen."""
+    from gapbench.benchmarks.train.stepprofile import breakdown, union_ns
+
+    ms = 1_000_000
+    iv = [("gemm", 0, 4 * ms), ("softmax", 3 * ms, 5 * ms), ("ncclDevKernel_AllGather", 4 * ms, 7 * ms)]
+    b = breakdown(iv, steps=2, wall_s=0.010)
+    assert b["busy_s"] == pytest.approx(0.0035) and b["compute_s"] == pytest.approx(0.0025)
+    assert b["comm_s"] == pytest.approx(0.0015) and b["exposed_comm_s"] == pytest.approx(0.001)
+    assert b["idle_s"] == pytest.approx(0.0015) and b["wall_s"] == pytest.approx(0.005)
+    assert b["kernels_per_step"] == 1.5 and b["top_comm"][0]["kernel"].startswith("nccl")
+    assert [k["kernel"] for k in b["top_compute"]] == ["gemm", "softmax"]
+    assert breakdown(iv[:2], 2, 0.010)["exposed_comm_s"] == 0 and breakdown(iv[1:], 2, 0.010)["compute_s"] == pytest.approx(0.001)
+    assert union_ns([(0, 2), (1, 3), (5, 6), (6, 6)]) == 4
+    with pytest.raises(ValueError):
+        breakdown(iv, 0, 1.0)
+
+
+@pytest.mark.cuda
+def test_gpu_step_profile_sees_compute_and_nccl(tmp_path):
+    """On GPUs the profile of an FSDP2 step reads real kernels: busy = compute + exposed, NCCL's
+    all-gathers and reduce-scatters among them on 2 ranks."""
+    import torch
+
+    n = min(torch.cuda.device_count(), 2)
+    if n < 1:
+        pytest.skip("needs a GPU")
+    out = tmp_path / "prof.json"
+    p = run("-m", "gapbench.benchmarks.train.dp", "--nproc", str(n), "--models", "tiny", "--strategies", "fsdp2",
+            "--batch", "2", "--seq", "64", "--steps", "3", "--warmup", "1", "--profile-steps", "2", "--no-progress",
+            "--out", str(out), timeout=400)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    for r in load_run(out).records:
+        pr = r.params["profile"]
+        assert pr["busy_s"] > 0 and pr["compute_s"] > 0, pr
+        assert pr["busy_s"] == pytest.approx(pr["compute_s"] + pr["exposed_comm_s"])
+        if r.params["world"] > 1:
+            assert pr["comm_s"] > 0 and pr["top_comm"], pr
 
 
 # ---------------------------------------------------------------- GPU (the 2-GPU machine)

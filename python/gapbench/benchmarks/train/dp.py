@@ -110,6 +110,8 @@ def _records(job: dict, outs, world: int, base_median: float | None, comm: tuple
                                 t0.get("fsdp_collectives")))
         if t0.get("fsdp_collectives"):
             params["fsdp_collectives"] = t0["fsdp_collectives"]
+    if t0.get("profile"):
+        params["profile"] = {"rank": 0, **t0["profile"]}
     return [Record(**common, status=OK if ok else FAILED, reason="" if ok else "ranks disagree after a step or loss not finite",
                    clock="host_wall", samples_s=steps.tolist(), warmup=job["warmup"], work={"items": float(tokens * world)},
                    params=params, verified=ok,
@@ -135,6 +137,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--bucket-mb", type=float, default=25.0, help="DDP gradient bucket (and prediction size)")
     ap.add_argument("--comm-results", help="bench.dist result file for the all-reduce bus bandwidth")
     ap.add_argument("--no-baseline", action="store_true", help="skip the 1-rank run (no efficiency)")
+    ap.add_argument("--profile-steps", type=int, default=0,
+                    help="after timing, profile N more steps (CUDA): device busy, compute, NCCL exposed and idle time "
+                         "per step, and the top kernels (rank 0), on N ranks and on 1")
     ap.add_argument("--op-timeout", type=float, default=120.0)
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds one launch may take")
     ap.add_argument("--hang-timeout", type=float, default=300.0)
@@ -168,8 +173,8 @@ def run(args, prog: str, argv) -> int:
         device = args.device if args.device != "auto" else ("cuda" if ngpu else "cpu")
         if args.nproc < 1 or (device == "cuda" and args.nproc > ngpu):
             raise UsageError(f"--nproc {args.nproc}: need 1 <= nproc <= GPUs visible ({ngpu}) on CUDA")
-        if min(args.batch, args.seq, args.steps) < 1 or args.warmup < 0:
-            raise UsageError("--batch, --seq, --steps must be >= 1, --warmup >= 0")
+        if min(args.batch, args.seq, args.steps) < 1 or args.warmup < 0 or args.profile_steps < 0:
+            raise UsageError("--batch, --seq, --steps must be >= 1, --warmup and --profile-steps >= 0")
         if args.impl == "hf" and "mlx" in strategies:
             raise UsageError("--impl hf trains transformers' model, a torch model: use --strategies ddp,fsdp2")
     except UsageError as e:
@@ -185,7 +190,7 @@ def run(args, prog: str, argv) -> int:
             for strat in strategies:
                 job = {"model": model, "impl": args.impl, "strategy": strat, "batch": args.batch, "seq": args.seq, "steps": args.steps,
                        "warmup": args.warmup, "precision": precision, "device": device, "bucket_mb": args.bucket_mb,
-                       "op_timeout_s": args.op_timeout}
+                       "op_timeout_s": args.op_timeout, "profile_steps": args.profile_steps}
                 base = None
                 for world in ([1] if not args.no_baseline and args.nproc > 1 else []) + [args.nproc]:
                     d = root / f"{model}-{strat}-n{world}"
@@ -206,6 +211,8 @@ def run(args, prog: str, argv) -> int:
             shutil.rmtree(root, ignore_errors=True)
     writer.finish()
     console.print(table(writer.records))
+    if any((r.params or {}).get("profile") for r in writer.records):
+        console.print(profile_table(writer.records))
     console.print(f"results: {writer.path}")
     return 0
 
@@ -232,6 +239,30 @@ def table(records: list[Record]):
                   f"{p['efficiency']:.0%}" if "efficiency" in p else "",
                   f"{p['predicted_efficiency']:.0%}" if "predicted_efficiency" in p else "",
                   f"{p['exposed_comm_s'] * 1e3:.1f} ms", f"{max(p['peak_bytes_per_rank']) / 2**30:.2f} GiB")
+    return t
+
+
+def profile_table(records: list[Record]):
+    """--profile-steps: where each run's step went on rank 0's device (stepprofile.breakdown)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title="Where the step went on the device (rank 0, profiled after timing; ms per step)",
+              title_justify="left")
+    for c in ("run", "wall", "busy", "compute", "NCCL", "exposed", "idle", "kernels", "top compute kernel"):
+        t.add_column(c, justify="left" if c in ("run", "top compute kernel") else "right", overflow="fold")
+    for r in records:
+        p = (r.params or {}).get("profile")
+        if r.probe != PROBE or not p:
+            continue
+        if "reason" in p:
+            t.add_row(r.variant, escape(p["reason"]), "", "", "", "", "", "", "")
+            continue
+        top = p["top_compute"][0] if p["top_compute"] else {}
+        t.add_row(r.variant, *(f"{p[k] * 1e3:.1f}" for k in ("wall_s", "busy_s", "compute_s", "comm_s",
+                                                              "exposed_comm_s", "idle_s")),
+                  f"{p['kernels_per_step']:.0f}",
+                  escape(f"{top['kernel'][:40]} {top['s_per_step'] * 1e3:.1f}") if top else "")
     return t
 
 

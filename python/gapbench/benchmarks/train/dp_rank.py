@@ -145,9 +145,14 @@ def torch_job(job: dict, rank: int, world: int, local: int, log: RankLog) -> Non
     fsdp = None
     if job["strategy"] == "fsdp2" and cuda and world > 1:
         fsdp = _fsdp_collectives(torch, dist, dev, world, block_numels, n_params, sync)
+    prof = None
+    if job.get("profile_steps"):  # after every timing: the profiler never touches a timed step
+        from gapbench.benchmarks.train.stepprofile import profile_steps
+
+        prof = profile_steps(step, sync, int(job["profile_steps"]))
     log.write(kind="train", steps_s=times["sync"], nosync_s=times["nosync"], peak_bytes=int(peak), n_params=n_params,
               seq=seq, grad_bytes=4 * n_params, allreduce_busbw=busbw, library="torch " + torch.__version__,
-              backend="nccl" if cuda else "gloo", **({"fsdp_collectives": fsdp} if fsdp else {}))
+              backend="nccl" if cuda else "gloo", **({"fsdp_collectives": fsdp} if fsdp else {}), **({"profile": prof} if prof else {}))
     dist.destroy_process_group()
 
 
