@@ -1,6 +1,6 @@
 """The flags every benchmark shares, from one place (issue 36 item 3): --out, --quick and
 --no-progress mean the same in every measuring benchmark (gapbench.core.cli.add_common_arguments),
---gpu in blas, launch and train; a bad argument is one line, exit 2; and the newcomer fixes:
+--gpu in blas, launch, train and bench (a user's cases); a bad argument is one line, exit 2; and the newcomer fixes:
 --quick checks what the user names, `gapbench run --backends nope` refuses before any folder, a
 .json.gz result's CSV is <name>.csv."""
 from __future__ import annotations
@@ -15,7 +15,9 @@ from gapbench.core import cli
 
 from conftest import run_module
 
-GPU_BENCHMARKS = {"blas", "launch", "train"}
+GPU_BENCHMARKS = {"blas", "launch", "train", "bench"}
+#: the positional arguments a benchmark needs before its flags parse
+POSITIONAL = {"bench": ["examples/softmax_torch.py"]}
 
 
 def _options(ap) -> dict:
@@ -46,7 +48,8 @@ def test_common_flags_mean_the_same_everywhere(name):
     assert opts["--out"].default is None
     assert opts["--quick"].help.startswith(cli.QUICK_HELP) and opts["--quick"].default is False
     assert opts["--no-progress"].help == cli.NO_PROGRESS_HELP and opts["--no-progress"].default is False
-    argv = ["--out", "x.json", "--quick", "--no-progress"] + (["--nproc", "2"] if name == "train --nproc" else [])
+    argv = POSITIONAL.get(name, []) + ["--out", "x.json", "--quick", "--no-progress"] + (
+        ["--nproc", "2"] if name == "train --nproc" else [])
     args = ap.parse_args(argv)
     assert args.out == "x.json" and args.quick is True and args.no_progress is True
 

@@ -11,6 +11,7 @@ from gapbench.core.benchmark import Benchmark
 REGISTRY: dict[str, str] = {
     "launch": "gapbench.benchmarks.launch.command:BENCHMARK",
     "blas": "gapbench.benchmarks.blas.command:BENCHMARK",
+    "bench": "gapbench.benchmarks.blas.bench_command:BENCHMARK",
     "train": "gapbench.benchmarks.train.command:BENCHMARK",
     "suite": "gapbench.benchmarks.suite.command:BENCHMARK",
     "dist": "gapbench.benchmarks.collectives.command:BENCHMARK",

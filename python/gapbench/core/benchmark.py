@@ -42,6 +42,8 @@ class Benchmark(ABC):
     title: str = ""
     #: whether the command writes a result file (and so must measure something to exit 0)
     measures: bool = True
+    #: whether `gapbench run` runs it (a command that needs more than the common flags does not)
+    bundled: bool = True
 
     #: the argument parser's description (default: the title)
     description: str = ""

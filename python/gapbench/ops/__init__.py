@@ -20,9 +20,27 @@ def declared() -> tuple[str, ...]:
     return tuple(sorted(members, key=lambda n: int(members[n].value)))
 
 
-@lru_cache(maxsize=None)
+#: ops declared at run time in this process (a user's cases: gapbench.api), by name
+_RUNTIME: dict[str, OpSpec] = {}
+
+
+def register(spec: OpSpec) -> None:
+    """A user's case, known by its name for the rest of this process (tables, checks)."""
+    if spec.name in declared():
+        raise ValueError(f"{spec.name!r} is a built-in op")
+    _RUNTIME[spec.name] = spec
+
+
 def get(name: str) -> OpSpec | None:
-    """The spec of a declared op; None for a name that is not one (e.g. from another version's file)."""
+    """The spec of a declared op, or of a case registered in this process; None for a name that is
+    neither (e.g. from another version's file, or a user's case read back from its file)."""
+    if name in _RUNTIME:
+        return _RUNTIME[name]
+    return _builtin(name)
+
+
+@lru_cache(maxsize=None)
+def _builtin(name: str) -> OpSpec | None:
     if name not in declared():
         return None
     spec = importlib.import_module(f"gapbench.ops.{name}").SPEC

@@ -34,6 +34,10 @@ class FrameworkImpl:
     text: str
     build: Callable[[Any, list], Callable[[], Any]]
     variant: str = ""
+    #: the arm the case's other rows are paired against where no vendor row runs (a user's case)
+    baseline: bool = False
+    #: the device classes it runs on (None: every one of its framework; a Triton kernel: cuda)
+    devices: tuple | None = None
 
     @property
     def row(self) -> str:
@@ -77,6 +81,14 @@ class OpSpec:
     #: (float64 inputs, float64 values, k) -> the magnitude each output's error is proportional to;
     #: by default the op on |inputs| (dtypes.magnitude): right for multilinear ops
     scale: Callable[[Arrays, np.ndarray, int], np.ndarray] | None = None
+    #: a stated error model instead of the reduction's: dtype -> (rtol, atol), |out - ref| <= atol +
+    #: rtol |ref| per output (a user's case whose rounding is not a sum of products)
+    tolerance: dict | None = None
+    #: the dtypes the op runs in (None: every one the run asks for)
+    dtypes: tuple | None = None
+    #: an fp32 framework row that fails the fp32 bound but meets TF32's is timed as `<row>@tf32` (a
+    #: framework's matmul on TF32 tensor cores); a user's case states its contract: off
+    tf32_fallback: bool = True
 
     # ---- derived: the same for every op
     def work(self, shape: Shape, dtype: DType) -> dict:
@@ -91,6 +103,9 @@ class OpSpec:
 
     def expected(self, rounded: Arrays, shape: Shape) -> dtypes.Expected:
         """The float64 result of the op on the inputs as rounded to the dtype, with its error model."""
+        if self.tolerance is not None:
+            values = np.asarray(self.reference([np.asarray(a, dtype=np.float64) for a in rounded]), dtype=np.float64)
+            return dtypes.Stated(values, None, 1, tolerance=self.tolerance)
         k = int(self.reduction(shape))
         if self.scale is None or k <= 0:
             return dtypes.expected(self.reference, list(rounded), k)
@@ -115,6 +130,8 @@ class OpSpec:
 
 
 def shape_text(shape: Shape) -> str:
+    if set(shape) not in ({"batch", "m", "n", "k"}, {"n"}, {"m", "k"}):  # a user's axes: each named
+        return ",".join(f"{k}={v}" for k, v in shape.items())
     if "batch" in shape:
         return f"{shape['batch']}x{shape['m']}x{shape['n']}x{shape['k']}"
     if "n" in shape and "m" not in shape:

@@ -135,7 +135,7 @@ def iterate(cfg: Config, backends: list[Backend], on_case: Callable[[str], None]
     for spec in cfg.ops:
         for shape in cfg.shapes_for(spec):
             inputs = None  # drawn once per shape, rounded per dtype
-            for dtype in cfg.dtypes:
+            for dtype in [d for d in cfg.dtypes if spec.dtypes is None or d in spec.dtypes]:
                 too_big = memory_check(spec, shape, dtype, s.live)
                 for b, why in too_big.items():
                     if on_case:

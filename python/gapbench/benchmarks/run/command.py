@@ -38,7 +38,7 @@ def measuring() -> list[str]:
     """The registered benchmarks that measure (launch, blas, train, suite; dist when installed)."""
     from gapbench import benchmarks
 
-    return [n for n in benchmarks.available() if benchmarks.get(n).measures]
+    return [n for n in benchmarks.available() if benchmarks.get(n).measures and benchmarks.get(n).bundled]
 
 
 def _names(text: str | None, known: list[str], flag: str) -> list[str]:

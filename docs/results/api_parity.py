@@ -1,0 +1,52 @@
+"""One path (issue 37): torch.mv declared through gapbench.api (examples/gemv_parity.py) against
+bench.blas's own gemv torch rows, at the shapes and dtypes both ran. Each side ran in fresh
+processes, alternating; per row the ratio of the mean of each side's medians (API / built-in) and
+the spread of the per-process medians.
+
+    python docs/results/api_parity.py BLAS_FILES... -- API_FILES...
+"""
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
+from gapbench.core.result import OK, load_run  # noqa: E402
+
+BACKEND = os.environ.get("PARITY_BACKEND", "torch-cuda")
+
+
+def medians(paths, op):
+    out = {}
+    for p in paths:
+        for r in load_run(p).records:
+            pr = r.params or {}
+            if r.status == OK and r.samples_s and r.metric == "time" and pr.get("op") == op and r.backend == BACKEND:
+                key = (pr["dtype"], pr["shape"]["m"], pr["shape"]["k"])
+                out.setdefault(key, []).append(float(np.median(r.per_op())))
+    return out
+
+
+def main(argv):
+    cut = argv.index("--")
+    blas, api = medians(argv[:cut], "gemv"), medians(argv[cut + 1:], "mv")
+    run = load_run(argv[cut + 1])
+    gpu = (run.env.get("nvidia_smi") or [{}])[0]
+    print(f"# gapbench.api torch.mv vs bench.blas gemv torch rows: {gpu.get('name')}, driver {gpu.get('driver_version')}, "
+          f"code {run.env.get('source_commit', '?')[:7]} (hash {str(run.env.get('source_hash', '?'))[:12]})")
+    print(f"# {len(argv[:cut])} bench.blas and {len(argv[cut + 1:])} gapbench bench processes, alternating")
+    print("| dtype | m x k | built-in us (per process) | API us (per process) | API / built-in |")
+    print("|---|---|---|---|---|")
+    worst = 0.0
+    for key in sorted(set(blas) & set(api)):
+        b, a = blas[key], api[key]
+        ratio = float(np.mean(a) / np.mean(b))
+        worst = max(worst, abs(ratio - 1))
+        print(f"| {key[0]} | {key[1]}x{key[2]} | {' '.join(f'{x * 1e6:.2f}' for x in b)} | "
+              f"{' '.join(f'{x * 1e6:.2f}' for x in a)} | {ratio:.4f} |")
+    print(f"\nlargest difference: {100 * worst:.2f}% over {len(set(blas) & set(api))} rows")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
