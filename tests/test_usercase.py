@@ -173,6 +173,39 @@ def test_compare_reads_a_cases_files_unchanged(tmp_path):
     assert rows and all("scale2" in json.dumps(row) for row in rows), doc["comparisons"]
 
 
+def test_graph_rows_say_why_where_there_is_no_graph_capture():
+    case = _rowsum_case()
+    case.impl("torch", "s", baseline=True)(lambda x: x.sum(-1))
+    res = case.run(quick=True, backends="torch-cpu", graph=True)
+    g = next(r for r in res.records if r.variant == "s@graph")
+    assert g.status == UNAVAILABLE and "no graph capture" in g.reason
+    assert _by_variant(res)["s"].status == OK
+
+
+@pytest.mark.cuda
+def test_gpu_graph_rows_verify_and_pair_with_their_eager_rows(tmp_path):
+    """--graph: each CUDA implementation captured into a CUDA graph, replayed as one launch, its
+    replay checked over a poisoned output, timed under the eager rows' conditions and paired with
+    the baseline. A graph that replays a wrong kernel is refused like an eager one."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    case = _rowsum_case()
+    case.impl("torch", "s", baseline=True)(lambda x: x.sum(-1))
+
+    @case.impl("torch", setup=True)
+    def skips_last(x):
+        out = torch.empty(x.shape[0], dtype=x.dtype, device=x.device)
+        return lambda: torch.sum(x[:-1], dim=-1, out=out[:-1]) and out
+
+    res = case.run(quick=True, backends="torch-cuda", graph=True)
+    rows = {r.variant: r for r in res.records if r.metric == "time" and r.backend == "torch-cuda"}
+    g = rows["s@graph"]
+    assert g.status == OK and g.verified and g.params["graph"] is True, g.reason
+    assert g.conditions == rows["s"].conditions and g.params["paired"]["vs"] == "torch-cuda/s"
+    assert rows["skips_last"].status == FAILED and "not finite" in rows["skips_last"].reason
+    assert "skips_last@graph" not in rows or rows["skips_last@graph"].status != OK
+
+
 @pytest.mark.cuda
 def test_gpu_examples_verify_and_pair_on_cuda(tmp_path):
     if not torch.cuda.is_available():

@@ -214,12 +214,14 @@ def native_metal(c: Case, cfg: Config, info: BackendInfo, case) -> tuple[list[Re
 
 
 def framework(c: Case, info: BackendInfo, ad: Adapter, l2_bytes: int | None = None,
-              free_bytes: int | None = None, inject_us: float | None = None) -> tuple[list[Record], list[CaseArm]]:
+              free_bytes: int | None = None, inject_us: float | None = None,
+              graph: bool = False) -> tuple[list[Record], list[CaseArm]]:
     """Each of the op's ways of running on this framework (its FrameworkImpls), verified, as arms.
     On a GPU they time under the native rows' conditions: the same host data, in as many input sets
     (outputs kept until their set comes round again, so they rotate too) as the native case rotates
     past the L2 (`l2_bytes`), each run held behind the release gate where the framework's queue can
-    be held. `inject_us` (TEST ONLY): a device-side delay queued after every timed op."""
+    be held. `inject_us` (TEST ONLY): a device-side delay queued after every timed op. `graph`:
+    each row also captured into a CUDA graph and timed as `<row>@graph` beside it."""
     recs, arms = [], []
     ok_dtype, why = ad.supports(c.dtype)
     for impl in c.spec.impls(ad.family):
@@ -232,7 +234,7 @@ def framework(c: Case, info: BackendInfo, ad: Adapter, l2_bytes: int | None = No
             recs.append(c.record(info.backend, impl.row, BlasParams(), status=UNAVAILABLE, reason=why, op=impl.text,
                                  device=info.device))
             continue
-        r, a = _framework_impl(c, info, ad, impl, l2_bytes, free_bytes, inject_us)
+        r, a = _framework_impl(c, info, ad, impl, l2_bytes, free_bytes, inject_us, graph)
         recs += r
         arms += a
     return recs, arms
@@ -253,7 +255,8 @@ def _framework_sets(c: Case, info: BackendInfo, l2_bytes: int | None, free_bytes
 
 
 def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl, l2_bytes: int | None,
-                    free_bytes: int | None, inject_us: float | None = None) -> tuple[list[Record], list[CaseArm]]:
+                    free_bytes: int | None, inject_us: float | None = None,
+                    graph: bool = False) -> tuple[list[Record], list[CaseArm]]:
     op_text = impl.text
     try:
         delay = None
@@ -298,55 +301,94 @@ def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl
         warm = ad.evaluated(lambda: [f() for f in ops_[1:]])
         warm()
         ad.sync()
-        outs: list = [None] * n_sets
-        turn = [0]
-
-        def run_next():
-            i = turn[0] % n_sets
-            turn[0] += 1
-            outs[i] = ops_[i]()  # kept until its set comes round: outputs rotate with the inputs
-            if delay is not None:
-                delay[0]()
-            return outs[i]
-
-        run = ad.evaluated(run_next)
-
-        def sampler(scrub: CacheMode | None):
-            return lambda n: [ad.time_device(run, 1, scrub=scrub) for _ in range(n)]
-
-        samplers = {CacheMode.hot: sampler(None)}
-        # The cold modes too where the framework's stream can take the native gate's L2 scrub (the
-        # scrub the native rows run), so its cold rows pair with theirs under the same L2 state.
-        scrubbed = info.device_class is DeviceClass.cuda and ad.can_scrub
-        if scrubbed:
-            samplers.update({m: sampler(m) for m in (CacheMode.cold_clean, CacheMode.cold_dirty)})
-
-        def verify_last(mode: CacheMode):
-            last = outs[(turn[0] - 1) % n_sets]
-            ok_l, d = c.check(ad.host_values(last), precision)
-            return ok_l, "(the last timed run's own output) " + d
-
-        hold = getattr(ad, "hold", None)
-        cpu = getattr(ad, "cpu_threads", None)
-        params = params.replace(cache=f"hot ({n_sets} input set(s) rotated)" if n_sets > 1 else "hot (one input set)",
-                                cpu_threads=cpu, hold=hold.method if hold is not None else None)
-        clock = Clock.GATED if ad.can_hold else Clock.HOST
-        cond = c.conditions(cache, clock, rotations=n_sets, set_bytes=c.set_bytes, l2_bytes=l2_bytes)
-        cold = {CacheMode.cold_clean: Cache.FLUSHED_CLEAN, CacheMode.cold_dirty: Cache.FLUSHED_DIRTY}
-
-        def conditions(mode: CacheMode) -> Conditions:
-            return cond if mode is CacheMode.hot else cond.replace(cache=cold[mode])
-
-        return [], [CaseArm(info.backend, variant, info.device_class, ad.device_clock, samplers,
-                            verify_last, detail, op=op_text, params=params, device=info.device,
-                            conditions=conditions, vendor=impl.baseline,
-                            invalid=lambda mode: getattr(getattr(ad, "hold", None), "invalid_samples", 0))]
+        arms = [_rotating_arm(c, info, ad, variant, op_text, ops_, precision, params, detail, cache, l2_bytes,
+                              delay, vendor=impl.baseline)]
+        recs: list[Record] = []
+        if graph:  # the same op captured into a CUDA graph per input set, replayed as one launch
+            r, a = _graph_arm(c, info, ad, variant, op_text, ops_, precision, params, cache, l2_bytes)
+            recs += r
+            arms += a
+        return recs, arms
     except Exception as e:  # one failing framework case must not lose the others
         msg = f"{type(e).__name__}: {e}"
         if "out of memory" in msg.lower() or isinstance(e, MemoryError):
             msg = "out of memory: " + msg
         return [c.record(info.backend, impl.row, BlasParams(), status=ERROR, reason=msg[:500], op=op_text,
                          device=info.device)], []
+
+
+def _rotating_arm(c: Case, info: BackendInfo, ad: Adapter, variant: str, op_text: str, ops_: list, precision,
+                  params: BlasParams, detail: str, cache: str, l2_bytes: int | None, delay=None,
+                  vendor: bool = False) -> CaseArm:
+    """The arm of one verified framework row: its input sets (`ops_`, one callable per set) run in
+    rotation, each output kept until its set comes round, held behind the gate where the stream
+    can be, and its last timed output checked again."""
+    n_sets = len(ops_)
+    outs: list = [None] * n_sets
+    turn = [0]
+
+    def run_next():
+        i = turn[0] % n_sets
+        turn[0] += 1
+        outs[i] = ops_[i]()  # kept until its set comes round: outputs rotate with the inputs
+        if delay is not None:
+            delay[0]()
+        return outs[i]
+
+    run = ad.evaluated(run_next)
+
+    def sampler(scrub: CacheMode | None):
+        return lambda n: [ad.time_device(run, 1, scrub=scrub) for _ in range(n)]
+
+    samplers = {CacheMode.hot: sampler(None)}
+    # The cold modes too where the framework's stream can take the native gate's L2 scrub (the
+    # scrub the native rows run), so its cold rows pair with theirs under the same L2 state.
+    scrubbed = info.device_class is DeviceClass.cuda and ad.can_scrub
+    if scrubbed:
+        samplers.update({m: sampler(m) for m in (CacheMode.cold_clean, CacheMode.cold_dirty)})
+
+    def verify_last(mode: CacheMode):
+        last = outs[(turn[0] - 1) % n_sets]
+        ok_l, d = c.check(ad.host_values(last), precision)
+        return ok_l, "(the last timed run's own output) " + d
+
+    hold = getattr(ad, "hold", None)
+    cpu = getattr(ad, "cpu_threads", None)
+    params = params.replace(cache=f"hot ({n_sets} input set(s) rotated)" if n_sets > 1 else "hot (one input set)",
+                            cpu_threads=cpu, hold=hold.method if hold is not None else None)
+    clock = Clock.GATED if ad.can_hold else Clock.HOST
+    cond = c.conditions(cache, clock, rotations=n_sets, set_bytes=c.set_bytes, l2_bytes=l2_bytes)
+    cold = {CacheMode.cold_clean: Cache.FLUSHED_CLEAN, CacheMode.cold_dirty: Cache.FLUSHED_DIRTY}
+
+    def conditions(mode: CacheMode) -> Conditions:
+        return cond if mode is CacheMode.hot else cond.replace(cache=cold[mode])
+
+    return CaseArm(info.backend, variant, info.device_class, ad.device_clock, samplers, verify_last, detail,
+                   op=op_text, params=params, device=info.device, conditions=conditions, vendor=vendor,
+                   invalid=lambda mode: getattr(getattr(ad, "hold", None), "invalid_samples", 0))
+
+
+def _graph_arm(c: Case, info: BackendInfo, ad: Adapter, variant: str, op_text: str, ops_: list, precision,
+               params: BlasParams, cache: str, l2_bytes: int | None) -> tuple[list[Record], list[CaseArm]]:
+    """`<row>@graph`: each input set's op captured into a CUDA graph and replayed as one launch,
+    held behind the same gate and rotated as its eager row (so the two pair under the same
+    conditions), its replay checked over a poisoned output before timing and after."""
+    name, text = f"{variant}@graph", f"{op_text}, captured in a CUDA graph and replayed"
+    why = ad.capture_reason()
+    if why:
+        return [c.record(info.backend, name, BlasParams(graph=True), status=UNAVAILABLE, op=text, reason=why,
+                         device=info.device)], []
+    replays = [ad.capture(f) for f in ops_]
+    out = replays[0]()
+    if out is not None and not isinstance(out, (tuple, list)):
+        ad.poison(out)
+    ok, detail = c.check(ad.host_values(replays[0]()), precision)
+    if not ok:
+        return [c.record(info.backend, name, BlasParams(graph=True), status=FAILED, op=text, verified=False,
+                         verify_detail=detail, reason="verification failed, not timed: " + detail,
+                         device=info.device)], []
+    return [], [_rotating_arm(c, info, ad, name, text, replays, precision, params.replace(graph=True), detail, cache,
+                              l2_bytes)]
 
 
 def fit_cpu_threads(adapters: dict[Backend, Adapter]) -> None:

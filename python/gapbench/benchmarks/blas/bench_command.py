@@ -27,6 +27,8 @@ class BenchFile(Benchmark):
         ap.add_argument("--cold", nargs="?", type=parse_list(ColdScrub.parse), const=[ColdScrub.read], default=None,
                         metavar="SCRUBS", help="also time with the L2 scrubbed before each run (torch-cuda, CuPy): "
                                                "read (default) or write")
+        ap.add_argument("--graph", action="store_true",
+                        help="also time each CUDA implementation captured into a CUDA graph (`<name>@graph`)")
         ap.add_argument("--seed", type=int, default=None, help="random seed of the inputs (default: fresh, recorded)")
         add_common_arguments(ap, probe=self.name, gpu=True, quick_help="each axis at its --quick values (default: its "
                                                                    "smallest) and few samples")
@@ -52,7 +54,7 @@ class BenchFile(Benchmark):
                                  "(torch-cpu, torch-cuda, cupy, mlx-cpu, mlx-gpu)")
         res = usercase.measure(cases, backends=names, quick=args.quick,
                                dtypes=[d.value for d in args.dtypes] if args.dtypes else None,
-                               cold=[c.value for c in args.cold] if args.cold else None, seed=args.seed,
+                               cold=[c.value for c in args.cold] if args.cold else None, seed=args.seed, graph=args.graph,
                                out=args.out or default_out(self.name),
                                progress=not args.no_progress, argv=argv)
         print_lines(console, res.tables)

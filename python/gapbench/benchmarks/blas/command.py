@@ -64,6 +64,9 @@ class BlasBenchmark(Benchmark):
         ap.add_argument("--data", type=parse_one(Data.parse), default=Data.randn,
                         help="input data: randn (default), uniform (in [-1, 1)) or zeros; GEMMs draw less power and "
                              "clock higher on data that toggles fewer bits")
+        ap.add_argument("--graph", action="store_true",
+                        help="also time each torch-cuda and CuPy row captured into a CUDA graph and replayed "
+                             "(`<row>@graph`, beside its eager row, under the same conditions)")
         ap.add_argument("--no-plots", action="store_true", help="skip the PNG figures (written next to the JSON)")
         ap.add_argument("--plain", choices=("one", "all", "none"), default="one",
                         help="the plain C++ cuBLAS loop check at each op's largest shape: one dtype per op (default), "
@@ -84,7 +87,7 @@ class BlasBenchmark(Benchmark):
     @staticmethod
     def config(args) -> Config:
         cfg = Config(quick=args.quick, cold=args.cold or [], seed=args.seed, data=args.data,
-                     inject_delay_us=dict(args.inject_delay_us))
+                     inject_delay_us=dict(args.inject_delay_us), graph=args.graph)
         if args.quick:
             cfg.samples, cfg.min_rounds, cfg.budget_s = 10, 5, 0.3
         cfg.ops = args.ops or cfg.ops

@@ -43,6 +43,8 @@ class Config:
     #: TEST ONLY (--inject-delay-us): backend -> microseconds of device-side delay queued after every
     #: timed op of that framework, a known slowdown to check gapbench compare. Never on by default.
     inject_delay_us: dict = field(default_factory=dict)
+    #: also time each CUDA framework row captured into a CUDA graph (`<row>@graph`)
+    graph: bool = False
 
     def run_seed(self) -> int:
         """The seed of this run's input data: --seed, or one drawn now (and recorded)."""

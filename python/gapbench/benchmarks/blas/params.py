@@ -81,6 +81,7 @@ class BlasParams(Params):
     invalid_samples: int | None = None  # release-gate timeouts dropped and retaken
     hold: str | None = None  # how a framework's stream was held behind the gate
     cpu_threads: CpuThreads | None = None
+    graph: bool | None = None  # the op captured into a CUDA graph and replayed (a `<row>@graph` row)
     suspect: str | None = None  # why the rate is implausibly low (under 1% of the roofline)
     #: why the rate is implausibly high: over the ceiling measured in the run, not L2-resident
     implausible: str | None = None

@@ -207,9 +207,11 @@ class Result:
 
 def measure(cases: Sequence[Case], *, backends: str | Sequence | None = None, quick: bool = False,
             dtypes: Sequence[str] | None = None, cold: Sequence[str] | None = None, seed: int | None = None,
-            out: str | Path | None = None, progress: bool = False, argv: Sequence[str] | None = None) -> Result:
+            graph: bool = False, out: str | Path | None = None, progress: bool = False,
+            argv: Sequence[str] | None = None) -> Result:
     """Time `cases` on `backends` (a comma list or names; default: every backend of the cases'
-    families that runs here) by bench.blas's method; write the records to `out` if given."""
+    families that runs here) by bench.blas's method; write the records to `out` if given.
+    `graph`: each CUDA implementation also captured into a CUDA graph and timed beside it."""
     from gapbench.backends import registry
     from gapbench.benchmarks.blas import tables
     from gapbench.benchmarks.blas.config import PROBE, Config
@@ -227,7 +229,7 @@ def measure(cases: Sequence[Case], *, backends: str | Sequence | None = None, qu
         names = [b for b in Backend.selectable() if not b.is_native and b.family in families]
     else:
         names = registry.backend_list(backends) if isinstance(backends, str) else [Backend(b) for b in backends]
-    cfg = Config(quick=quick, seed=seed, cold=[ColdScrub.parse(c) for c in (cold or [])])
+    cfg = Config(quick=quick, seed=seed, cold=[ColdScrub.parse(c) for c in (cold or [])], graph=graph)
     if quick:
         cfg.samples, cfg.min_rounds, cfg.budget_s = 10, 5, 0.3
     cfg.ops = specs
