@@ -62,6 +62,10 @@ STARTS = {
         "2026-11-26 10:2x (A/A, injected)": [f"calib/aa-2026-11-26-h100b/aa-{b}-{k}-h100b-2026-11-26.json.gz"
                                              for b, k in (("blas", "a1"), ("blas", "a2"), ("launch", "a1"), ("launch", "a2"),
                                                           ("blas", "inj1"), ("blas", "inj3"))],
+        "2026-11-26 12:4x (run --repeat 3)": [f"calib/repeat-2026-11-26-h100/{b}-{k}.json.gz"
+                                               for b in ("blas", "launch") for k in (1, 2, 3)],
+        "2026-11-26 12:5x (run --repeat 3)": [f"calib/repeat-2026-11-26-h100b/{b}-{k}.json.gz"
+                                               for b in ("blas", "launch") for k in (1, 2, 3)],
     },
     "h200": {
         "2026-11-25 15:10 (99c7ee1, calibration)": ["blas-h200-2026-11-25-default.json.gz",
