@@ -173,6 +173,22 @@ def test_compare_reads_a_cases_files_unchanged(tmp_path):
     assert rows and all("scale2" in json.dumps(row) for row in rows), doc["comparisons"]
 
 
+def test_a_capture_that_fails_costs_its_graph_row_only(monkeypatch):
+    from gapbench.backends.torch import TorchAdapter
+
+    def broken(self, fn):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(TorchAdapter, "capture_reason", lambda self: "")
+    monkeypatch.setattr(TorchAdapter, "capture", broken)
+    case = _rowsum_case()
+    case.impl("torch", "s", baseline=True)(lambda x: x.sum(-1))
+    res = case.run(quick=True, backends="torch-cpu", graph=True)
+    rows = {r.variant: r for r in res.records if r.metric == "time"}
+    assert rows["s"].status == OK and rows["s@graph"].status == "error"
+    assert "graph capture failed: RuntimeError: operation not permitted" in rows["s@graph"].reason
+
+
 def test_graph_rows_say_why_where_there_is_no_graph_capture():
     case = _rowsum_case()
     case.impl("torch", "s", baseline=True)(lambda x: x.sum(-1))

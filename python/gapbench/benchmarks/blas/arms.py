@@ -305,7 +305,12 @@ def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl
                               delay, vendor=impl.baseline)]
         recs: list[Record] = []
         if graph:  # the same op captured into a CUDA graph per input set, replayed as one launch
-            r, a = _graph_arm(c, info, ad, variant, op_text, ops_, precision, params, cache, l2_bytes)
+            try:
+                r, a = _graph_arm(c, info, ad, variant, op_text, ops_, precision, params, cache, l2_bytes)
+            except Exception as e:  # a capture that fails costs its graph row, never the eager one
+                r, a = [c.record(info.backend, f"{variant}@graph", BlasParams(graph=True), status=ERROR,
+                                 reason=f"graph capture failed: {type(e).__name__}: {e}"[:500], op=op_text,
+                                 device=info.device)], []
             recs += r
             arms += a
         return recs, arms
