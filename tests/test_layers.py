@@ -113,3 +113,20 @@ def test_an_op_is_named_only_by_its_own_module():
             if value in names:
                 found.append(f"{rel}:{line}: {value!r}")
     assert not found, "op names spelled outside their own module:\n" + "\n".join(found)
+
+
+def test_every_integration_entry_names_a_test_that_exists():
+    """tests/conftest.py INTEGRATION: a renamed or removed test must not leave a stale entry (the
+    tier would silently shrink)."""
+    import ast
+
+    from conftest import INTEGRATION
+
+    here = Path(__file__).resolve().parent
+    for entry in INTEGRATION:
+        module, _, name = entry.partition("::")
+        path = here / module
+        assert path.is_file(), entry
+        if name:
+            tree = ast.parse(path.read_text())
+            assert any(isinstance(n, ast.FunctionDef) and n.name == name for n in tree.body), entry
