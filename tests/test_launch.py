@@ -702,6 +702,19 @@ def test_a_pairing_that_moves_an_arm_is_marked_and_the_ratio_comes_from_standalo
     assert paired_text(p) == f"{p.x_standalone:.2f}x alone (paired perturbed)"
     q = LaunchParams.of(steady).paired
     assert q.perturbed is None and paired_text(q).startswith(f"{q.x_floor:.2f}x [")
+    # each arm moves under the 5% an arm needs, in opposite directions: the ratio alone (1.3 x
+    # 1.04 / 0.97) lies outside the paired interval, as the H200's CuPy launch + sync did
+    def split(alone_fw, paired_fw, alone_fl, paired_fl):
+        p = summarize_paired(Pairing(vs="native-cuda/add1", per_round={"framework": noisy(paired_fw), "floor": noisy(paired_fl)},
+                                     alone={"framework": noisy(alone_fw), "floor": noisy(alone_fl)}))
+        return Record(probe="launch", backend="cupy", variant="add", metric="roundtrip", status=OK,
+                      samples_s=noisy(alone_fw), inner=1, params=LaunchParams(paired=p).to_dict())
+
+    drifted = split(13.5, 13.0, 9.7, 10.0)
+    assert check_perturbation([drifted]) == 1
+    d = LaunchParams.of(drifted).paired
+    assert d.perturbed.startswith("ratio alone 1.39") and "vs paired [1.2" in d.perturbed
+    assert d.x_standalone == pytest.approx(13.5 / 9.7, rel=0.02)
 
 
 def test_launch_pairing_intervals_are_the_stopping_rules_97pct_ones():

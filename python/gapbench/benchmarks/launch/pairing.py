@@ -28,6 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from gapbench.core.measure import INTERVAL_CONFIDENCE, Arm, MeasureError, paired, perturbation
+from gapbench.core import stats
 from gapbench.benchmarks.launch.params import LaunchParams, Pairing
 from gapbench.core.conditions import Conditions, Process, clock_of
 from gapbench.core.names import Backend
@@ -103,6 +104,23 @@ def _moved(alone, in_pairing, what: str) -> str:
     return f"{what} {_median(in_pairing) * 1e6:.3g} us paired vs {_median(alone) * 1e6:.3g} us alone ({100 * d:+.0f}%)"
 
 
+def _ratio_moved(p) -> str:
+    """'' unless the ratio of the arms timed alone disagrees with the paired ratio: its interval
+    (from the two standalone medians' 97% intervals) and the paired interval do not overlap. Each
+    arm may move less than PERTURB_MIN and the ratio still move beyond its interval (the H200's
+    CuPy launch + sync: the floor moved 4.4%, the standalone ratio 1.454 outside [1.410-1.429])."""
+    fa = [x for x in (p.alone.get("framework") or []) if x is not None and math.isfinite(x)]
+    fl = [x for x in (p.alone.get("floor") or []) if x is not None and math.isfinite(x)]
+    if len(fa) < 6 or len(fl) < 6 or p.lo is None or p.hi is None:
+        return ""
+    fm, flo, fhi = stats.median_ci(fa, INTERVAL_CONFIDENCE)
+    gm, glo, ghi = stats.median_ci(fl, INTERVAL_CONFIDENCE)
+    x, xlo, xhi = fm / gm, flo / ghi, fhi / glo
+    if xlo <= p.hi and p.lo <= xhi:
+        return ""
+    return f"ratio alone {x:.3f} [{xlo:.3f}-{xhi:.3f}] vs paired [{p.lo:.3f}-{p.hi:.3f}]"
+
+
 def check_perturbation(records: list[Record]) -> int:
     """Pairing must not change what it measures. Each pairing also timed both arms alone, in the
     same process, right after its rounds (Pairing.alone: a process's own state moves launch figures
@@ -117,6 +135,7 @@ def check_perturbation(records: list[Record]) -> int:
         if p is None or p.x_floor is None or not p.per_round or not p.alone:
             continue
         moved = [_moved(p.alone.get(arm) or [], p.per_round.get(arm) or [], arm) for arm in ("framework", "floor")]
+        moved.append(_ratio_moved(p))
         why = "; ".join(m for m in moved if m)
         if not why:
             continue
