@@ -287,9 +287,9 @@ def build_tables(records: list[Record], roof: dict | None = None):
         user = all(row.spec is None or any(f.baseline for f in row.spec.frameworks) for row in op_rows)
         ref = "baseline" if user else "vendor"
         t = FitTable(f"{op}: median per run, rate, % of the roofline measured here (and of the datasheet)",
-                     [Col("shape"), Col("dtype"), Col("backend"), Col("variant", 2), Col("median us", right=True),
+                     [Col("shape"), Col("dtype"), Col("backend"), Col("variant"), Col("median us", right=True),
                       Col("95% CI us", 2), Col(f"speed vs {ref} [95% CI]", 1), Col(unit, right=True),
-                      Col("% roof", 1, right=True), Col("% sheet", 3, right=True), Col("check")],
+                      Col("% roof", 1, right=True), Col("% sheet", 3, right=True), Col("check", 1)],
                      caption=f"Speed vs {ref}: the {ref}'s time / this row's, median of interleaved per-round "
                              "ratios, its 95% interval and verdict; * after a median or a ratio: it stopped at its "
                              "budget before its interval reached the target; n/c (field): the two rows ran under "
