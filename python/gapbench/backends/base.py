@@ -142,14 +142,12 @@ class Adapter(ABC):
         """A callable returning the device seconds of one replay of `inner` captured calls."""
         return None
 
-    def capture_reason(self) -> str:
-        """Why `capture` cannot run here ("" where it can)."""
-        return self.graph_reason or ("" if type(self).capture is not Adapter.capture else "no graph capture here")
-
     def capture(self, fn: Callable[[], Any]) -> Callable[[], Any]:
         """`fn` (one run of an op, returning its output) captured into a graph after warm-up: a
-        callable that replays it on the current stream and returns the captured output."""
-        raise NotImplementedError(self.capture_reason())
+        callable that replays it on the current stream and returns the captured output. Adapters
+        whose `graph_reason` is "" override it (torch on CUDA, CuPy); callers ask `graph_reason`
+        first, and elsewhere this refuses with it."""
+        raise NotImplementedError(f"no graph capture here: {self.graph_reason}")
 
 
     # ---- arrays (an op itself is built by its OpSpec from the framework's module: gapbench.ops)

@@ -122,16 +122,22 @@ class CupyAdapter(Adapter):
         return hold.time_events(stream.ptr, stream, *self._timing, fn, inner, cp.cuda.get_elapsed_time,
                                 held=held, scrub=scrub)
 
-    def graph(self, fn, inner):
-        cp = self.cp
-        stream = cp.cuda.Stream(non_blocking=True)
+    def _captured(self, fn, inner: int):
+        """(a CUDA graph of `inner` calls of fn, the last call's output, the stream it was captured
+        on), warmed up once on that stream first."""
+        stream = self.cp.cuda.Stream(non_blocking=True)
         with stream:
-            fn()  # warm up on the capture stream
+            fn()
             stream.synchronize()
             stream.begin_capture()
             for _ in range(inner):
-                fn()
+                out = fn()
             g = stream.end_capture()
+        return g, out, stream
+
+    def graph(self, fn, inner):
+        cp = self.cp
+        g, _, stream = self._captured(fn, inner)
         start, stop = cp.cuda.Event(), cp.cuda.Event()
 
         def replay() -> float:
@@ -143,16 +149,9 @@ class CupyAdapter(Adapter):
 
         return replay
 
-
     def capture(self, fn):
         cp = self.cp
-        stream = cp.cuda.Stream(non_blocking=True)
-        with stream:
-            fn()  # warm up on the capture stream
-            stream.synchronize()
-            stream.begin_capture()
-            out = fn()
-            g = stream.end_capture()
+        g, out, stream = self._captured(fn, 1)
         stream.synchronize()
 
         def replay():

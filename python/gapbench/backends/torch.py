@@ -206,20 +206,26 @@ class TorchAdapter(Adapter):
         return hold.time_events(stream.cuda_stream, stream, *self._timing, fn, inner,
                                 lambda a, b: a.elapsed_time(b), held=held, scrub=scrub)
 
-    def graph(self, fn, inner):
-        if not self.cuda:
-            return None
+    def _captured(self, fn, inner: int):
+        """(a CUDA graph of `inner` calls of fn, the last call's output), warmed up first on a
+        side stream, as capture requires."""
         t = self.torch
         side = t.cuda.Stream()
         side.wait_stream(t.cuda.current_stream())
-        with t.cuda.stream(side):  # warm up on a side stream, as capture requires
+        with t.cuda.stream(side):
             for _ in range(3):
                 fn()
         t.cuda.current_stream().wait_stream(side)
         g = t.cuda.CUDAGraph()
         with t.cuda.graph(g):
             for _ in range(inner):
-                fn()
+                out = fn()
+        return g, out
+
+    def graph(self, fn, inner):
+        if not self.cuda:
+            return None
+        g, _ = self._captured(fn, inner)
         start, stop = self._event_pair()
 
         def replay() -> float:
@@ -231,18 +237,8 @@ class TorchAdapter(Adapter):
 
         return replay
 
-
     def capture(self, fn):
-        t = self.torch
-        side = t.cuda.Stream()
-        side.wait_stream(t.cuda.current_stream())
-        with t.cuda.stream(side):  # warm up on a side stream, as capture requires
-            for _ in range(3):
-                fn()
-        t.cuda.current_stream().wait_stream(side)
-        g = t.cuda.CUDAGraph()
-        with t.cuda.graph(g):
-            out = fn()
+        g, out = self._captured(fn, 1)
 
         def replay():
             g.replay()  # on the current stream: held and timed as the eager op is

@@ -379,7 +379,7 @@ def _graph_arm(c: Case, info: BackendInfo, ad: Adapter, variant: str, op_text: s
     held behind the same gate and rotated as its eager row (so the two pair under the same
     conditions), its replay checked over a poisoned output before timing and after."""
     name, text = f"{variant}@graph", f"{op_text}, captured in a CUDA graph and replayed"
-    why = ad.capture_reason()
+    why = ad.graph_reason
     if why:
         return [c.record(info.backend, name, BlasParams(graph=True), status=UNAVAILABLE, op=text, reason=why,
                          device=info.device)], []
