@@ -196,3 +196,87 @@ def test_magnitude_is_the_op_on_absolute_inputs():
     x = np.array([-1.0, 1.0])
     np.testing.assert_array_equal(dtypes.magnitude(lambda a: a[0] @ a[1], [A, x]), [3.0, 7.0])
     np.testing.assert_array_equal(dtypes.magnitude(lambda a: a[0].T @ a[1], [A, x]), [4.0, 6.0])
+
+
+# --- the magnitude computed once per shape (bench.blas): dtypes.SharedScale ---------------------
+
+def _reducing_shape(spec):
+    """A test shape of the op that sums more than one term per output, or None."""
+    return next((s for s in spec.test_shapes if spec.reduction(s) > 1), None)
+
+
+def _shares(spec) -> bool:
+    shape = _reducing_shape(spec)
+    return shape is not None and spec.shared_scale(spec.inputs(shape, np.random.default_rng(0)), shape,
+                                                   list(DType)) is not None
+
+
+SHARED = [(spec, p) for spec, p in CASES if _shares(spec)]
+
+
+def shared_case(spec, precision: Precision):
+    """The case as bench.blas builds it: the inputs drawn once per shape, their magnitude computed
+    once in float32 for every dtype of the run (SharedScale), each dtype's reference in float64."""
+    key = ("shared", spec.name, precision)
+    if key not in _CACHE:
+        raw = spec.inputs(spec.fault_shape, np.random.default_rng(15))
+        shared = spec.shared_scale(raw, spec.fault_shape, list(DType))
+        store = DType.fp32 if precision is Precision.tf32 else DType(precision.value)
+        ins = [dtypes.round_to(a, store).astype(np.float64) for a in raw]
+        ref_ins = [to_tf32(a) for a in ins] if precision is Precision.tf32 else ins
+        exp = spec.expected(ref_ins, spec.fault_shape, scale=shared.for_dtype(precision))
+        _CACHE.clear()
+        _CACHE[key] = (ins, exp)
+    return _CACHE[key]
+
+
+def test_the_shared_magnitude_applies_to_the_multilinear_reductions():
+    assert {spec.name for spec, _ in SHARED} >= {"gemv", "vjp_dx", "gemm"}
+    assert all(spec.scale is None and spec.tolerance is None for spec, _ in SHARED)
+
+
+@pytest.mark.parametrize("spec,precision", SHARED, ids=_id)
+def test_every_injected_fault_is_caught_with_the_shared_magnitude(spec, precision):
+    ins, exp = shared_case(spec, precision)
+    assert exp.scale_factor > 1.0
+    caught = [name for name, bad in faults(spec, ins, exp.values, precision, exp.k).items()
+              if not spec.check(bad, exp, precision)[0]]
+    assert len(caught) == len(faults(spec, ins, exp.values, precision, exp.k)) and any(
+        c.startswith("dropped term") for c in caught)
+
+
+@pytest.mark.parametrize("spec", sorted({s for s, _ in SHARED}, key=lambda s: s.name), ids=_id)
+def test_the_shared_magnitude_bounds_each_dtypes_own_and_is_tight(spec):
+    """For every dtype: values x factor + slack >= the float64 magnitude of the inputs as rounded to
+    that dtype, output by output, and at most 2% above it (plus the absolute +s; bf16's rounding
+    can lower its own by 2^-8 a factor where the bound raises it by as much). Half the inputs are scaled into fp16's
+    subnormal range (where rounding is absolute, not relative) and a few are tiny or zero."""
+    rng = np.random.default_rng(3)
+    for shape in [s for s in spec.test_shapes if spec.reduction(s) > 1]:
+        raw = spec.inputs(shape, rng)
+        raw[0].reshape(-1)[::2] *= np.float32(1e-6)  # fp16 subnormals: below 6.1e-5
+        raw[0].reshape(-1)[1:8] = np.float32(0.0)
+        raw[-1].reshape(-1)[::3] *= np.float32(3e-8)
+        k = int(spec.reduction(shape))
+        shared = spec.shared_scale(raw, shape, list(DType))
+        for dt in DType:
+            rounded = [dtypes.round_to(a, dt).astype(np.float64) for a in raw]
+            own = dtypes.magnitude(spec.reference, rounded).ravel()
+            vals, factor, slack = shared.for_dtype(dt)
+            bound = vals.astype(np.float64).ravel() * factor + slack
+            assert np.all(bound >= own), (spec.name, shape, dt, float(np.max(own - bound)))
+            # above it by at most 2%, plus what the +s of every input adds to each term (absolute)
+            s_ = dtypes.UNDERFLOW[Precision.fp16]
+            extra = k * s_ * (sum(float(np.max(np.abs(a))) for a in raw) + s_)
+            assert np.all(bound <= (own + extra) * 1.02), (spec.name, shape, dt)
+
+
+def test_the_shared_magnitude_steps_aside_where_it_cannot_bound():
+    gemv = ops.get("gemv")
+    shape = _reducing_shape(gemv)
+    raw = gemv.inputs(shape, np.random.default_rng(1))
+    assert gemv.shared_scale([a.astype(np.float64) for a in raw], shape, list(DType)) is None  # not float32
+    huge = [raw[0] * np.float32(1e30), raw[1] * np.float32(1e30)]  # |A| |x| overflows float32
+    assert gemv.shared_scale(huge, shape, list(DType)) is None
+    assert ops.get("rmsnorm").shared_scale(raw, shape, list(DType)) is None  # its own scale
+    assert ops.get("copy").shared_scale(raw[:1], {"n": raw[0].size}, list(DType)) is None  # k = 0

@@ -101,14 +101,23 @@ class OpSpec:
     def fits(self, shape: Shape) -> bool:
         return tuple(shape) == self.form
 
-    def expected(self, rounded: Arrays, shape: Shape) -> dtypes.Expected:
-        """The float64 result of the op on the inputs as rounded to the dtype, with its error model."""
+    def shared_scale(self, inputs: Arrays, shape: Shape, dts: Sequence[DType]) -> dtypes.SharedScale | None:
+        """The magnitude that bounds the error model of every dtype in `dts`, computed once per shape
+        from the unrounded inputs (dtypes.SharedScale), where the op's generic model applies (a
+        reduction of k > 1 terms, no stated tolerance or own scale); else None."""
+        if self.tolerance is not None or self.scale is not None:
+            return None
+        return dtypes.shared_scale(self.reference, list(inputs), int(self.reduction(shape)), dts)
+
+    def expected(self, rounded: Arrays, shape: Shape, scale: tuple | None = None) -> dtypes.Expected:
+        """The float64 result of the op on the inputs as rounded to the dtype, with its error model.
+        `scale`: shared_scale(...).for_dtype(dtype), instead of this dtype's own magnitude."""
         if self.tolerance is not None:
             values = np.asarray(self.reference([np.asarray(a, dtype=np.float64) for a in rounded]), dtype=np.float64)
             return dtypes.Stated(values, None, 1, tolerance=self.tolerance)
         k = int(self.reduction(shape))
         if self.scale is None or k <= 0:
-            return dtypes.expected(self.reference, list(rounded), k)
+            return dtypes.expected(self.reference, list(rounded), k, scale=scale)
         ins = [np.asarray(a, dtype=np.float64) for a in rounded]
         values = np.asarray(self.reference(ins), dtype=np.float64)
         return dtypes.Expected(values, np.asarray(self.scale(ins, values, k), dtype=np.float64), k)

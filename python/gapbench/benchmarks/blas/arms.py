@@ -8,7 +8,8 @@ not-applicable row with its reason; the rest become arms of the case's paired ti
 each able to run once more after timing so its last timed output is checked too."""
 from __future__ import annotations
 
-from typing import Callable
+from contextlib import nullcontext
+from typing import Callable, ContextManager
 
 import numpy as np
 
@@ -41,11 +42,14 @@ class Case:
     sets its hot mode rotates, which every framework on the same device rotates too."""
 
     def __init__(self, spec: OpSpec, dtype: DType, shape: Shape, rounded: list[np.ndarray], expected: Expected,
-                 make_record: MakeRecord, data: Data = Data.randn, seed: int | None = None):
+                 make_record: MakeRecord, data: Data = Data.randn, seed: int | None = None,
+                 part: Callable[[str], ContextManager] | None = None):
         self.spec, self.dtype, self.shape, self.rounded, self.expected = spec, dtype, shape, rounded, expected
         self.record = make_record
         self.data, self.seed = data, seed
         self.rotations: int | None = None  # set by the native CUDA case
+        #: part(name): a context that adds its wall time to the run's part `name` (run.Phases.part)
+        self.part = part or (lambda name: nullcontext())
 
     @property
     def set_bytes(self) -> int:
@@ -57,7 +61,8 @@ class Case:
         return Conditions(cache=cache, data=self.data.value, clock=clock, process=Process.PAIRED, seed=self.seed, **kw)
 
     def check(self, out, precision: Precision | DType) -> tuple[bool, str]:
-        return self.spec.check(out, self.expected, precision)
+        with self.part("checks against float64 (host)"):
+            return self.spec.check(out, self.expected, precision)
 
 
 def rotation_plan(set_bytes: int, l2_bytes: int, free_bytes: int | None) -> tuple[int, bool]:
@@ -90,7 +95,9 @@ def _check_reference(case, c: Case, info: BackendInfo) -> tuple[list[Record], st
         return [], "not run at this size (see REFERENCE_CHECK_MAX)"
     ref = native.impl("reference")
     try:
-        ok, detail = c.check(from_bytes(case.run_once(ref), c.dtype), c.dtype)
+        with c.part("native: reference kernel run"):
+            out = from_bytes(case.run_once(ref), c.dtype)
+        ok, detail = c.check(out, c.dtype)
     except (RuntimeError, ValueError, MemoryError) as e:
         ok, detail = False, f"{type(e).__name__}: {e}"
     if ok:
@@ -112,7 +119,9 @@ def _verified_arms(c: Case, info: BackendInfo, clock: str, rows, case, samplers,
         try:
             desc = case.strategy(impl)
             name = name or VENDOR_ROWS.get(desc, desc)
-            ok, detail = c.check(from_bytes(case.run_once(impl), c.dtype), precision)
+            with c.part("native: rows run once, read back"):
+                out = from_bytes(case.run_once(impl), c.dtype)
+            ok, detail = c.check(out, precision)
             if not ok:
                 recs.append(c.record(info.backend, name, BlasParams(strategy=desc), status=FAILED, op=desc,
                                      reason="verification failed, not timed: " + detail, verified=False,
@@ -166,8 +175,10 @@ def native_cuda(c: Case, cfg: Config, info: BackendInfo, case, cublas_path: str,
 
     def verify_last(impl, precision):
         def check_last(mode: CacheMode):
-            case.time(impl, 1, 0, native.cache(mode))
-            return c.check(from_bytes(case.last_output(), c.dtype), precision)
+            with c.part("native: last outputs read back"):
+                case.time(impl, 1, 0, native.cache(mode))
+                out = from_bytes(case.last_output(), c.dtype)
+            return c.check(out, precision)
         return check_last
 
     c.rotations = case.rotations
@@ -267,15 +278,16 @@ def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl
             if delay is None:
                 raise RuntimeError(f"--inject-delay-us: {info.backend.value} has no device-side delay kernel here")
             op_text = f"{impl.text} + {delay[1]} injected delay (test only)"
-        arrays = [ad.array(a, c.dtype) for a in c.rounded]
-        op = impl.build(ad, arrays)
-        # The run that is checked writes over a poisoned output: an op that writes into a buffer it
-        # keeps (a user's kernel with its own output) is seen to write every element; an op that
-        # allocates its output gets memory the poisoned one may have freed.
-        first = op()
-        if first is not None and not isinstance(first, (tuple, list)) and all(first is not a for a in arrays):
-            ad.poison(first)
-        out = ad.host_values(op())
+        with c.part("frameworks: inputs to the device, first runs read back"):
+            arrays = [ad.array(a, c.dtype) for a in c.rounded]
+            op = impl.build(ad, arrays)
+            # The run that is checked writes over a poisoned output: an op that writes into a buffer
+            # it keeps (a user's kernel with its own output) is seen to write every element; an op
+            # that allocates its output gets memory the poisoned one may have freed.
+            first = op()
+            if first is not None and not isinstance(first, (tuple, list)) and all(first is not a for a in arrays):
+                ad.poison(first)
+            out = ad.host_values(op())
         precision: Precision | DType = c.dtype
         ok, detail = c.check(out, c.dtype)
         variant, params = impl.row, BlasParams()
@@ -294,13 +306,14 @@ def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl
         n_sets, cache = _framework_sets(c, info, l2_bytes, free_bytes)
         # Set 0 is the verified one; the others hold copies of it (the same host data), made on the
         # device where the framework can.
-        ops_ = [op] + [impl.build(ad, [ad.copy_array(x, a, c.dtype) for x, a in zip(arrays, c.rounded)])
-                       for _ in range(n_sets - 1)]
-        # every set runs once before timing: an implementation that compiles or loads something on
-        # its first call (a JIT kernel per set) does it here, not inside a held, timed region
-        warm = ad.evaluated(lambda: [f() for f in ops_[1:]])
-        warm()
-        ad.sync()
+        with c.part("frameworks: input sets made, each run once"):
+            ops_ = [op] + [impl.build(ad, [ad.copy_array(x, a, c.dtype) for x, a in zip(arrays, c.rounded)])
+                           for _ in range(n_sets - 1)]
+            # every set runs once before timing: an implementation that compiles or loads something
+            # on its first call (a JIT kernel per set) does it here, not inside a held, timed region
+            warm = ad.evaluated(lambda: [f() for f in ops_[1:]])
+            warm()
+            ad.sync()
         arms = [_rotating_arm(c, info, ad, variant, op_text, ops_, precision, params, detail, cache, l2_bytes,
                               delay, vendor=impl.baseline)]
         recs: list[Record] = []
@@ -354,7 +367,9 @@ def _rotating_arm(c: Case, info: BackendInfo, ad: Adapter, variant: str, op_text
 
     def verify_last(mode: CacheMode):
         last = outs[(turn[0] - 1) % n_sets]
-        ok_l, d = c.check(ad.host_values(last), precision)
+        with c.part("frameworks: last outputs read back"):
+            values = ad.host_values(last)
+        ok_l, d = c.check(values, precision)
         return ok_l, "(the last timed run's own output) " + d
 
     hold = getattr(ad, "hold", None)

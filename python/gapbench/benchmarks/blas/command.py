@@ -153,11 +153,7 @@ class BlasBenchmark(Benchmark):
                 writer.extend(plain_check(writer.records, cfg, every_dtype=args.plain == "all"))
         roof = tables.roofline(writer.records)
         n_suspect = tables.mark_suspects(writer.records, roof)
-        wall = {k: round(v, 2) for k, v in phases.items() if v >= 0.005}
-        total = time.perf_counter() - t0
-        wall["setup and other"] = round(total - sum(phases.values()), 2)
-        wall["total"] = round(total, 2)
-        writer.finish(roofline=roof, wall_s=wall)
+        writer.finish(roofline=roof, wall_s=phases.wall(time.perf_counter() - t0))
         print_lines(console, tables.build_tables(writer.records, roof))
         busy = tables.cpu_threads_reduced(writer.records)
         if busy:
@@ -168,8 +164,9 @@ class BlasBenchmark(Benchmark):
             console.print(f"[red]{n_suspect} suspect or implausible row(s)[/red]: a rate under 1% of the roofline "
                           "measured in this run (is the machine busy?) or above its ceiling without being "
                           "L2-resident (reasons in the JSON, params.suspect / params.implausible)", highlight=False)
+        wall = writer.run.get("wall_s") or {}
         console.print(f"wall time {wall['total']:.1f} s: " + ", ".join(f"{k} {v:.1f} s" for k, v in wall.items()
-                                                                  if k != "total"), highlight=False)
+                                                                  if k not in ("total", "parts")), highlight=False)
         ratios = tables.plain_ratios(writer.records)
         if ratios:
             console.print("cuBLAS from the harness vs from a plain C++ loop (time ratio, median of interleaved "

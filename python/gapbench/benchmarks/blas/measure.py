@@ -14,8 +14,9 @@ Before timing each arm was verified on a poisoned output (arms.py); after timing
 once more in the same cache mode and that last timed output is verified again (`verify_last`)."""
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, ContextManager, Sequence
 
 import numpy as np
 
@@ -112,11 +113,14 @@ def _pair_params(res, arm: CaseArm, ref: CaseArm | None, mode: CacheMode, alone:
 
 def measure_case(make_record: Callable[..., Record], arms: list[CaseArm], modes: list[Mode], *, budget_s: float,
                  rel_hw: float, max_rounds: int, min_rounds: int, warmup: int, seed: int,
-                 watch: ClockWatch | None = None, event_pair_s: float | None = None) -> list[Record]:
+                 watch: ClockWatch | None = None, event_pair_s: float | None = None,
+                 part: Callable[[str], ContextManager] | None = None) -> list[Record]:
     """Records of every arm in every cache mode it supports. `make_record(backend, variant, params,
     **fields)` builds a record of this case. On CUDA, `watch` reads the SM clock after every round
     (rounds at a low clock are dropped and counted) and `event_pair_s`, the run's empty event pair,
-    is recorded with the conditions."""
+    is recorded with the conditions. `part(name)` adds the wall time of what it holds to the run's part
+    `name` (run.Phases.part)."""
+    part = part or (lambda name: nullcontext())
     recs: list[Record] = []
     classes = list(dict.fromkeys(a.device_class for a in arms))
     for cls in classes:
@@ -132,16 +136,18 @@ def measure_case(make_record: Callable[..., Record], arms: list[CaseArm], modes:
             pairs = [(a.key, ref.key) for a in live if ref is not None and a is not ref]
             w = watch if cls is DeviceClass.cuda else None
             try:
-                res = paired([Arm(a.key, a.samplers[mode.cache], device_timed=_gated(a, mode.cache)) for a in live], rel_hw=rel_hw, budget_s=budget_s,
-                             max_rounds=max_rounds, min_rounds=min(min_rounds, max_rounds), warmup=warmup,
-                             seed=seed, pairs=pairs, watch=w)
+                with part("paired rounds (warm-up included)"):
+                    res = paired([Arm(a.key, a.samplers[mode.cache], device_timed=_gated(a, mode.cache)) for a in live],
+                                 rel_hw=rel_hw, budget_s=budget_s, max_rounds=max_rounds,
+                                 min_rounds=min(min_rounds, max_rounds), warmup=warmup, seed=seed, pairs=pairs, watch=w)
             except (MeasureError, RuntimeError, ValueError, MemoryError) as e:
                 for a in live:
                     recs.append(make_record(a.backend, a.variant, a.params.replace(cache=mode.text), metric=mode.metric,
                                             status=ERROR, op=a.op, device=a.device,
                                             reason=f"timing failed: {type(e).__name__}: {e}"[:500]))
                 continue
-            alone = _time_alone(live, res, mode.cache)
+            with part("each arm timed alone (the pairing's check)"):
+                alone = _time_alone(live, res, mode.cache)
             seen = {}
             if w is not None:
                 seen = {"sm_clock_mhz": res.clock_mhz, "max_sm_clock_mhz": int(w.max_mhz),

@@ -41,7 +41,12 @@ def record(spec: OpSpec, dtype: DType, shape: Shape, backend: Backend, variant: 
 
 class Phases(dict):
     """Wall seconds of a run by phase (name -> seconds), shown at the end of a run and kept in its
-    file: where a long run's time went (host preparation, verification, timing, checks)."""
+    file: where a long run's time went (host preparation, verification, timing, checks). `parts`
+    splits a phase further (name -> seconds, inside the phases: not added to them)."""
+
+    def __init__(self):
+        super().__init__()
+        self.parts: dict[str, float] = {}
 
     @contextmanager
     def __call__(self, name: str):
@@ -50,6 +55,23 @@ class Phases(dict):
             yield
         finally:
             self[name] = self.get(name, 0.0) + time.perf_counter() - t0
+
+    @contextmanager
+    def part(self, name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.parts[name] = self.parts.get(name, 0.0) + time.perf_counter() - t0
+
+    def wall(self, total: float) -> dict:
+        """The run file's wall_s: each phase, the rest of the run, the total and the parts."""
+        out = {k: round(v, 2) for k, v in self.items() if v >= 0.005}
+        out["setup and other"] = round(total - sum(self.values()), 2)
+        out["total"] = round(total, 2)
+        if self.parts:
+            out["parts"] = {k: round(v, 2) for k, v in self.parts.items() if v >= 0.005}
+        return out
 
 
 #: host bytes per element read or written: the fp32 inputs, their rounded copies, the float64
@@ -134,7 +156,7 @@ def iterate(cfg: Config, backends: list[Backend], on_case: Callable[[str], None]
     yield from s.records
     for spec in cfg.ops:
         for shape in cfg.shapes_for(spec):
-            inputs = None  # drawn once per shape, rounded per dtype
+            inputs, scale = None, None  # drawn once per shape, rounded per dtype
             for dtype in [d for d in cfg.dtypes if spec.dtypes is None or d in spec.dtypes]:
                 too_big = memory_check(spec, shape, dtype, s.live)
                 for b, why in too_big.items():
@@ -147,12 +169,17 @@ def iterate(cfg: Config, backends: list[Backend], on_case: Callable[[str], None]
                     on_case(f"{spec.name} {dtype} {shape_text(shape)}")
                 with phases("inputs and float64 references"):
                     if inputs is None:
-                        inputs = spec.inputs(shape, Source(cfg.data, np.random.default_rng(seed)))
-                    rounded = [round_to(a, dtype) for a in inputs]
-                    expected = spec.expected(rounded, shape)
+                        with phases.part("inputs drawn"):
+                            inputs = spec.inputs(shape, Source(cfg.data, np.random.default_rng(seed)))
+                        with phases.part("magnitudes (one per shape)"):
+                            scale = spec.shared_scale(inputs, shape, cfg.dtypes)
+                    with phases.part("inputs rounded"):
+                        rounded = [round_to(a, dtype) for a in inputs]
+                    with phases.part("float64 references"):
+                        expected = spec.expected(rounded, shape, scale=scale.for_dtype(dtype) if scale else None)
                 c = rows.Case(spec, dtype, shape, rounded, expected,
                               lambda b, v, p=None, _s=spec, _d=dtype, _sh=shape, **kw: record(_s, _d, _sh, b, v, p, **kw),
-                              data=cfg.data, seed=seed)
+                              data=cfg.data, seed=seed, part=phases.part)
                 yield from run_case(c, cfg, s, [b for b in s.live if b not in too_big], phases)
 
 
@@ -169,7 +196,7 @@ def run_case(c: rows.Case, cfg: Config, s: Session, live: list[Backend], phases:
     with phases("paired timing, last runs verified"):
         recs += measure_case(c.record, arms, cfg.modes(), budget_s=cfg.budget_s, rel_hw=cfg.rel_hw,
                              max_rounds=cfg.samples, min_rounds=cfg.min_rounds, warmup=cfg.warmup, seed=cfg.seed or 0,
-                             watch=s.watch, event_pair_s=s.event_pair_s)
+                             watch=s.watch, event_pair_s=s.event_pair_s, part=phases.part)
     del cases  # free the device buffers before the next case
     return recs
 
@@ -181,7 +208,8 @@ def _backend_rows(b: Backend, c: rows.Case, cfg: Config, s: Session, cases: list
 
     try:
         if b is Backend.native_cuda:
-            case = rows.native_case(load().cuda, c.spec, c.dtype, c.shape, c.rounded, 0)
+            with c.part("native: inputs to the device, input sets made"):
+                case = rows.native_case(load().cuda, c.spec, c.dtype, c.shape, c.rounded, 0)
             cases.append(case)
             return rows.native_cuda(c, cfg, s.infos[b], case, s.cublas_path, s.cublas_why)
         if b is Backend.native_metal:

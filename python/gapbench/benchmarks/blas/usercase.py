@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -242,7 +243,7 @@ def measure(cases: Sequence[Case], *, backends: str | Sequence | None = None, qu
     recs: list[Record] = []
     live = [n for n in names if registry.info(n).available]
     n_cases = sum(len(cfg.shapes_for(s)) * len([d for d in cfg.dtypes if d in s.dtypes]) for s in specs)
-    phases = Phases()
+    phases, t0 = Phases(), time.perf_counter()
     with progress_bar(console_for(), n_cases * max(1, len(live)), disable=not progress) as bar:
         def on_case(text):
             bar.describe(f"bench: {text}")
@@ -256,7 +257,7 @@ def measure(cases: Sequence[Case], *, backends: str | Sequence | None = None, qu
     tables.mark_suspects(recs, roof)
     path = None
     if writer is not None:
-        writer.finish(roofline=roof, wall_s={k: round(v, 2) for k, v in phases.items()})
+        writer.finish(roofline=roof, wall_s=phases.wall(time.perf_counter() - t0))
         path = Path(writer.path)
     return Result(recs, path, tables.build_tables(recs, roof))
 
