@@ -71,15 +71,7 @@ void register_cuda(py::module_& m) {
       .def("input_bytes", &Case::input_bytes, py::arg("i"))
       .def("strategy", &Case::strategy, py::arg("impl"))
       .def("time", &Case::time, py::arg("impl"), py::arg("samples"), py::arg("warmup"),
-           py::arg("cache") = Cache::hot, rel())
-      .def("last_output", [](Case& self) {
-        std::vector<std::uint8_t> out;
-        {
-          py::gil_scoped_release r;
-          out = self.last_output();
-        }
-        return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
-      });
+           py::arg("cache") = Cache::hot, rel());
 
   using gb::cuda::Gate;
   py::class_<Gate>(c, "Gate", "Release gate: hold(stream) enqueues a kernel that waits for release() (or the "

@@ -60,11 +60,7 @@ void register_metal(py::module_& m) {
       .def_property_readonly("library_compile_seconds", &Case::library_compile_seconds)
       .def("input_bytes", &Case::input_bytes, py::arg("i"))
       .def("strategy", &Case::strategy, py::arg("impl"))
-      .def("time", &Case::time, py::arg("impl"), py::arg("samples"), py::arg("warmup"), rel())
-      .def("last_output", [](Case& self) {
-        std::vector<std::uint8_t> out = self.last_output();
-        return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
-      });
+      .def("time", &Case::time, py::arg("impl"), py::arg("samples"), py::arg("warmup"), rel());
 #else
   c.attr("built") = false;
   c.def("status", []() {

@@ -201,15 +201,13 @@ std::string Case::strategy(Impl impl) const {
   throw std::invalid_argument("unknown impl " + std::to_string((int)impl));
 }
 
-std::vector<std::uint8_t> Case::run_once(Impl impl) {
+void Case::run_once(Impl impl, void* host) {
   auto& s = *impl_;
   Set& st = s.sets[0];
   GB_CUDA_CHECK(cudaMemsetAsync(st.out, 0xFF, s.out_bytes, s.stream));
   s.run(impl, st);
-  std::vector<std::uint8_t> host(s.out_bytes);
-  GB_CUDA_CHECK(cudaMemcpyAsync(host.data(), st.out, s.out_bytes, cudaMemcpyDeviceToHost, s.stream));
+  GB_CUDA_CHECK(cudaMemcpyAsync(host, st.out, s.out_bytes, cudaMemcpyDeviceToHost, s.stream));
   GB_CUDA_CHECK(cudaStreamSynchronize(s.stream));
-  return host;
 }
 
 std::vector<double> Case::time(Impl impl, int samples, int warmup, Cache cache) {
@@ -259,13 +257,11 @@ std::vector<double> Case::time(Impl impl, int samples, int warmup, Cache cache) 
   return out;
 }
 
-std::vector<std::uint8_t> Case::last_output() {
+void Case::last_output(void* host) {
   auto& s = *impl_;
   if (s.last_set < 0) throw std::logic_error("last_output() before any timed run: call time() first");
-  std::vector<std::uint8_t> host(s.out_bytes);
-  GB_CUDA_CHECK(cudaMemcpyAsync(host.data(), s.sets[s.last_set].out, s.out_bytes, cudaMemcpyDeviceToHost, s.stream));
+  GB_CUDA_CHECK(cudaMemcpyAsync(host, s.sets[s.last_set].out, s.out_bytes, cudaMemcpyDeviceToHost, s.stream));
   GB_CUDA_CHECK(cudaStreamSynchronize(s.stream));
-  return host;
 }
 
 std::string cublas_load(const std::vector<std::string>& candidates) {

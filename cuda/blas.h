@@ -31,16 +31,18 @@ class Case {
   // The kernel (or vendor call) `impl` runs for this case, e.g. "vjp_dx_strips256", "cublas".
   // Throws gb::NotApplicable where `impl` cannot run here.
   std::string strategy(Impl impl) const;
-  // Poison the output (all-ones bytes: NaN in every float format), run once, return the output.
-  std::vector<std::uint8_t> run_once(Impl impl);
+  // Poison the output (all-ones bytes: NaN in every float format), run once, copy the output to
+  // `host` (output_bytes() of them).
+  void run_once(Impl impl, void* host);
   // Device seconds per run: events around each run, after `warmup` untimed runs, each run held
   // behind the gate until the host has queued it whole. hot: the sets rotate; cold_clean: a read
   // pass of 2x L2 before each run; cold_dirty: a 2x-L2 memset before each run (l2_scrub.cuh); the
   // scrub runs before the gate's hold, so the events see the op alone. A sample whose hold timed
   // out is dropped and run again (invalid_samples counts them; too many is an error).
   std::vector<double> time(Impl impl, int samples, int warmup, Cache cache);
-  // The output of the last timed run (its set's output was poisoned before that run).
-  std::vector<std::uint8_t> last_output();
+  // The output of the last timed run (its set's output was poisoned before that run), copied to
+  // `host` (output_bytes() of them).
+  void last_output(void* host);
 
  private:
   struct Impl_;

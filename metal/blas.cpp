@@ -245,7 +245,7 @@ std::string Case::strategy(Impl impl) const {
   return kernel_of(s.op, impl).name;
 }
 
-std::vector<std::uint8_t> Case::run_once(Impl impl) {
+void Case::run_once(Impl impl, void* host) {
   auto& s = *impl_;
   NS::AutoreleasePool* pool = NS::AutoreleasePool::alloc()->init();
   std::memset(s.out->contents(), 0xFF, s.out_bytes);
@@ -256,9 +256,7 @@ std::vector<std::uint8_t> Case::run_once(Impl impl) {
     throw;
   }
   pool->release();
-  std::vector<std::uint8_t> host(s.out_bytes);
-  std::memcpy(host.data(), s.out->contents(), s.out_bytes);
-  return host;
+  std::memcpy(host, s.out->contents(), s.out_bytes);
 }
 
 std::vector<double> Case::time(Impl impl, int samples, int warmup) {
@@ -283,11 +281,9 @@ std::vector<double> Case::time(Impl impl, int samples, int warmup) {
   return out;
 }
 
-std::vector<std::uint8_t> Case::last_output() {
+void Case::last_output(void* host) {
   auto& s = *impl_;
-  std::vector<std::uint8_t> host(s.out_bytes);
-  std::memcpy(host.data(), s.out->contents(), s.out_bytes);
-  return host;
+  std::memcpy(host, s.out->contents(), s.out_bytes);
 }
 
 }  // namespace gb::metal::blas

@@ -28,11 +28,11 @@ class Case {
   double library_compile_seconds() const;
   void set_input(int i, const void* data, std::size_t bytes);
   std::string strategy(Impl impl) const;  // the kernel `impl` runs, e.g. "gemm_simd", "mps"
-  std::vector<std::uint8_t> run_once(Impl impl);  // output poisoned first (all-ones bytes: NaN)
+  void run_once(Impl impl, void* host);  // output poisoned first (all-ones bytes: NaN), copied to host
   // GPU seconds per run (GPUEndTime - GPUStartTime of a command buffer holding one dispatch). The
   // output is poisoned before the last timed run, so last_output() shows what that run wrote.
   std::vector<double> time(Impl impl, int samples, int warmup);
-  std::vector<std::uint8_t> last_output();
+  void last_output(void* host);  // output_bytes() of them
 
  private:
   struct State;  // (not "Impl": that is gb::Impl here)

@@ -62,9 +62,10 @@ def to_bytes(x: np.ndarray, dtype: DType) -> np.ndarray:
     return x
 
 
-def from_bytes(buf: bytes, dtype: DType) -> np.ndarray:
-    """Native output bytes back to their values, exactly, as float32 (every fp16 and bf16 value is
-    a float32 value; `check` widens them to float64 chunk by chunk)."""
+def from_bytes(buf, dtype: DType) -> np.ndarray:
+    """Native output bytes (bytes, or a uint8 array as the native cases return them) back to their
+    values, exactly, as float32 (every fp16 and bf16 value is a float32 value; `check` widens them
+    to float64 chunk by chunk)."""
     dtype = DType(dtype)
     if dtype is DType.fp16:
         return elementwise(lambda c: c, np.frombuffer(buf, dtype=np.float16), np.float32)
