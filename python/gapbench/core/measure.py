@@ -260,7 +260,7 @@ def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, m
     `max_rounds`, or when the next round no longer fits in `budget_s` (wall time, warm-up
     included); the first `min_rounds` rounds always run, so a slow case overruns its budget rather
     than report a median of one or two rounds. k=None sizes k from the warm-up so that a round takes about `batch_s`
-    of wall time.
+    of the arms' own time.
     Warm-up (gapbench.core.sampling.warm_up_pairing): `warmup` runs and `warmup_s` of its own time for an arm timed on the
     host; `warmup` runs of each device-timed arm, then `warmup_s` of device time among them.
     With a `watch`, the device clock is read after each round and a round at a low clock is
@@ -281,10 +281,11 @@ def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, m
     callers = [Caller(a, clock) for a in arms]
     n_warm = warm_up_pairing(callers, warmup, warmup_s, batch_s, deadline)
     if k is None:
-        # a round's length is its wall time: each arm's runs as issued and timed (a gated sample's
-        # hold, events and sync included), not its device time alone, which for a 5 us kernel is a
-        # tenth of what a sample costs (sized by device time, 10 rounds of 5 arms took 0.25 s)
-        per_round_s = sum(c.wall_per for c in callers)
+        # sized by the arms' own (device) time, not by wall time: sized by wall time, a 5 us
+        # kernel's k fell from about 100 to under 10, and the arms then perturbed one another (6
+        # pairings flagged per default bench.blas instead of 2-5, rows 6-9% off their old values,
+        # 0.7% false alarms between runs of one machine: docs/findings/between-runs.md)
+        per_round_s = sum(c.per for c in callers)
         k = 1 if math.isnan(per_round_s) else max(1, int(batch_s / per_round_s))
     per_round: dict[str, list[float]] = {n: [] for n in names}
     seen: list[float] = []

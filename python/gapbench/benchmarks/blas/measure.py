@@ -59,6 +59,11 @@ class CaseArm:
 DISPATCHER = "gapbench"
 #: runs of each arm timed alone after the paired rounds (at least), to check the pairing moved none
 ALONE_RUNS = 20
+#: ... and at least this many rounds' worth of its runs (k each): a pairing is flagged where the
+#: two medians differ by over 5% (measure.PERTURB_MIN) with intervals apart, and the median of 2k
+#: runs (k is about 100 for a 5 us kernel) is known to well under 1% there; ten rounds' worth (until
+#: 2026-11-26) cost as much wall time as the paired rounds themselves
+ALONE_ROUNDS = 2
 
 
 def _gated(arm: CaseArm, mode: CacheMode) -> bool:
@@ -67,14 +72,14 @@ def _gated(arm: CaseArm, mode: CacheMode) -> bool:
 
 
 def _time_alone(live: list[CaseArm], res, mode: CacheMode) -> dict[str, list[float]]:
-    """Each arm of a pairing timed alone, briefly (ALONE_RUNS runs or ten rounds' worth), right
-    after the paired rounds: what it does without the other arms between its runs."""
+    """Each arm of a pairing timed alone, briefly (ALONE_RUNS runs or ALONE_ROUNDS rounds' worth),
+    right after the paired rounds: what it does without the other arms between its runs."""
     out = {}
     if len(live) < 2:
         return out
     for a in live:
         try:
-            out[a.key] = [float(x) for x in a.samplers[mode](max(ALONE_RUNS, 10 * res.k))]
+            out[a.key] = [float(x) for x in a.samplers[mode](max(ALONE_RUNS, ALONE_ROUNDS * res.k))]
         except (MeasureError, RuntimeError, ValueError, MemoryError):
             pass  # no standalone check for this arm; its paired numbers stand as they are
     return out
