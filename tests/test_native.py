@@ -413,6 +413,34 @@ def test_spin_fallback_drops_samples_queued_past_the_spin(monkeypatch):
     assert h.invalid_samples == 1 + hold.MAX_RETRIES
 
 
+@pytest.mark.skipif(CUDA, reason="checks the spin fallback, used only where the native gate is absent")
+def test_samples_each_held_on_their_own(monkeypatch):
+    """time_events_each(n) takes n samples as n calls of time_events(..., 1) would: each one held
+    (one spin each here), its events recorded around one call of fn, and each read after its stop."""
+    from gapbench.backends import hold
+
+    monkeypatch.setattr(hold.time, "perf_counter", lambda: 0.0)
+    spins, log = [], []
+    h = hold.StreamHold(0, spins.append)
+
+    class Event:
+        def __init__(self, name):
+            self.name = name
+
+        def record(self, stream):
+            log.append((self.name, stream))
+
+        def synchronize(self):
+            log.append(("wait", self.name))
+
+    start, stop = Event("start"), Event("stop")
+    ms = iter([1.0, 2.0, 3.0])
+    got = h.time_events_each(7, "s", start, stop, lambda: log.append("op"), 3, lambda a, b: next(ms))
+    assert got == pytest.approx([1e-3, 2e-3, 3e-3])
+    assert spins == [hold.SPIN_CYCLES] * 3
+    assert log == [("start", "s"), "op", ("stop", "s"), ("wait", "stop")] * 3
+
+
 def test_bench_rows_fail_when_the_last_timed_run_is_wrong(monkeypatch):
     """probes/blas.py's native path: a row whose last timed run left a wrong output is failed, not
     timed-and-ok; the dispatcher's row names its strategy; a NotApplicable impl is an n/a row."""

@@ -134,6 +134,12 @@ class Adapter(ABC):
         self.sync()
         return (perf_ns() - t0) * 1e-9
 
+    def time_device_each(self, fn: Callable[[], None], n: int, scrub=None) -> list[float]:
+        """n samples of one call of fn each, as n calls of time_device(fn, 1, scrub=scrub) take them
+        (each held on its own where the framework holds); adapters that hold override it to look up
+        their stream and events once."""
+        return [self.time_device(fn, 1, scrub=scrub) for _ in range(n)]
+
     def set_cpu_threads(self, n: int) -> int | None:
         """Run CPU ops on `n` threads; returns the number now used (None: not settable here)."""
         return None

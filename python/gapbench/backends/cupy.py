@@ -122,6 +122,12 @@ class CupyAdapter(Adapter):
         return hold.time_events(stream.ptr, stream, *self._timing, fn, inner, cp.cuda.get_elapsed_time,
                                 held=held, scrub=scrub)
 
+    def time_device_each(self, fn, n, scrub=None):
+        hold = self._stream_hold()
+        stream = self.cp.cuda.get_current_stream()
+        return hold.time_events_each(stream.ptr, stream, *self._timing, fn, n, self.cp.cuda.get_elapsed_time,
+                                     scrub=scrub)
+
     def _captured(self, fn, inner: int):
         """(a CUDA graph of `inner` calls of fn, the last call's output, the stream it was captured
         on), warmed up once on that stream first."""

@@ -206,6 +206,14 @@ class TorchAdapter(Adapter):
         return hold.time_events(stream.cuda_stream, stream, *self._timing, fn, inner,
                                 lambda a, b: a.elapsed_time(b), held=held, scrub=scrub)
 
+    def time_device_each(self, fn, n, scrub=None):
+        if not self.cuda or self.device_clock != "device_events":
+            return super().time_device_each(fn, n, scrub=scrub)
+        hold = self._stream_hold()
+        stream = self.torch.cuda.current_stream()
+        return hold.time_events_each(stream.cuda_stream, stream, *self._timing, fn, n,
+                                     lambda a, b: a.elapsed_time(b), scrub=scrub)
+
     def _captured(self, fn, inner: int):
         """(a CUDA graph of `inner` calls of fn, the last call's output), warmed up first on a
         side stream, as capture requires."""

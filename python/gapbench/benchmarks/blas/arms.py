@@ -356,7 +356,7 @@ def _rotating_arm(c: Case, info: BackendInfo, ad: Adapter, variant: str, op_text
     run = ad.evaluated(run_next)
 
     def sampler(scrub: CacheMode | None):
-        return lambda n: [ad.time_device(run, 1, scrub=scrub) for _ in range(n)]
+        return lambda n: ad.time_device_each(run, n, scrub=scrub)
 
     samplers = {CacheMode.hot: sampler(None)}
     # The cold modes too where the framework's stream can take the native gate's L2 scrub (the
