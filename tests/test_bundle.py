@@ -20,8 +20,8 @@ from conftest import ROOT, as_from_a_terminal, run_module
 from gapbench import __version__
 from gapbench import benchmarks
 from gapbench.core import bundle as bd
-from gapbench.benchmarks.run.command import BENCHMARK as RUN, measuring, takes_backends
-from gapbench.benchmarks.report import command as rp
+from gapbench.tools.run.command import BENCHMARK as RUN, measuring, takes_backends
+from gapbench.tools.report import command as rp
 from gapbench.core.result import SchemaError, load_run
 
 CPU = "native-cpu,torch-cpu"
@@ -247,7 +247,7 @@ def test_repeat_runs_each_benchmark_in_rounds_and_compare_reads_the_processes(tm
     man = json.loads((folder / "bundle.json").read_text())
     assert [(b["result"], b["repeat"], b["status"]) for b in man["benchmarks"]] == [
         ("blas-1.json.gz", 1, "ok"), ("blas-2.json.gz", 2, "ok")]
-    from gapbench.benchmarks.compare import command as compare
+    from gapbench.tools.compare import command as compare
 
     assert compare.main([str(folder), str(folder), "--json", str(tmp_path / "c.json")]) == 0
     doc = json.loads((tmp_path / "c.json").read_text())

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from gapbench.benchmarks.compare import command
+from gapbench.tools.compare import command
 from gapbench.core import compare as cmp
 from gapbench.core.result import OK, Record, RunWriter, load_run
 
@@ -121,7 +121,7 @@ def test_bad_options_are_clear_errors(tmp_path, capsys, args, msg):
 def test_history_marks_the_run_where_a_row_turned_slower_and_stayed(tmp_path):
     """Five runs of two rows: x is steady; y turns 10% slower at run 3 and stays; z has a one-off
     slow run 2 and recovers (not marked)."""
-    from gapbench.benchmarks.compare import history
+    from gapbench.tools.compare import history
 
     rng = np.random.default_rng(7)
     folder = tmp_path / "runs"

@@ -91,7 +91,7 @@ def four_gpus(monkeypatch):
 
 
 def test_gpus_all_runs_each_single_gpu_benchmark_once_per_gpu(four_gpus, tmp_path, monkeypatch):
-    from gapbench.benchmarks.run import command as rc
+    from gapbench.tools.run import command as rc
 
     gpus = rc.resolve_gpus("all")
     assert [g["index"] for g in gpus] == [0, 1, 2, 3] and gpus[3]["pci_bus_id"] == "0000:48:00.0"
@@ -106,7 +106,7 @@ def test_gpus_all_runs_each_single_gpu_benchmark_once_per_gpu(four_gpus, tmp_pat
 
 
 def test_gpus_refusals_are_one_line(four_gpus, tmp_path, monkeypatch, capsys):
-    from gapbench.benchmarks.run import command as rc
+    from gapbench.tools.run import command as rc
 
     with pytest.raises(UsageError, match=r"sees 4 GPU\(s\) \(indices 0..3\); 4 is none of them"):
         rc.resolve_gpus("0,4")
@@ -123,8 +123,8 @@ def test_gpus_refusals_are_one_line(four_gpus, tmp_path, monkeypatch, capsys):
 
 
 def test_the_bundle_and_the_report_show_the_gpus_side_by_side(tmp_path):
-    from gapbench.benchmarks.report.command import gpus_tables
-    from gapbench.benchmarks.run import command as rc
+    from gapbench.tools.report.command import gpus_tables
+    from gapbench.tools.run import command as rc
     from gapbench.core.result import RunWriter, load_run
 
     entries = []

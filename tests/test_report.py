@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gapbench.core import published as pub
-from gapbench.benchmarks.report import command as rp
+from gapbench.tools.report import command as rp
 from gapbench.core.result import ERROR, OK, UNAVAILABLE, Record, RunWriter, read_document
 
 

@@ -1,4 +1,5 @@
-"""The registry of gapbench's commands: name -> "module:OBJECT" of a Benchmark, imported only
+"""The registry of gapbench's commands (the measuring scenarios here, and the tools of
+gapbench.tools that work on their results): name -> "module:OBJECT" of a Benchmark, imported only
 when asked for. A benchmark whose module is absent (e.g. the optional `dist` package) is left
 out of `available()` and said to be missing by `get()`."""
 from __future__ import annotations
@@ -15,10 +16,10 @@ REGISTRY: dict[str, str] = {
     "train": "gapbench.benchmarks.train.command:BENCHMARK",
     "suite": "gapbench.benchmarks.suite.command:BENCHMARK",
     "dist": "gapbench.benchmarks.collectives.command:BENCHMARK",
-    "report": "gapbench.benchmarks.report.command:BENCHMARK",
-    "compare": "gapbench.benchmarks.compare.command:BENCHMARK",
-    "history": "gapbench.benchmarks.compare.history:BENCHMARK",
-    "run": "gapbench.benchmarks.run.command:BENCHMARK",
+    "report": "gapbench.tools.report.command:BENCHMARK",
+    "compare": "gapbench.tools.compare.command:BENCHMARK",
+    "history": "gapbench.tools.compare.history:BENCHMARK",
+    "run": "gapbench.tools.run.command:BENCHMARK",
 }
 
 

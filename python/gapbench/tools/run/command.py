@@ -217,7 +217,7 @@ def run_benchmark(entry: dict, folder: Path, argv: list[str], timeout_s: float) 
     log = folder / entry["log"]
     t0 = time.monotonic()
     try:
-        res = run_in_worker("gapbench.benchmarks.run.command:run_one", {"name": entry["name"], "argv": argv, "log": str(log)},
+        res = run_in_worker("gapbench.tools.run.command:run_one", {"name": entry["name"], "argv": argv, "log": str(log)},
                             timeout_s)
         entry["exit_code"] = int(res["exit_code"])
         entry["status"] = _status(entry["exit_code"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gapbench.benchmarks.compare.command import _margin
+from gapbench.tools.compare.command import _margin
 from gapbench.core import compare as cmp
 from gapbench.core.benchmark import Benchmark
 from gapbench.core.cli import UsageError
