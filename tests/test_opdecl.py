@@ -89,6 +89,7 @@ def test_python_spec_matches_the_declaration(decl):
     for shape in spec.test_shapes:
         ins = spec.inputs(shape, rng)
         assert [a.size for a in ins] == decl.input_counts(shape)
+        assert spec.elements(shape) == (sum(a.size for a in ins), decl.output_count(shape))
         assert np.asarray(spec.reference([a.astype(np.float64) for a in ins])).size == decl.output_count(shape)
     if decl.vendor is None:
         assert decl.vendor_reason  # a NotApplicable says why
@@ -99,3 +100,12 @@ def test_parser_rejects_a_malformed_line():
         opdecl.parse("GB_OP(x, 0, (n), (n), n)\n")
     with pytest.raises(ValueError, match="not a dims expression"):
         opdecl.evaluate("__import__('os')", {})
+
+
+def test_no_op_module_restates_what_ops_def_fixes():
+    """An op's form and element counts come from its GB_OP line (ops.spec.from_ops_def), not typed
+    again in python/gapbench/ops/<op>.py."""
+    for decl in DECLS:
+        text = (ROOT / "python" / "gapbench" / "ops" / f"{decl.name}.py").read_text()
+        assert f'from_ops_def("{decl.name}")' in text, decl.name
+        assert "form=" not in text and "elements=" not in text, decl.name

@@ -52,6 +52,10 @@ class OpDecl:
     def output_count(self, shape: dict) -> int:
         return evaluate(self.output, shape)
 
+    def elements(self, shape: dict) -> tuple[int, int]:
+        """(elements read, elements written) by one run: every input once, the output once."""
+        return sum(self.input_counts(shape)), self.output_count(shape)
+
 
 def evaluate(expr: str, shape: dict) -> int:
     """An integer expression over the dims (+ - * / and parentheses; / divides integers, as in C)."""

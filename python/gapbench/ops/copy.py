@@ -1,6 +1,6 @@
 """copy: device-memory copy, the measured bandwidth ceiling (bytes = read + write).
 Kernels: cuda/ and metal/ (csrc/ops.def). Run: python -m bench.blas --ops copy"""
-from gapbench.ops.spec import Bound, C, FrameworkImpl, M, OpSpec, T, draw
+from gapbench.ops.spec import Bound, C, FrameworkImpl, M, OpSpec, T, draw, from_ops_def
 
 
 def _shapes(quick: bool):
@@ -10,12 +10,11 @@ def _shapes(quick: bool):
 
 
 SPEC = OpSpec(
-    name="copy", form=("n",),
+    **from_ops_def("copy"),
     shapes=_shapes,
     inputs=lambda s, rng: [draw(rng, s["n"])],
     reference=lambda a: a[0],  # exact: checked bit for bit
     reduction=lambda s: 0,
-    elements=lambda s: (s["n"], s["n"]),
     flops=lambda s: 0.0,
     frameworks=(
         FrameworkImpl(T, "x.clone()", lambda ad, a: lambda: a[0].clone()),

@@ -3,7 +3,7 @@ size: held against the vendor GEMM's rate at the largest size. Kernels: cuda/ an
 (csrc/ops.def). Run: python -m bench.blas --ops gemm"""
 import numpy as np
 
-from gapbench.ops.spec import Bound, C, FrameworkImpl, M, OpSpec, T, draw
+from gapbench.ops.spec import Bound, C, FrameworkImpl, M, OpSpec, T, draw, from_ops_def
 
 
 def _shapes(quick: bool):
@@ -15,12 +15,11 @@ def _shapes(quick: bool):
 
 
 SPEC = OpSpec(
-    name="gemm", form=("batch", "m", "n", "k"),
+    **from_ops_def("gemm"),
     shapes=_shapes,
     inputs=lambda s, rng: [draw(rng, s["batch"], s["m"], s["k"]), draw(rng, s["batch"], s["k"], s["n"])],
     reference=lambda a: np.matmul(a[0], a[1]),
     reduction=lambda s: s["k"],
-    elements=lambda s: (s["batch"] * (s["m"] * s["k"] + s["k"] * s["n"]), s["batch"] * s["m"] * s["n"]),
     flops=lambda s: 2.0 * s["batch"] * s["m"] * s["n"] * s["k"],
     frameworks=(
         FrameworkImpl(T, "torch.bmm(A, B)", lambda ad, a: lambda: ad.torch.bmm(a[0], a[1])),

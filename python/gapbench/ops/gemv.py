@@ -1,6 +1,6 @@
 """gemv: y = A x, A row-major m x k (paper Figure 6). Memory-bound: held against the copy
 bandwidth. Kernels: cuda/ and metal/ (csrc/ops.def). Run: python -m bench.blas --ops gemv"""
-from gapbench.ops.spec import C, FrameworkImpl, M, OpSpec, T, draw
+from gapbench.ops.spec import C, FrameworkImpl, M, OpSpec, T, draw, from_ops_def
 
 SQUARE = [256, 1024, 4096, 16384]
 SKINNY = [(1024, 16384), (16384, 1024), (4096, 16384)]
@@ -13,12 +13,11 @@ def shapes(quick: bool):
 
 
 SPEC = OpSpec(
-    name="gemv", form=("m", "k"),
+    **from_ops_def("gemv"),
     shapes=shapes,
     inputs=lambda s, rng: [draw(rng, s["m"], s["k"]), draw(rng, s["k"])],
     reference=lambda a: a[0] @ a[1],
     reduction=lambda s: s["k"],
-    elements=lambda s: (s["m"] * s["k"] + s["k"], s["m"]),
     flops=lambda s: 2.0 * s["m"] * s["k"],
     frameworks=(
         FrameworkImpl(T, "torch.mv(A, x)", lambda ad, a: lambda: ad.torch.mv(a[0], a[1])),

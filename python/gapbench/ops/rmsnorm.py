@@ -5,7 +5,7 @@ has it. Run: python -m bench.blas --ops rmsnorm"""
 import numpy as np
 
 from gapbench.core import opdecl
-from gapbench.ops.spec import C, FrameworkImpl, M, OpSpec, T, draw
+from gapbench.ops.spec import C, FrameworkImpl, M, OpSpec, T, draw, from_ops_def
 
 EPS = opdecl.get("rmsnorm").scalar
 #: fp32 roundings of a correct kernel beyond the sum of squares, each relative to y: the mean, + eps,
@@ -74,12 +74,11 @@ def _cupy_unfused(ad, a):
 
 
 SPEC = OpSpec(
-    name="rmsnorm", form=("m", "k"),
+    **from_ops_def("rmsnorm"),
     shapes=shapes,
     inputs=lambda s, rng: [draw(rng, s["m"], s["k"]), draw(rng, s["k"])],
     reference=reference,
     reduction=lambda s: s["k"],
-    elements=lambda s: (s["m"] * s["k"] + s["k"], s["m"] * s["k"]),
     flops=lambda s: 4.0 * s["m"] * s["k"],  # square-add, and two products per element
     frameworks=(
         FrameworkImpl(T, "torch.nn.functional.rms_norm(x, (k,), w, eps)", _torch),

@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from gapbench.core import dtypes, hostpar
+from gapbench.core import dtypes, hostpar, opdecl
 from gapbench.core.names import Data, DType, Family, Precision
 
 Shape = dict  # dims of the op's form (n; m, k; batch, m, n, k) -> int
@@ -136,6 +136,13 @@ class OpSpec:
 
     def impls(self, family: Family) -> list[FrameworkImpl]:
         return [f for f in self.frameworks if f.family is family]
+
+
+def from_ops_def(name: str) -> dict:
+    """The OpSpec fields csrc/ops.def already fixes for a built-in op (its name, the dims of its
+    form, the elements it reads and writes): `OpSpec(**from_ops_def("gemv"), ...)` restates none."""
+    decl = opdecl.get(name)
+    return {"name": decl.name, "form": decl.form, "elements": decl.elements}
 
 
 def shape_text(shape: Shape) -> str:

@@ -5,7 +5,7 @@ Run: python -m bench.blas --ops vjp_dw (or vjp)"""
 import numpy as np
 
 from gapbench.ops.gemv import shapes
-from gapbench.ops.spec import C, FrameworkImpl, M, OpSpec, T, draw
+from gapbench.ops.spec import C, FrameworkImpl, M, OpSpec, T, draw, from_ops_def
 
 
 def dw_shapes(quick: bool):
@@ -31,12 +31,11 @@ def _mlx(ad, a):
 
 
 SPEC = OpSpec(
-    name="vjp_dw", form=("m", "k"), group="vjp",
+    **from_ops_def("vjp_dw"), group="vjp",
     shapes=dw_shapes,
     inputs=lambda s, rng: [draw(rng, s["m"]), draw(rng, s["k"])],
     reference=lambda a: np.outer(a[0], a[1]),
     reduction=lambda s: 1,
-    elements=lambda s: (s["m"] + s["k"], s["m"] * s["k"]),
     flops=lambda s: 1.0 * s["m"] * s["k"],
     frameworks=(
         FrameworkImpl(T, "torch.func.vjp(W @ x, W)(v)", _torch),

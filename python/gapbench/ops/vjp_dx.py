@@ -3,7 +3,7 @@
 recomputes the forward product, as MLX has no separate backward call); CuPy computes it directly.
 Kernels: cuda/ and metal/ (csrc/ops.def). Run: python -m bench.blas --ops vjp_dx (or vjp)"""
 from gapbench.ops.gemv import shapes
-from gapbench.ops.spec import C, FrameworkImpl, M, OpSpec, T, draw
+from gapbench.ops.spec import C, FrameworkImpl, M, OpSpec, T, draw, from_ops_def
 
 
 def _torch(ad, a):
@@ -22,12 +22,11 @@ def _mlx(ad, a):
 
 
 SPEC = OpSpec(
-    name="vjp_dx", form=("m", "k"), group="vjp",
+    **from_ops_def("vjp_dx"), group="vjp",
     shapes=shapes,
     inputs=lambda s, rng: [draw(rng, s["m"], s["k"]), draw(rng, s["m"])],
     reference=lambda a: a[0].T @ a[1],
     reduction=lambda s: s["m"],
-    elements=lambda s: (s["m"] * s["k"] + s["m"], s["k"]),
     flops=lambda s: 2.0 * s["m"] * s["k"],
     frameworks=(
         FrameworkImpl(T, "torch.func.vjp(W @ x, x)(v)", _torch),
