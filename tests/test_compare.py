@@ -513,3 +513,58 @@ def test_a_graph_replay_is_judged_as_device_work_not_as_the_hosts(tmp_path):
     slow = run(tmp_path / "c.json", 1.5, 1.05)
     by = {x.key[1]: x for x in cmp.compare_runs(a, slow, model=m, one_start=True) if x.key[3] == "graph_node"}
     assert by["native-cuda"].verdict == cmp.SLOWER and by["native-cuda"].absolute is None
+
+
+def test_a_single_sample_row_across_a_cold_compile_cache_gets_no_verdict(tmp_path):
+    """A bundle's first benchmark after a machine start is not the boot's first gapbench process
+    (the bundle's own is), but its compile caches were still empty: its single-sample rows (import,
+    cold) took 4-8x longer (H100, 2026-11-26). compare says why instead of calling them faster."""
+    from gapbench.core import floors
+
+    rng = np.random.default_rng(21)
+    cold = {"boot_id": "b1", "machine_id": "m1", "runs_this_boot": 1,
+            "caches": {"cupy_kernel_cache": 0, "torch_bytecode": 0}}
+    warm = dict(cold, runs_this_boot=3, caches={"cupy_kernel_cache": 15, "torch_bytecode": 0})
+
+    def rows(t):
+        single = _row("import", [t * 1e-3])
+        many = _row("x", _lognormal(rng, 1.0, 0.002))
+        return [single, many]
+
+    a = load_run(_write(tmp_path / "a.json", rows(4.0), host=cold))
+    b = load_run(_write(tmp_path / "b.json", rows(1.0), host=warm))
+    assert not floors.first_run(a) and floors.cold_caches(a) == {"cupy_kernel_cache", "torch_bytecode"}
+    assert floors.cold_start_differs(a, b) == "compile caches cold in one run only (cupy_kernel_cache)"
+    by = {c.key[4].split()[0]: c for c in cmp.compare_runs(a, b, model=_model(0.003, scope="within"))}
+    assert by["import"].verdict == cmp.CANT_TELL and "cupy_kernel_cache" in by["import"].why
+    assert by["x"].verdict == cmp.SAME  # rows of many samples are judged as before
+    b2 = load_run(_write(tmp_path / "b2.json", rows(1.0), host=dict(warm, caches=cold["caches"])))
+    assert floors.cold_start_differs(a, b2) == ""
+
+
+def test_the_host_record_counts_torch_bytecode(monkeypatch, tmp_path):
+    """env's caches say whether torch's bytecode was there (0: compiled from source every process)."""
+    import sys
+    import types
+
+    from gapbench.core import env
+
+    pkg = tmp_path / "site" / "torch"
+    (pkg / "__pycache__").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    spec = types.SimpleNamespace(origin=str(pkg / "__init__.py"))
+    monkeypatch.setattr(env.importlib.util, "find_spec", lambda name: spec if name == "torch" else None)
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    assert env._torch_bytecode() == 0
+    (pkg / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"")
+    assert env._torch_bytecode() == 1
+    prefix = tmp_path / "pyc"
+    monkeypatch.setattr(sys, "pycache_prefix", str(prefix))
+    assert env._torch_bytecode() == 0
+    mirror = prefix / pkg.resolve().relative_to(pkg.resolve().anchor)
+    mirror.mkdir(parents=True)
+    (mirror / "a.cpython-311.pyc").write_bytes(b"")
+    (mirror / "b.cpython-311.pyc").write_bytes(b"")
+    assert env._torch_bytecode() == 2
+    monkeypatch.setattr(env.importlib.util, "find_spec", lambda name: None)
+    assert env._torch_bytecode() is None

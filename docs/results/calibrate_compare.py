@@ -66,7 +66,7 @@ STARTS = {
                                                for b in ("blas", "launch") for k in (1, 2, 3)],
         "2026-11-26 12:5x (run --repeat 3)": [f"calib/repeat-2026-11-26-h100b/{b}-{k}.json.gz"
                                                for b in ("blas", "launch") for k in (1, 2, 3)],
-        "2026-11-26 15:1x (run --repeat 3, c1ed075)": [f"calib/repeat-2026-11-26-h100d/{b}-{k}.json.gz"
+        "2026-11-26 15:2x (run --repeat 3, 4191390)": [f"calib/repeat-2026-11-26-h100e/{b}-{k}.json.gz"
                                                       for b in ("blas", "launch") for k in (1, 2, 3)],
     },
     "h200": {

@@ -31,7 +31,8 @@ the plain C++ launch loops, a fixed host loop). Where a floor moved between A an
 so; host-timed launch rows are then compared as gaps to their host floor (the absolute change
 shown beside), and device-timed rows short enough to move with the event-pair floor get no
 verdict. Host differences (another CPU, kernel, machine or boot; a first run after a machine
-start) are listed, and single-sample rows across a first run get no verdict.
+start) are listed, and single-sample rows get no verdict across a first run or across compile
+caches (CuPy's kernels, torch's bytecode) empty for one run and filled for the other.
 
 nvbench_compare and pyperf's compare_to were the models: both classify from each side's noise and
 hold a minimum effect; this adds the conditions, the machines' floors and the noise model.
@@ -46,7 +47,7 @@ from typing import Sequence
 import numpy as np
 
 from gapbench.core.conditions import Conditions, mismatch
-from gapbench.core.floors import (EVENT_ROWS, HOST_BOUND, first_run, floor_moves, host_differences, is_floor,
+from gapbench.core.floors import (EVENT_ROWS, HOST_BOUND, cold_start_differs, floor_moves, host_differences, is_floor,
                                   plain_floor, same_start)
 from gapbench.core.noise import Z95, NoiseModel, device_class, row_class, shipped, t975
 from gapbench.core.result import OK, Record, Run
@@ -183,7 +184,7 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
     if widen < 1:
         raise ValueError(f"widen must be >= 1 (a factor on the interval's half-widths), got {widen}")
     moves = {m.name: m for m in floor_moves(a, b)}
-    across_first = first_run(a) != first_run(b)
+    cold_why = cold_start_differs(a, b)
     dev_a, dev_b = device_class(a), device_class(b)
     ia = {row_key(r): r for r in a.records if r.status == OK and r.samples_s}
     out = []
@@ -231,8 +232,8 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
                     covers = f"within-run + between-run margin +-{100 * math.expm1(m):.3g}%"
                 elif single:
                     reason = "one sample a side: no interval without the noise model or --repeat"
-            if single and across_first and not reason:
-                reason = "single sample across a first run after a machine start (cold caches)"
+            if single and cold_why:  # even a calibrated class would not hold across a cold start
+                reason = f"single sample across {cold_why}"
         absolute = None
         clock = cls[3]
         if not reason and clock in ("gated", "graph", "issued") and "event pair" in moves:

@@ -212,7 +212,27 @@ def framework_caches() -> dict:
             out[name] = sum(1 for _ in path.iterdir()) if path.is_dir() else 0
         except OSError:
             out[name] = None
+    out["torch_bytecode"] = _torch_bytecode()
     return out
+
+
+def _torch_bytecode() -> int | None:
+    """Compiled bytecode files of torch's top package where this interpreter reads them (its
+    __pycache__, or the mirror under PYTHONPYCACHEPREFIX), without importing torch: 0 where every
+    process compiles torch from source (a lent machine sets PYTHONDONTWRITEBYTECODE=1 and ships
+    none: seconds of import), None without torch."""
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    pkg = Path(spec.origin).resolve().parent
+    cache = Path(sys.pycache_prefix) / pkg.relative_to(pkg.anchor) if sys.pycache_prefix else pkg / "__pycache__"
+    try:
+        return sum(1 for p in cache.iterdir() if p.suffix == ".pyc") if cache.is_dir() else 0
+    except OSError:
+        return None
 
 
 def host() -> dict:

@@ -107,6 +107,28 @@ def first_run(run: Run) -> bool:
     return host_env(run).get("runs_this_boot") == 0
 
 
+def cold_caches(run: Run) -> set[str]:
+    """The compile caches (CuPy's kernels, torch's bytecode, ...) that were empty when the run
+    started: what its first calls compiled instead of loading."""
+    caches = host_env(run).get("caches") or {}
+    return {k for k, v in caches.items() if v == 0}
+
+
+def cold_start_differs(a: Run, b: Run) -> str:
+    """Why one run started colder than the other ("" where they started alike): a first run after a
+    machine start against a later one, or a compile cache empty for one and filled for the other
+    (a bundle's first benchmark is its boot's second gapbench process, but its caches are still
+    cold). Single-sample rows (import, context, cold, first warm) move with it by up to 8x."""
+    if first_run(a) != first_run(b):
+        return "a first run after a machine start against a later one (cold caches)"
+    ca, cb = cold_caches(a), cold_caches(b)
+    known = set((host_env(a).get("caches") or {})) & set((host_env(b).get("caches") or {}))
+    differ = sorted((ca ^ cb) & known)
+    if differ:
+        return f"compile caches cold in one run only ({', '.join(differ)})"
+    return ""
+
+
 #: the clocks of rows bound by the host's speed: host wall, events as the host issues the work, the plain loops
 HOST_BOUND = ("host", "issued", "plain")
 
