@@ -657,3 +657,20 @@ def test_framework_rows_are_labeled_l2_resident_when_their_sets_fit_twice_in_the
     assert arms._framework_sets(big, gpu, l2, None) == (2, Cache.ROTATED)
     assert arms._framework_sets(small, gpu, None, None) == (1, Cache.L2_RESIDENT)
     assert arms._framework_sets(small, cpu, l2, None) == (1, Cache.HOST)
+
+
+def test_phases_keep_their_parts_apart_from_the_total(monkeypatch):
+    """A run's wall_s: phases add up with the rest to the total; parts split a phase, not added."""
+    from gapbench.benchmarks.blas import run as blas_run
+
+    now = [0.0]
+    monkeypatch.setattr(blas_run.time, "perf_counter", lambda: now[0])
+    ph = blas_run.Phases()
+    with ph("timing"):
+        with ph.part("rounds"):
+            now[0] += 2.0
+        now[0] += 1.0
+    with ph("timing"):
+        now[0] += 1.0
+    wall = ph.wall(10.0)
+    assert wall == {"timing": 4.0, "setup and other": 6.0, "total": 10.0, "parts": {"rounds": 2.0}}

@@ -219,7 +219,8 @@ def shared_scale(reference: Callable[[list[np.ndarray]], np.ndarray], inputs: li
         values = np.asarray(reference(ins))
     if values.dtype != np.float32:
         values = values.astype(np.float32)
-    finite = sum(map_chunks(lambda lo, hi: int(np.count_nonzero(np.isfinite(values.ravel()[lo:hi]))), values.size))
+    flat = values.ravel()
+    finite = sum(map_chunks(lambda lo, hi: int(np.count_nonzero(np.isfinite(flat[lo:hi]))), flat.size))
     if finite != values.size:
         return None
     return SharedScale(values, int(k), p)

@@ -48,21 +48,11 @@ class Phases(dict):
         super().__init__()
         self.parts: dict[str, float] = {}
 
-    @contextmanager
     def __call__(self, name: str):
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            self[name] = self.get(name, 0.0) + time.perf_counter() - t0
+        return _timed(self, name)
 
-    @contextmanager
     def part(self, name: str):
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.parts[name] = self.parts.get(name, 0.0) + time.perf_counter() - t0
+        return _timed(self.parts, name)
 
     def wall(self, total: float) -> dict:
         """The run file's wall_s: each phase, the rest of the run, the total and the parts."""
@@ -72,6 +62,16 @@ class Phases(dict):
         if self.parts:
             out["parts"] = {k: round(v, 2) for k, v in self.parts.items() if v >= 0.005}
         return out
+
+
+@contextmanager
+def _timed(store: dict, name: str):
+    """Adds the wall time of what it holds to store[name]."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        store[name] = store.get(name, 0.0) + time.perf_counter() - t0
 
 
 #: host bytes per element read or written: the fp32 inputs, their rounded copies, the float64
