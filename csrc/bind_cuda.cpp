@@ -37,6 +37,18 @@ void register_cuda(py::module_& m) {
         d["pci_bus_id"] = s.pci_bus_id;
         return d;
       }, py::arg("device") = 0);
+  c.def("pinned_bytes", [](std::size_t n) {
+        void* p = nullptr;
+        {
+          py::gil_scoped_release r;
+          p = gb::cuda::pinned_alloc(n);
+        }
+        py::capsule owner(p, [](void* q) { gb::cuda::pinned_free(q); });
+        return py::array_t<std::uint8_t>({static_cast<py::ssize_t>(n)}, {static_cast<py::ssize_t>(1)},
+                                         static_cast<std::uint8_t*>(p), owner);
+      }, py::arg("nbytes"),
+      "n bytes of page-locked host memory (cudaHostAlloc) as a numpy uint8 array, freed with it: a read-back "
+      "into it is one DMA");
   c.def("context_create_seconds", &gb::cuda::context_create_seconds, py::arg("device") = 0,
         py::call_guard<py::gil_scoped_release>());
   using gb::cuda::launch::Probe;

@@ -22,17 +22,31 @@ namespace gb {
 // The buffer I/O every BLAS case class shares (CUDA and Metal): set_input takes any C-contiguous
 // buffer (numpy arrays) as raw bytes; run_once(impl) returns the poisoned-then-computed output bytes and
 // last_output() those of the last timed run, each as a numpy uint8 array.
-// The case's output bytes as a new numpy uint8 array, filled by fill(pointer) with the GIL released:
-// the device copies straight into it (no zeroed staging vector, no bytes object copied again).
+// The case's output bytes, filled by fill(pointer) with the GIL released: the device copies
+// straight into a new numpy uint8 array, or, given `out` (a writable C-contiguous byte buffer at
+// least output_bytes long, such as a reused page-locked one), into it, returned as a view of its
+// first output_bytes.
 template <class Case, class Fill>
-pybind11::array_t<std::uint8_t> read_output(Case& self, Fill&& fill) {
-  pybind11::array_t<std::uint8_t> out(static_cast<pybind11::ssize_t>(self.output_bytes()));
-  void* host = out.mutable_data();
-  {
-    pybind11::gil_scoped_release r;
+pybind11::array_t<std::uint8_t> read_output(Case& self, const pybind11::object& out, Fill&& fill) {
+  namespace py = pybind11;
+  const auto n = static_cast<py::ssize_t>(self.output_bytes());
+  if (out.is_none()) {
+    py::array_t<std::uint8_t> fresh(n);
+    void* host = fresh.mutable_data();
+    py::gil_scoped_release r;
     fill(host);
+    return fresh;
   }
-  return out;
+  py::buffer_info info = py::reinterpret_borrow<py::buffer>(out).request();
+  const bool contiguous = info.ndim == 1 && (info.shape[0] <= 1 || info.strides[0] == info.itemsize);
+  if (info.readonly || info.itemsize != 1 || !contiguous || info.size < n)
+    throw std::invalid_argument("out must be a writable, contiguous 1-D byte buffer (numpy uint8) of at least " +
+                                std::to_string(n) + " bytes");
+  {
+    py::gil_scoped_release r;
+    fill(info.ptr);
+  }
+  return py::array_t<std::uint8_t>({n}, {static_cast<py::ssize_t>(1)}, static_cast<std::uint8_t*>(info.ptr), out);
 }
 
 template <class Case>
@@ -50,12 +64,12 @@ void bind_case_io(pybind11::class_<Case>& cls) {
         py::gil_scoped_release r;
         self.set_input(i, info.ptr, bytes);
       }, py::arg("i"), py::arg("data"));
-  cls.def("run_once", [](Case& self, Impl impl) {
-        return read_output(self, [&](void* host) { self.run_once(impl, host); });
-      }, py::arg("impl"));
-  cls.def("last_output", [](Case& self) {
-        return read_output(self, [&](void* host) { self.last_output(host); });
-      });
+  cls.def("run_once", [](Case& self, Impl impl, const py::object& out) {
+        return read_output(self, out, [&](void* host) { self.run_once(impl, host); });
+      }, py::arg("impl"), py::arg("out") = py::none());
+  cls.def("last_output", [](Case& self, const py::object& out) {
+        return read_output(self, out, [&](void* host) { self.last_output(host); });
+      }, py::arg("out") = py::none());
 }
 
 }  // namespace gb

@@ -65,4 +65,12 @@ double context_create_seconds(int device) {
   return std::chrono::duration<double>(t1 - t0).count();
 }
 
+void* pinned_alloc(std::size_t bytes) {
+  void* p = nullptr;
+  GB_CUDA_CHECK(cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable));  // pinned for every context
+  return p;
+}
+
+void pinned_free(void* p) noexcept { cudaFreeHost(p); }
+
 }  // namespace gb::cuda

@@ -26,4 +26,10 @@ DeviceStatus device_status(int device = 0);
 // Seconds for cudaSetDevice + cudaFree(0): the primary context creation of a fresh process.
 double context_create_seconds(int device = 0);
 
+// Page-locked host memory (cudaHostAlloc): a device-to-host copy into it is one DMA, where a copy
+// into pageable memory goes through the driver's staging buffer. For read-back buffers the
+// harness reuses (gapbench.core.native.Staging). Throws on failure; free with pinned_free.
+void* pinned_alloc(std::size_t bytes);
+void pinned_free(void* p) noexcept;
+
 }  // namespace gb::cuda

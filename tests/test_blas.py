@@ -674,3 +674,33 @@ def test_phases_keep_their_parts_apart_from_the_total(monkeypatch):
         now[0] += 1.0
     wall = ph.wall(10.0)
     assert wall == {"timing": 4.0, "setup and other": 6.0, "total": 10.0, "parts": {"rounds": 2.0}}
+
+
+@pytest.mark.skipif(not registry.info(Backend.native_cuda).reason.lower().count("driver"),
+                    reason="the CUDA part built, on a machine where it cannot run (no driver)")
+def test_plain_check_without_a_driver_gives_each_row_its_reason(tmp_path):
+    """Every chosen row's plain loop starts at once (plain.plain_check); where none can run, each
+    row is an error record saying why (the loop's own words or the harness case's), none is lost,
+    and no loop is left running."""
+    import psutil
+
+    from gapbench.benchmarks.blas.config import Config
+    from gapbench.benchmarks.blas.params import BlasParams
+    from gapbench.benchmarks.blas.plain import plain_binary, plain_check
+    from gapbench.benchmarks.blas.run import record
+    from gapbench.core.names import DType
+
+    if plain_binary() is None:
+        pytest.skip("the plain cuBLAS loop was not built")
+    cfg = Config(dtypes=[DType.fp32, DType.fp16], seed=1)
+    vendor = [record(ops.get(op), dt, shape, Backend.native_cuda, "cublas",
+                     BlasParams(strategy="cublas", library="libcublas.so.13"), samples_s=[1e-3] * 30,
+                     clock="device_events")
+              for op, shape in (("gemm", {"batch": 1, "m": 64, "n": 64, "k": 64}), ("gemv", {"m": 64, "k": 64}))
+              for dt in (DType.fp32, DType.fp16)]
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    got = plain_check(vendor, cfg, every_dtype=True)
+    assert [(r.backend, r.status) for r in got] == [("plain-cuda", ERROR)] * 4
+    assert all(r.reason.startswith("plain loop failed: ") and len(r.reason) > 25 for r in got), [r.reason for r in got]
+    assert {(r.params["op"], r.params["dtype"]) for r in got} == {(o, d) for o in ("gemm", "gemv") for d in ("fp32", "fp16")}
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before

@@ -280,3 +280,42 @@ def test_the_shared_magnitude_steps_aside_where_it_cannot_bound():
     assert gemv.shared_scale(huge, shape, list(DType)) is None
     assert ops.get("rmsnorm").shared_scale(raw, shape, list(DType)) is None  # its own scale
     assert ops.get("copy").shared_scale(raw[:1], {"n": raw[0].size}, list(DType)) is None  # k = 0
+
+
+def test_staging_buffer_is_kept_grown_and_falls_back():
+    """core.native.Staging: one read-back buffer, kept while it is big enough, replaced by a bigger
+    one when not (the old one let go first), and None for good once allocation fails."""
+    from gapbench.core.native import Staging
+
+    made = []
+
+    def alloc(n):
+        made.append(n)
+        return np.zeros(n, np.uint8)
+
+    st = Staging(alloc)
+    a = st.out(100)
+    assert a.nbytes >= 100 and st.out(a.nbytes) is a and made == [Staging.GRAIN]
+    b = st.out(a.nbytes + 1)
+    assert b is not a and b.nbytes >= a.nbytes + 1 and len(made) == 2
+
+    def refuse(n):
+        raise RuntimeError("cudaErrorInsufficientDriver")
+
+    none = Staging(refuse)
+    assert none.out(10) is None and "InsufficientDriver" in none.failed and none.out(1) is None
+
+
+@pytest.mark.parametrize("dtype", list(DType))
+def test_to_bytes_into_a_staging_buffer_is_the_same_bytes(dtype):
+    """dtypes.to_bytes(x, dtype, into): the bytes a new array gets, written into the first bytes of
+    a reused buffer (the page-locked staging buffer of core.native) and returned as a view of them."""
+    x = dtypes.round_to(np.random.default_rng(2).standard_normal((3, 1000, 700), dtype=np.float32), dtype)
+    buf = np.full(x.size * 4 + 64, 0x5A, np.uint8)
+    got = dtypes.to_bytes(x, dtype, buf)
+    want = dtypes.to_bytes(x, dtype)
+    assert got.shape == x.shape and got.dtype == want.dtype and np.shares_memory(got, buf)
+    assert got.tobytes() == want.tobytes()
+    assert np.all(buf[got.nbytes:] == 0x5A)  # nothing past the array's own bytes
+    with pytest.raises(ValueError, match="cannot hold"):
+        dtypes.to_bytes(x, dtype, np.zeros(x.size, np.uint8))

@@ -300,6 +300,32 @@ def test_every_impl_verifies_on_ragged_shapes(op, dt, shape, cublas):
 
 @pytest.mark.cuda
 @needs_gpu
+def test_outputs_read_into_a_reused_pinned_buffer(cublas):
+    """run_once / last_output(out=...) write into the given buffer (the run's page-locked
+    read-back buffer, core.native.Staging) exactly what a new array gets, and refuse a buffer they
+    cannot fill."""
+    from gapbench.core.native import Staging
+
+    case, ref = _case("gemv", "fp16", {"m": 1000, "k": 1032}, np.random.default_rng(5))
+    stage = Staging(_native.cuda.pinned_bytes)
+    buf = stage.out(case.output_bytes)
+    assert buf.nbytes >= case.output_bytes and stage.out(16) is buf  # kept, not made again
+    impl = native.impl("dispatch")
+    fresh = case.run_once(impl)
+    buf[:] = 0xAB
+    got = case.run_once(impl, out=buf)
+    assert got.nbytes == case.output_bytes and np.shares_memory(got, buf) and np.array_equal(got, fresh)
+    assert dtypes.check(dtypes.from_bytes(got, "fp16"), ref, "fp16")[0]
+    case.time(impl, 3, 1, native.cache("hot"))
+    assert np.array_equal(case.last_output(out=buf), case.last_output())
+    for bad in (np.zeros(case.output_bytes - 1, np.uint8), np.zeros(case.output_bytes, np.float32)[::2],
+                np.frombuffer(bytes(case.output_bytes), np.uint8)):
+        with pytest.raises(ValueError, match="out must be"):
+            case.run_once(impl, out=bad)
+
+
+@pytest.mark.cuda
+@needs_gpu
 @pytest.mark.parametrize("cache", ["hot", "cold_clean", "cold_dirty"])
 def test_last_timed_output_verified_and_l2_rotation(cache, cublas):
     for op, dt, shape in [("vjp_dx", "bf16", {"m": 1001, "k": 16904}), ("gemv", "fp32", {"m": 1000, "k": 1032}),
@@ -456,7 +482,7 @@ def test_bench_rows_fail_when_the_last_timed_run_is_wrong(monkeypatch):
     broken = {"last": False}
 
     class FakeCase:
-        rotations, l2_resident, invalid_samples = 9, False, 0
+        rotations, l2_resident, invalid_samples, output_bytes = 9, False, 0, len(good)
 
         def __init__(self, op, dt, *dims):
             assert op is _native.Op.gemv and dt is _native.DType.fp16
@@ -469,19 +495,29 @@ def test_bench_rows_fail_when_the_last_timed_run_is_wrong(monkeypatch):
                 raise _native.NotApplicable("no vendor here")
             return f"gemv_{impl.name}"
 
-        def run_once(self, impl):
-            return good
+        def run_once(self, impl, out=None):
+            return _into(out, good)
 
         def time(self, impl, n, warmup, cache):
             return [1e-6] * n
 
-        def last_output(self):
-            out = bytearray(good)
+        def last_output(self, out=None):
+            got = bytearray(good)
             if broken["last"]:
-                out[0:2] = b"\xff\xff"  # one output the last timed run never wrote
-            return bytes(out)
+                got[0:2] = b"\xff\xff"  # one output the last timed run never wrote
+            return _into(out, bytes(got))
 
-    monkeypatch.setattr(_native, "cuda", type("FakePart", (), {"BlasCase": FakeCase}))
+    def _into(out, data):  # as the binding: into the reused buffer when given one, else new
+        if out is None:
+            return np.frombuffer(data, np.uint8).copy()
+        out[:len(data)] = np.frombuffer(data, np.uint8)
+        return out[:len(data)]
+
+    monkeypatch.setattr(_native, "cuda", type("FakePart", (), {"BlasCase": FakeCase,
+                                                               "pinned_bytes": staticmethod(lambda n: np.zeros(n, np.uint8))}))
+    from gapbench.core import native as native_mod
+
+    monkeypatch.setattr(native_mod, "_staging", None)  # a fresh read-back buffer, from the fake part
     from gapbench.backends.base import BackendInfo
 
     session = type("Session", (), {"infos": {Backend.native_cuda: BackendInfo(Backend.native_cuda, True)},

@@ -175,6 +175,11 @@ def test_registry_lists_each_benchmark_once_and_skips_absent_modules(monkeypatch
 PACED = r'''
 import json, sys, time
 rounds, mode = int(sys.argv[1]), sys.argv[2]
+if mode == "die-starting":
+    print("no device", file=sys.stderr, flush=True)
+    sys.exit(2)
+time.sleep(0.3 if mode == "slow-start" else 0)
+print(json.dumps({"ready": True, "t": time.monotonic()}), flush=True)
 for r in range(rounds):
     if rounds > 1 and not sys.stdin.readline():
         break
@@ -206,6 +211,19 @@ def test_paced_command_runs_one_round_per_call_in_one_process(paced):
     assert got == [0, 1, 2] and loop.close() == 0
 
 
+def test_paced_command_ready_waits_for_the_loops_start(paced):
+    """ready() returns only once the loop has said it is set up (so the harness's own set-up can
+    overlap the loop's start, and no timed round does); round() waits for it too."""
+    t0 = time.monotonic()
+    with paced(2, "slow-start") as loop:
+        loop.ready()
+        t_ready = time.monotonic()
+        assert t_ready - t0 >= 0.3
+        loop.ready()  # once said, not waited for again
+        assert loop.round()["round"] == 0 and loop.round()["round"] == 1
+    assert loop.close() == 0
+
+
 @pytest.mark.parametrize("mode, words", [("die", "cuda said no"), ("hang", "no answer within")])
 def test_paced_command_failures_name_the_loop_and_stop_it(paced, mode, words):
     loop = paced(3, mode, timeout=3)
@@ -213,6 +231,13 @@ def test_paced_command_failures_name_the_loop_and_stop_it(paced, mode, words):
     with pytest.raises(RuntimeError, match=words):
         loop.round()
     assert loop._p.poll() is not None  # stopped, not left behind
+
+
+def test_paced_command_failure_while_starting_says_so(paced):
+    loop = paced(3, "die-starting")
+    with pytest.raises(RuntimeError, match="no device.*|while starting"):
+        loop.ready()
+    assert loop._p.poll() is not None
 
 
 @pytest.mark.parametrize("fast", [False, True])

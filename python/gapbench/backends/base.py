@@ -172,6 +172,12 @@ class Adapter(ABC):
         """The values of `x` on the host, exactly (float32 holds every fp16 and bf16 value), after
         any pending work on it has finished."""
 
+    def host_view(self, x: Any) -> np.ndarray:
+        """x's values on the host as host_values gives them, possibly in a buffer the adapter
+        reuses (page-locked, so the read-back is one DMA): valid until the adapter's next
+        host_view, for a caller that checks them at once. By default a new array."""
+        return self.host_values(x)
+
     @abstractmethod
     def empty_like(self, x: Any) -> Any:
         """An output buffer shaped and typed like x (contents undefined)."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from gapbench.backends.base import Adapter, BackendInfo, gpu_record, installed, unavailable
+from gapbench.core.dtypes import to_bytes
 from gapbench.core.names import Backend, DType, Family
+from gapbench.core.native import staging
 
 INSTALL = "pip install 'gapbench[cupy]'"
 
@@ -95,13 +97,29 @@ class CupyAdapter(Adapter):
         self._spin_kernel((1,), (1,), (self.cp.int64(cycles),))
 
     def array(self, a: np.ndarray, dtype: DType):
-        return self.cp.asarray(np.asarray(a, dtype=np.float32)).astype({DType.fp32: "float32", DType.fp16: "float16"}[DType(dtype)])
+        dtype = DType(dtype)
+        buf = staging().out(a.size * dtype.itemsize) if dtype is not DType.bf16 else None
+        if buf is None:
+            return self.cp.asarray(np.asarray(a, dtype=np.float32)).astype({DType.fp32: "float32", DType.fp16: "float16"}[dtype])
+        host = to_bytes(a, dtype, buf)  # the dtype's own bytes, page-locked: one synchronous DMA
+        out = self.cp.empty(host.shape, dtype=host.dtype)
+        out.set(host)
+        return out
 
     def copy_array(self, x, a: np.ndarray, dtype: DType):
         return x.copy()
 
     def host_values(self, x) -> np.ndarray:
         return self.cp.asnumpy(x)
+
+    def host_view(self, x) -> np.ndarray:
+        """Copied into the page-locked staging buffer (core.native.staging)."""
+        buf = staging().out(x.nbytes)
+        if buf is None:
+            return self.host_values(x)
+        dst = buf[:x.nbytes].view(x.dtype).reshape(x.shape)
+        x.get(out=dst)
+        return dst
 
     def _stream_hold(self):
         if getattr(self, "hold", None) is None:  # held as for torch (hold.py), one event pair

@@ -4,7 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from gapbench.backends.base import Adapter, BackendInfo, gpu_record, installed, unavailable
+from gapbench.core.dtypes import to_bytes
 from gapbench.core.env import cpu_model
+from gapbench.core.native import staging
 from gapbench.core.names import Backend, DType, Family
 
 INSTALL = "pip install 'gapbench[torch]'"
@@ -148,7 +150,15 @@ class TorchAdapter(Adapter):
         return {DType.fp32: t.float32, DType.fp16: t.float16, DType.bf16: t.bfloat16}[DType(dtype)]
 
     def array(self, a: np.ndarray, dtype: DType):
-        return self.from_numpy(np.asarray(a, dtype=np.float32)).to(self.dtype_of(dtype))
+        dtype = DType(dtype)
+        buf = staging().out(a.size * dtype.itemsize) if self.cuda else None
+        if buf is None:
+            return self.from_numpy(np.asarray(a, dtype=np.float32)).to(self.dtype_of(dtype))
+        # In the dtype's own bytes, through the page-locked staging buffer (one DMA; the copy has
+        # finished when .to returns, so the buffer is free again)
+        host = to_bytes(a, dtype, buf)
+        t = self.torch.from_numpy(host.view(np.int16) if dtype is DType.bf16 else host)
+        return (t.view(self.torch.bfloat16) if dtype is DType.bf16 else t).to(self.device)
 
     def copy_array(self, x, a: np.ndarray, dtype: DType):
         return x.detach().clone()
@@ -156,6 +166,16 @@ class TorchAdapter(Adapter):
     def host_values(self, x) -> np.ndarray:
         self.sync()
         return x.detach().float().cpu().numpy()
+
+    def host_view(self, x) -> np.ndarray:
+        """On CUDA: copied as float32 into the page-locked staging buffer (core.native.staging)."""
+        buf = staging().out(x.numel() * 4) if self.cuda else None
+        if buf is None:
+            return self.host_values(x)
+        self.sync()
+        dst = self.torch.from_numpy(buf[:x.numel() * 4]).view(self.torch.float32).view(x.shape)
+        dst.copy_(x.detach())
+        return dst.numpy()
 
     def _event_pair(self):
         t = self.torch

@@ -52,14 +52,16 @@ def round_to(x: np.ndarray, dtype: DType) -> np.ndarray:
     return x
 
 
-def to_bytes(x: np.ndarray, dtype: DType) -> np.ndarray:
-    """The array as the native code stores it (C-contiguous, element type `dtype`)."""
+def to_bytes(x: np.ndarray, dtype: DType, into: np.ndarray | None = None) -> np.ndarray:
+    """The array as the native code stores it (C-contiguous, element type `dtype`: float32,
+    float16, or bf16's bits as uint16), new or (given `into`, a byte buffer) written into the
+    first bytes of `into` and returned as a view of them."""
     x, dtype = np.ascontiguousarray(x, dtype=np.float32), DType(dtype)
     if dtype is DType.fp16:
-        return elementwise(lambda c: c, x, np.float16)
+        return elementwise(lambda c: c, x, np.float16, into)
     if dtype is DType.bf16:
-        return elementwise(lambda c: (_round_bf16(c).view(np.uint32) >> 16), x, np.uint16)
-    return x
+        return elementwise(lambda c: (_round_bf16(c).view(np.uint32) >> 16), x, np.uint16, into)
+    return x if into is None else elementwise(lambda c: c, x, np.float32, into)
 
 
 def from_bytes(buf, dtype: DType) -> np.ndarray:

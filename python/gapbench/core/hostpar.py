@@ -47,10 +47,18 @@ def map_chunks(fn: Callable[[int, int], T], n: int, chunk: int = CHUNK) -> list[
     return list(_pool.map(lambda s: fn(*s), parts))
 
 
-def elementwise(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray, dtype) -> np.ndarray:
-    """fn applied to x (any shape) chunk by chunk into a new array of `dtype` and x's shape."""
+def elementwise(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray, dtype, into: np.ndarray | None = None
+                ) -> np.ndarray:
+    """fn applied to x (any shape) chunk by chunk into a new array of `dtype` and x's shape, or
+    into the first bytes of `into` (a contiguous byte buffer, such as a reused staging buffer)."""
     flat = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty(flat.size, dtype=dtype)
+    if into is None:
+        out = np.empty(flat.size, dtype=dtype)
+    else:
+        nbytes = flat.size * np.dtype(dtype).itemsize
+        if into.nbytes < nbytes:
+            raise ValueError(f"a buffer of {into.nbytes} bytes cannot hold {nbytes}")
+        out = into.reshape(-1).view(np.uint8)[:nbytes].view(dtype)
 
     def part(lo, hi):
         out[lo:hi] = fn(flat[lo:hi])

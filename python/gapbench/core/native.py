@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
+
+import numpy as np
 
 from gapbench.core.names import CacheMode, DType
 
@@ -83,3 +85,43 @@ def tool(name: str):
 
     path = Path(str(resources.files("gapbench").joinpath("bin", name)))
     return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+class Staging:
+    """One reused host buffer for copies to and from the device: `out(n)` is a contiguous uint8
+    array of at least n bytes, page-locked where `alloc` gives that (the CUDA part's
+    pinned_bytes: a copy from or into it is one DMA, where one through pageable memory goes
+    through the driver's staging buffer, and a read into a fresh array also faults in its
+    pages), grown as needed and otherwise kept. Each use is synchronous and over before the
+    next: an upload is on the device once its call returns, and a read-back's values are
+    checked before anything reads again. None where `alloc` fails (no driver, no CUDA part):
+    the caller then copies as it would without it."""
+
+    GRAIN = 16 * 2**20
+
+    def __init__(self, alloc: Callable[[int], np.ndarray]):
+        self._alloc, self._buf, self.failed = alloc, None, ""
+
+    def out(self, nbytes: int) -> np.ndarray | None:
+        if self._buf is not None and self._buf.nbytes >= nbytes:
+            return self._buf
+        if self.failed:
+            return None
+        self._buf = None  # freed before the bigger one is pinned
+        try:
+            self._buf = self._alloc(-(-max(nbytes, 1) // self.GRAIN) * self.GRAIN)
+        except (RuntimeError, MemoryError, AttributeError) as e:
+            self.failed = f"{type(e).__name__}: {e}"
+        return self._buf
+
+
+_staging: Staging | None = None
+
+
+def staging() -> Staging:
+    """The process's host staging buffer (Staging over gapbench's own cuda.pinned_bytes), shared by
+    the native CUDA cases and the CUDA frameworks' adapters."""
+    global _staging
+    if _staging is None:
+        _staging = Staging(lambda n: load().cuda.pinned_bytes(n))
+    return _staging

@@ -84,7 +84,16 @@ class Record:
         return np.asarray(self.samples_s, dtype=np.float64) / self.inner
 
     def summary(self) -> stats.Summary | None:
-        return stats.summarize(self.per_op()) if self.status == OK and self.samples_s else None
+        """The samples' summary, kept for as long as the samples and `inner` are what it was made of
+        (a result file is written many times in a run, and every write states it)."""
+        if self.status != OK or not self.samples_s:
+            return None
+        made_of = (self.inner, tuple(self.samples_s))
+        memo = self.__dict__.get("_summary")
+        if memo is None or memo[0] != made_of:
+            memo = (made_of, stats.summarize(self.per_op()))
+            self.__dict__["_summary"] = memo
+        return memo[1]
 
     def rates(self) -> dict:
         s = self.summary()

@@ -133,14 +133,18 @@ def run_in_worker(target: str, payload: dict, timeout_s: float, *,
 
 
 class PacedCommand:
-    """A plain C++ loop started once and run round by round (the loops' ROUNDS argument): each
-    `round()` writes one line to its stdin, and the loop answers with one line of JSON (that
-    round's samples) and then waits for the next line. So a plain loop pays its start (the CUDA
-    context, loading cuBLAS: about 2 s) once, and the harness can run its own round between two
-    of the loop's, which pairs the two in time. Started through gapbench.core.process: its own process
+    """A plain C++ loop started once and run round by round (the loops' ROUNDS argument): once set
+    up, the loop says so on one line ({"ready": true}); then each `round()` writes one line to its
+    stdin, and the loop answers with one line of JSON (that round's samples) and waits for the
+    next line. So a plain loop pays its start (the CUDA context, loading cuBLAS: about 2 s) once,
+    the harness can prepare its own side while it starts (`ready()` waits for the start to be
+    over, so none of it overlaps a timed round), and it can run its own round between two of the
+    loop's, which pairs the two in time. Started through gapbench.core.process: its own process
     group, killed on timeout, error or interrupt, dead with its parent on Linux.
 
         with PacedCommand([exe, ..., "6"], timeout=60) as loop:
+            ...                      # the harness's own set-up, while the loop starts
+            loop.ready()
             for _ in range(6):
                 doc = loop.round()"""
 
@@ -157,6 +161,7 @@ class PacedCommand:
         threading.Thread(target=self._pump, args=(self._p.stdout, self._lines.put), daemon=True).start()
         self._err_reader = threading.Thread(target=self._pump, args=(self._p.stderr, self._keep_err), daemon=True)
         self._err_reader.start()
+        self._is_ready = False
 
     @staticmethod
     def _pump(stream, put) -> None:
@@ -176,27 +181,39 @@ class PacedCommand:
         tail = " | ".join(self._err[-3:])[-400:]
         return RuntimeError(f"{' '.join(self.cmd[:1])} {what} (exit {rc}): {tail or 'no message'}")
 
+    def ready(self) -> None:
+        """Wait until the loop is set up and idle, waiting for its first round. RuntimeError if it
+        failed or closed first, or did not get there within the timeout (it is then stopped)."""
+        if not self._is_ready:
+            if self._answer("while starting").get("ready") is not True:
+                raise self._failure("did not say it was ready before its first round")
+            self._is_ready = True
+
     def round(self) -> dict:
         """Run one round: the loop's JSON answer for it. RuntimeError if the loop failed, closed
         or did not answer within the timeout (it is then stopped)."""
-        import queue
-
+        self.ready()
         try:
             self._p.stdin.write("go\n")
             self._p.stdin.flush()
         except (BrokenPipeError, OSError):
             raise self._failure("ended before this round") from None
+        return self._answer("to this round")
+
+    def _answer(self, when: str) -> dict:
+        import queue
+
         try:
             line = self._lines.get(timeout=self.timeout)
         except queue.Empty:
-            raise self._failure(f"gave no answer within {self.timeout:g} s and was stopped") from None
+            raise self._failure(f"gave no answer within {self.timeout:g} s ({when}) and was stopped") from None
         if line is None:
             self._p.wait(timeout=10)
-            raise self._failure("ended without an answer")
+            raise self._failure(f"ended without an answer ({when})")
         try:
             return json.loads(line)
         except json.JSONDecodeError:
-            raise self._failure(f"answered with a line that is not JSON: {line[:120]!r}") from None
+            raise self._failure(f"answered with a line that is not JSON ({when}): {line[:120]!r}") from None
 
     def close(self) -> int | None:
         """Close its stdin (the loop then ends) and wait for it; the exit status."""
@@ -210,6 +227,10 @@ class PacedCommand:
             process.kill_group(self._p)
             return self._p.returncode
 
+    def kill(self) -> None:
+        """Stop the loop and its process group now."""
+        process.kill_group(self._p)
+
     def __enter__(self) -> "PacedCommand":
         return self
 
@@ -217,7 +238,7 @@ class PacedCommand:
         if exc_type is None:
             self.close()
         else:
-            process.kill_group(self._p)
+            self.kill()
 
 
 # ============================================================== child side

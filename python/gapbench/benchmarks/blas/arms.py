@@ -50,6 +50,12 @@ class Case:
         self.rotations: int | None = None  # set by the native CUDA case
         #: part(name): a context that adds its wall time to the run's part `name` (run.Phases.part)
         self.part = part or (lambda name: nullcontext())
+        #: where native outputs are read back: None (a new array each read) or a core.native.Staging
+        self.readback = None
+
+    def staging(self, case) -> np.ndarray | None:
+        """The buffer a native case's output is read into (see `readback`), checked at once."""
+        return self.readback.out(case.output_bytes) if self.readback is not None else None
 
     @property
     def set_bytes(self) -> int:
@@ -79,11 +85,13 @@ def rotation_plan(set_bytes: int, l2_bytes: int, free_bytes: int | None) -> tupl
 MAX_SETS = 4096
 
 
-def native_case(part, spec: OpSpec, dtype: DType, shape: Shape, rounded: list[np.ndarray], *extra):
-    """A gapbench._native BlasCase (cuda or metal part) holding the inputs, rounded to the dtype."""
+def native_case(part, spec: OpSpec, dtype: DType, shape: Shape, rounded: list[np.ndarray], *extra, stage=None):
+    """A gapbench._native BlasCase (cuda or metal part) holding the inputs, rounded to the dtype,
+    each staged through `stage` (a core.native.Staging) where one is given."""
     case = part.BlasCase(native.op(spec.name), native.dtype(dtype), *native_dims(shape), *extra)
     for i, a in enumerate(rounded):
-        case.set_input(i, dtypes.to_bytes(a, dtype))
+        buf = stage.out(a.size * dtype.itemsize) if stage is not None else None
+        case.set_input(i, dtypes.to_bytes(a, dtype, buf))
     return case
 
 
@@ -96,7 +104,7 @@ def _check_reference(case, c: Case, info: BackendInfo) -> tuple[list[Record], st
     ref = native.impl("reference")
     try:
         with c.part("native: reference kernel run"):
-            out = from_bytes(case.run_once(ref), c.dtype)
+            out = from_bytes(case.run_once(ref, out=c.staging(case)), c.dtype)
         ok, detail = c.check(out, c.dtype)
     except (RuntimeError, ValueError, MemoryError) as e:
         ok, detail = False, f"{type(e).__name__}: {e}"
@@ -120,7 +128,7 @@ def _verified_arms(c: Case, info: BackendInfo, clock: str, rows, case, samplers,
             desc = case.strategy(impl)
             name = name or VENDOR_ROWS.get(desc, desc)
             with c.part("native: rows run once, read back"):
-                out = from_bytes(case.run_once(impl), c.dtype)
+                out = from_bytes(case.run_once(impl, out=c.staging(case)), c.dtype)
             ok, detail = c.check(out, precision)
             if not ok:
                 recs.append(c.record(info.backend, name, BlasParams(strategy=desc), status=FAILED, op=desc,
@@ -177,7 +185,7 @@ def native_cuda(c: Case, cfg: Config, info: BackendInfo, case, cublas_path: str,
         def check_last(mode: CacheMode):
             with c.part("native: last outputs read back"):
                 case.time(impl, 1, 0, native.cache(mode))
-                out = from_bytes(case.last_output(), c.dtype)
+                out = from_bytes(case.last_output(out=c.staging(case)), c.dtype)
             return c.check(out, precision)
         return check_last
 
@@ -287,7 +295,7 @@ def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl
             first = op()
             if first is not None and not isinstance(first, (tuple, list)) and all(first is not a for a in arrays):
                 ad.poison(first)
-            out = ad.host_values(op())
+            out = ad.host_view(op())
         precision: Precision | DType = c.dtype
         ok, detail = c.check(out, c.dtype)
         variant, params = impl.row, BlasParams()
@@ -368,7 +376,7 @@ def _rotating_arm(c: Case, info: BackendInfo, ad: Adapter, variant: str, op_text
     def verify_last(mode: CacheMode):
         last = outs[(turn[0] - 1) % n_sets]
         with c.part("frameworks: last outputs read back"):
-            values = ad.host_values(last)
+            values = ad.host_view(last)
         ok_l, d = c.check(values, precision)
         return ok_l, "(the last timed run's own output) " + d
 
@@ -402,7 +410,7 @@ def _graph_arm(c: Case, info: BackendInfo, ad: Adapter, variant: str, op_text: s
     out = replays[0]()
     if out is not None and not isinstance(out, (tuple, list)):
         ad.poison(out)
-    ok, detail = c.check(ad.host_values(replays[0]()), precision)
+    ok, detail = c.check(ad.host_view(replays[0]()), precision)
     if not ok:
         return [c.record(info.backend, name, BlasParams(graph=True), status=FAILED, op=text, verified=False,
                          verify_detail=detail, reason="verification failed, not timed: " + detail,

@@ -204,13 +204,14 @@ def run_case(c: rows.Case, cfg: Config, s: Session, live: list[Backend], phases:
 def _backend_rows(b: Backend, c: rows.Case, cfg: Config, s: Session, cases: list) -> tuple[list[Record], list]:
     """One backend's rows of a case: records for what cannot be timed, verified arms for the rest.
     A native case it makes is appended to `cases` (kept alive until the case is timed)."""
-    from gapbench.core.native import load
+    from gapbench.core.native import load, staging
 
     try:
         if b is Backend.native_cuda:
             with c.part("native: inputs to the device, input sets made"):
-                case = rows.native_case(load().cuda, c.spec, c.dtype, c.shape, c.rounded, 0)
+                case = rows.native_case(load().cuda, c.spec, c.dtype, c.shape, c.rounded, 0, stage=staging())
             cases.append(case)
+            c.readback = staging()  # outputs read back through the same page-locked buffer
             return rows.native_cuda(c, cfg, s.infos[b], case, s.cublas_path, s.cublas_why)
         if b is Backend.native_metal:
             from gapbench.core.metal_cpu import metal_dir, metal_source
