@@ -99,3 +99,25 @@ def test_op_names_parse_once_with_a_clear_error():
     with pytest.raises(argparse.ArgumentTypeError, match="unknown op 'conv'; choose from copy"):
         ops.op_list("gemv,conv")
     assert ops.get("conv") is None  # a name from another version's file
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("backend", [Backend.torch_cuda, Backend.cupy], ids=lambda b: b.value)
+def test_staged_copies_are_done_before_the_buffer_is_reused(backend):
+    """array() and host_view() go through one page-locked staging buffer (core.native.staging):
+    each copy must be over before the next one writes there. Two large arrays staged back to back
+    (a race leaves the first one partly holding the second's values, as CuPy's set() did on an
+    H100 before its copy was waited for) are read back exactly, through host_values and host_view."""
+    info = registry.info(backend)
+    if not info.available:
+        pytest.skip(f"{backend}: {info.reason}")
+    ad = registry.make_adapter(backend)
+    ad.setup_context()
+    rng = np.random.default_rng(11)
+    for dtype in [d for d in DType if ad.supports(d)[0]]:
+        xs = [dtypes.round_to(rng.standard_normal((8, 1024, 1024), dtype=np.float32), dtype) for _ in range(3)]
+        arrays = [ad.array(x, dtype) for x in xs]
+        for x, a in zip(xs, arrays):
+            assert np.array_equal(np.asarray(ad.host_values(a), np.float32), x), dtype
+        views = [np.asarray(ad.host_view(a), np.float32).copy() for a in arrays]
+        assert all(np.array_equal(v, x) for v, x in zip(views, xs)), dtype

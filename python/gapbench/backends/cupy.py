@@ -101,9 +101,13 @@ class CupyAdapter(Adapter):
         buf = staging().out(a.size * dtype.itemsize) if dtype is not DType.bf16 else None
         if buf is None:
             return self.cp.asarray(np.asarray(a, dtype=np.float32)).astype({DType.fp32: "float32", DType.fp16: "float16"}[dtype])
-        host = to_bytes(a, dtype, buf)  # the dtype's own bytes, page-locked: one synchronous DMA
+        host = to_bytes(a, dtype, buf)  # the dtype's own bytes, page-locked: one DMA
         out = self.cp.empty(host.shape, dtype=host.dtype)
         out.set(host)
+        # From page-locked memory the copy may still be running when set() returns (seen on an
+        # H100: fp32 GEMM inputs half overwritten by the next input staged, caught by verification):
+        # the buffer is free only once it is done, on whichever stream it ran.
+        self.cp.cuda.runtime.deviceSynchronize()
         return out
 
     def copy_array(self, x, a: np.ndarray, dtype: DType):
@@ -119,6 +123,7 @@ class CupyAdapter(Adapter):
             return self.host_values(x)
         dst = buf[:x.nbytes].view(x.dtype).reshape(x.shape)
         x.get(out=dst)
+        self.cp.cuda.runtime.deviceSynchronize()  # the values are there once the copy is done
         return dst
 
     def _stream_hold(self):

@@ -154,11 +154,12 @@ class TorchAdapter(Adapter):
         buf = staging().out(a.size * dtype.itemsize) if self.cuda else None
         if buf is None:
             return self.from_numpy(np.asarray(a, dtype=np.float32)).to(self.dtype_of(dtype))
-        # In the dtype's own bytes, through the page-locked staging buffer (one DMA; the copy has
-        # finished when .to returns, so the buffer is free again)
+        # In the dtype's own bytes, through the page-locked staging buffer (one DMA)
         host = to_bytes(a, dtype, buf)
         t = self.torch.from_numpy(host.view(np.int16) if dtype is DType.bf16 else host)
-        return (t.view(self.torch.bfloat16) if dtype is DType.bf16 else t).to(self.device)
+        out = (t.view(self.torch.bfloat16) if dtype is DType.bf16 else t).to(self.device)
+        self.sync()  # the buffer is free for the next copy only once this one is done
+        return out
 
     def copy_array(self, x, a: np.ndarray, dtype: DType):
         return x.detach().clone()
@@ -175,6 +176,7 @@ class TorchAdapter(Adapter):
         self.sync()
         dst = self.torch.from_numpy(buf[:x.numel() * 4]).view(self.torch.float32).view(x.shape)
         dst.copy_(x.detach())
+        self.sync()
         return dst.numpy()
 
     def _event_pair(self):
