@@ -568,3 +568,23 @@ def test_the_host_record_counts_torch_bytecode(monkeypatch, tmp_path):
     assert env._torch_bytecode() == 2
     monkeypatch.setattr(env.importlib.util, "find_spec", lambda name: None)
     assert env._torch_bytecode() is None
+
+
+def test_a_class_with_one_row_per_pair_of_runs_keeps_its_degrees_of_freedom():
+    """launch gives one row of a metric per backend and run, so a within-start class often has
+    one shift per pair of runs. Its mean square then has as many degrees of freedom as pairs (each
+    shift an independent draw around zero), and the prediction keeps its 95% coverage without the
+    6x widening that df = 1 gave (by simulation: fitted on 16 pairs, judged on a new one)."""
+    from gapbench.core import noise
+
+    rng = np.random.default_rng(21)
+    cls = ("launch", "graph_node", "native", "graph", "many", "e-7.5")
+    k = noise.key(cls)
+    cover, scales = [], []
+    for _ in range(2000):
+        fitted = noise.fit([(cls, float(d), g) for g, d in enumerate(rng.normal(0, 0.005, 16))])[k]
+        assert fitted["df"] == 16 and fitted["common"] == 0
+        scales.append(fitted["scale"])
+        cover.append(abs(rng.normal(0, 0.005)) <= noise.Z95 * fitted["scale"])
+    assert 0.94 <= np.mean(cover) <= 0.99, np.mean(cover)
+    assert np.median(scales) < 2 * 0.005  # about the rows' own rms, not t975(1) = 12.7 times it

@@ -160,16 +160,23 @@ def components(by_group: dict) -> tuple[float, float, float, int, int]:
     (or of machine starts) they came from. Rows of one pair move together by a common amount c_g
     (the pair's clocks, placement, host) plus their own e: d = c_g + e. The rows' own variance is
     the spread around their group's mean (df = rows - groups); the common variance is what the
-    group means hold beyond it (A/A: the true shift is 0, so the means are not centred; df = groups)."""
+    group means hold beyond it (A/A: the true shift is 0, so the means are not centred; df = groups).
+    Where every group gave one row of the class (launch: one row of a metric per backend and run),
+    the two parts cannot be told apart: the total is the mean square of the shifts, each shift an
+    independent draw around the known zero, so it has n degrees of freedom (not 1: that made a
+    prediction 6x wider than the data, and no launch row could ever be `same`)."""
     n = sum(len(v) for v in by_group.values())
     g = len(by_group)
     ss_within = sum(sum((x - sum(v) / len(v)) ** 2 for x in v) for v in by_group.values())
     df_row = n - g
-    var_row = ss_within / df_row if df_row > 0 else sum(x * x for v in by_group.values() for x in v) / n
+    if df_row == 0:
+        return 0.0, sum(x * x for v in by_group.values() for x in v) / n, \
+            math.sqrt(sum(x * x for v in by_group.values() for x in v) / n), g, n
+    var_row = ss_within / df_row
     means = [sum(v) / len(v) for v in by_group.values()]
     inv_n = sum(1 / len(v) for v in by_group.values()) / g
     var_common = max(0.0, sum(m * m for m in means) / g - var_row * inv_n)
-    return var_common, var_row, math.sqrt(var_common + var_row), g, max(df_row, 1)
+    return var_common, var_row, math.sqrt(var_common + var_row), g, df_row
 
 
 def fit(shifts: Iterable[tuple], min_pairs: int = MIN_PAIRS) -> dict[str, dict]:
