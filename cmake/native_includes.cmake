@@ -1,4 +1,5 @@
-# The include directories of the _native target (csrc/*.cpp): the repository root and csrc/, never
+# The include directories of the _native target (python/_native/*.cpp, the bindings): the repository
+# root and csrc/ (the contract), never
 # cuda/ or metal/. Headers of a platform are included path-qualified ("cuda/blas.h", "metal/blas.h"):
 # with cuda/ and metal/ both on the path, bind_metal.cpp's "blas.h" was cuda/blas.h. One function,
 # used by CMakeLists.txt and by tests/test_includes.py, which runs this file in script mode:

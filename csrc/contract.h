@@ -1,5 +1,5 @@
 // The typed contract between gapbench._native and Python: the enums and the one exception every
-// part (CPU, CUDA, Metal) shares. Bound in csrc/module.cpp; stubs in python/gapbench/_native.pyi.
+// part (CPU, CUDA, Metal) shares. Bound in python/_native/module.cpp; stubs in python/gapbench/_native.pyi.
 //
 // What the extension exposes (the one table; keep _native.pyi in step, tests/test_native.py checks):
 //

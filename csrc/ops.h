@@ -1,5 +1,5 @@
 // The preprocessor tools that expand csrc/ops.def's declarations (see there), shared by every
-// place that generates code from it: csrc/contract.h, csrc/blas_ops.h, csrc/module.cpp,
+// place that generates code from it: csrc/contract.h, csrc/blas_ops.h, python/_native/module.cpp,
 // cuda/kernels.h, cuda/dispatch.cu, metal/blas.cpp.
 #pragma once
 

@@ -77,7 +77,7 @@ def test_metal_binding_compiles_for_macos(zig, metal_cpp, tmp_path):
 
     extra = ["-DGAPBENCH_WITH_METAL=1", "-isystem", pybind11.get_include(),
              "-isystem", sysconfig.get_paths()["include"]]
-    p = _compile(zig, metal_cpp, ROOT / "csrc" / "bind_metal.cpp", tmp_path, extra)
+    p = _compile(zig, metal_cpp, ROOT / "python" / "_native" / "bind_metal.cpp", tmp_path, extra)
     assert p.returncode == 0, p.stderr
 
 
