@@ -588,3 +588,22 @@ def test_a_class_with_one_row_per_pair_of_runs_keeps_its_degrees_of_freedom():
         cover.append(abs(rng.normal(0, 0.005)) <= noise.Z95 * fitted["scale"])
     assert 0.94 <= np.mean(cover) <= 0.99, np.mean(cover)
     assert np.median(scales) < 2 * 0.005  # about the rows' own rms, not t975(1) = 12.7 times it
+
+
+def test_runs_of_different_sequences_of_cases_are_said_to_be(tmp_path):
+    """What ran before a row moves it (1-2.5% on an H100 between bench.blas and the API at the same
+    GEMV shapes, within 1% once both ran the same sequence), so compare says when A and B measured
+    different sequences of cases, and is silent when they measured the same."""
+    rng = np.random.default_rng(5)
+    ops_a = ["copy", "gemv", "gemm"]
+    a = _write(tmp_path / "a.json", [_row(op, _lognormal(rng, 1)) for op in ops_a])
+    same = _write(tmp_path / "same.json", [_row(op, _lognormal(rng, 1)) for op in ops_a])
+    fewer = _write(tmp_path / "fewer.json", [_row(op, _lognormal(rng, 1)) for op in ["gemv", "gemm"]])
+    shuffled = _write(tmp_path / "shuffled.json", [_row(op, _lognormal(rng, 1)) for op in ["gemm", "copy", "gemv"]])
+    A = load_run(a)
+    assert cmp.sequence_note(A, load_run(same)) is None
+    assert not any("sequences of cases" in n for n in cmp.notes(A, load_run(same), []))
+    few = cmp.sequence_note(A, load_run(fewer))
+    assert "A 3, B 2, 2 in common, in the same order" in few and "2.5%" in few
+    assert "another order" in cmp.sequence_note(A, load_run(shuffled))
+    assert cmp.notes(A, load_run(fewer), [])[0] == few

@@ -390,9 +390,43 @@ def summary_line(changes: list[RowChange], n: dict[str, int] | None = None) -> s
     return f"{total} rows: {n[SAME]} same, {n[FASTER]} faster, {n[SLOWER]} slower, {tell}{tail}"
 
 
+#: how far the cases measured before a row moved it, where two runs measured different sequences
+#: of cases (bench.blas against gapbench bench at the same GEMV shapes on an H100: 1-2.5%, within
+#: 1% for the same rows once both ran the same sequence; findings/between-runs.md)
+SEQUENCE_EFFECT = 0.025
+
+
+def case_sequence(run: Run) -> list[tuple]:
+    """The cases of a run in the order it measured them: (op, dtype, shape) of its records as they
+    first appear, and the backends measured (a run's case list and order come from its options)."""
+    seen: dict[tuple, None] = {}
+    for r in run.records:
+        p = r.params or {}
+        if p.get("op") is not None:
+            seen.setdefault((str(p.get("op")), str(p.get("dtype")), str(p.get("shape_text") or p.get("shape"))), None)
+    return list(seen)
+
+
+def sequence_note(a: Run, b: Run) -> str | None:
+    """A line where A and B measured different sequences of cases (other ops, shapes, dtypes or
+    their order), else None: what ran before a row moves it, and compare's noise model is fitted
+    on runs of one sequence."""
+    sa, sb = case_sequence(a), case_sequence(b)
+    if not sa or not sb or sa == sb:
+        return None
+    common = [k for k in sa if k in set(sb)]
+    order = "the same order" if common == [k for k in sb if k in set(sa)] else "another order"
+    return (f"the runs measured different sequences of cases (A {len(sa)}, B {len(sb)}, {len(common)} in common, "
+            f"in {order}): the cases run before a row moved it by up to {100 * SEQUENCE_EFFECT:.1f}% on an H100, "
+            "beyond the noise model (fitted on runs of one sequence); run both with the same options to rule it out")
+
+
 def notes(a: Run, b: Run, changes: list[RowChange]) -> list[str]:
     """What moved between the runs and why rows got no verdict, in a few lines."""
     out = []
+    seq = sequence_note(a, b)
+    if seq:
+        out.append(seq)
     moves = floor_moves(a, b)
     if moves:
         out.append("floors that moved: " + "; ".join(m.text() for m in moves))
