@@ -6,6 +6,7 @@
 //   gapbench._native
 //     Op {the ops of csrc/ops.def}               DType {fp32, fp16, bf16}
 //     Cache {hot, cold_clean, cold_dirty}         Impl {reference, dispatch, vendor, vendor_tf32}
+//     Kernel {every CUDA kernel of ops.def, by strategy name}
 //     LaunchKernel {null, add1}                   NotApplicable (ValueError)    build_info (dict)
 //   .cpu    noop, noop_args, now_ns
 //   .cuda   built, status, context_create_seconds, cublas_load, cublas_error,
@@ -58,6 +59,14 @@ enum class DType : int { fp32 = 0, fp16 = 1, bf16 = 2 };
 // pass before each run; cold_dirty: a 2x-L2 memset before each run (cuda/l2_scrub.cuh).
 enum class Cache : int { hot = 0, cold_clean = 1, cold_dirty = 2 };
 enum class Impl : int { reference = 0, dispatch = 1, vendor = 2, vendor_tf32 = 3 };
+// Every CUDA kernel of every op, by strategy name (csrc/ops.def's kernels): besides Impl's
+// reference and dispatcher, a CUDA BlasCase runs any kernel of its op by name (bench.blas
+// --variants all: each kernel a row of the same paired timing, verified first and last).
+enum class Kernel : int {
+#define GB_OP(name, index, form, inputs, output, scalar, kernels, ...) GB_UNPAREN kernels,
+#include "ops.def"
+#undef GB_OP
+};
 enum class LaunchKernel : int { null = 1, add1 = 2 };
 
 // An Impl that cannot run for this op, dtype, GPU or shape (vendor_tf32 off fp32 GEMM, cuBLAS not

@@ -63,6 +63,8 @@ struct Case::Impl_ {
                                                             : ": " + cublas::load_error()));
   }
 
+  void run(const Which& w, const Set& s);
+
   void run(Impl impl, const Set& s) {
     gb::blas::Buffers buf{s.in.size() > 0 ? s.in[0] : nullptr, s.in.size() > 1 ? s.in[1] : nullptr, s.out, work};
     switch (impl) {
@@ -201,16 +203,49 @@ std::string Case::strategy(Impl impl) const {
   throw std::invalid_argument("unknown impl " + std::to_string((int)impl));
 }
 
-void Case::run_once(Impl impl, void* host) {
+// What one run launches: an Impl, or (named) one kernel of the op by strategy.
+struct Case::Which {
+  bool named = false;
+  Impl impl = Impl::dispatch;
+  Kernel kernel{};
+};
+
+void Case::Impl_::run(const Which& w, const Set& s) {
+  if (!w.named) return run(w.impl, s);
+  gb::blas::Buffers buf{s.in.size() > 0 ? s.in[0] : nullptr, s.in.size() > 1 ? s.in[1] : nullptr, s.out, work};
+  gb::blas::launch(w.kernel, p, gpu, buf, stream);
+}
+
+std::string Case::strategy(Kernel kernel) const {
+  if (gb::blas::kernel_op(kernel) != impl_->p.op)
+    throw std::invalid_argument(std::string(gb::blas::kernel_name(kernel)) + " is not a kernel of " +
+                                gb::op_name(impl_->p.op));
+  return gb::blas::kernel_name(kernel);
+}
+
+void Case::run_once(Impl impl, void* host) { run_once_(Which{false, impl, {}}, host); }
+void Case::run_once(Kernel kernel, void* host) {
+  strategy(kernel);
+  run_once_(Which{true, Impl::dispatch, kernel}, host);
+}
+std::vector<double> Case::time(Impl impl, int samples, int warmup, Cache cache) {
+  return time_(Which{false, impl, {}}, samples, warmup, cache);
+}
+std::vector<double> Case::time(Kernel kernel, int samples, int warmup, Cache cache) {
+  strategy(kernel);
+  return time_(Which{true, Impl::dispatch, kernel}, samples, warmup, cache);
+}
+
+void Case::run_once_(const Which& w, void* host) {
   auto& s = *impl_;
   Set& st = s.sets[0];
   GB_CUDA_CHECK(cudaMemsetAsync(st.out, 0xFF, s.out_bytes, s.stream));
-  s.run(impl, st);
+  s.run(w, st);
   GB_CUDA_CHECK(cudaMemcpyAsync(host, st.out, s.out_bytes, cudaMemcpyDeviceToHost, s.stream));
   GB_CUDA_CHECK(cudaStreamSynchronize(s.stream));
 }
 
-std::vector<double> Case::time(Impl impl, int samples, int warmup, Cache cache) {
+std::vector<double> Case::time_(const Which& w, int samples, int warmup, Cache cache) {
   auto& s = *impl_;
   if (cache != Cache::hot && cache != Cache::cold_clean && cache != Cache::cold_dirty)
     throw std::invalid_argument("unknown cache mode " + std::to_string((int)cache));
@@ -233,7 +268,7 @@ std::vector<double> Case::time(Impl impl, int samples, int warmup, Cache cache) 
     s.gate->hold(reinterpret_cast<std::uintptr_t>(s.stream));
     GB_CUDA_CHECK(cudaEventRecord(s.e0, s.stream));
     try {
-      s.run(impl, st);
+      s.run(w, st);
     } catch (...) {
       s.gate->release();
       cudaStreamSynchronize(s.stream);

@@ -44,8 +44,18 @@ class Case {
   // `host` (output_bytes() of them).
   void last_output(void* host);
 
+  // The same for one kernel of this case's op named by strategy (csrc/ops.def's kernels): every
+  // kernel of the library, not only the one the dispatcher picks. std::invalid_argument for a
+  // kernel of another op; gb::NotApplicable where it cannot run for this dtype, shape or GPU.
+  std::string strategy(Kernel kernel) const;
+  void run_once(Kernel kernel, void* host);
+  std::vector<double> time(Kernel kernel, int samples, int warmup, Cache cache);
+
  private:
   struct Impl_;
+  struct Which;
+  void run_once_(const Which& w, void* host);
+  std::vector<double> time_(const Which& w, int samples, int warmup, Cache cache);
   std::unique_ptr<Impl_> impl_;
 };
 

@@ -19,12 +19,8 @@
 
 namespace gb::blas {
 
-// Every kernel of every op, by strategy name (csrc/ops.def's kernels).
-enum class Kernel : int {
-#define GB_OP(name, index, form, inputs, output, scalar, kernels, ...) GB_UNPAREN kernels,
-#include "ops.def"
-#undef GB_OP
-};
+// Every kernel of every op, by strategy name (csrc/ops.def's kernels: the contract's gb::Kernel).
+using Kernel = gb::Kernel;
 
 const char* kernel_name(Kernel k);
 Op kernel_op(Kernel k);

@@ -154,6 +154,7 @@ CONTRACT = {
     "Cache": ["hot", "cold_clean", "cold_dirty"],
     "Impl": ["reference", "dispatch", "vendor", "vendor_tf32"],
     "LaunchKernel": ["null", "add1"],
+    "Kernel": [k for d in opdecl.load(ROOT / "csrc" / "ops.def") for k in d.kernels],
 }
 
 
@@ -164,7 +165,7 @@ def test_enums_round_trip_by_name(enum_name):
     assert [m.name for m in members] == CONTRACT[enum_name]
     assert len({m.value for m in members}) == len(members)  # distinct values
     helper = {"Op": native.op, "DType": native.dtype, "Cache": native.cache, "Impl": native.impl,
-              "LaunchKernel": native.launch_kernel}[enum_name]
+              "LaunchKernel": native.launch_kernel, "Kernel": native.kernel}[enum_name]
     for m in members:
         assert helper(m.name) is m
     with pytest.raises(ValueError, match=r"(?i)unknown .*'nope'"):
@@ -296,6 +297,35 @@ def test_every_impl_verifies_on_ragged_shapes(op, dt, shape, cublas):
     if decl.vendor is None:
         with pytest.raises(_native.NotApplicable, match=decl.vendor_reason):
             case.run_once(native.impl("vendor"))
+
+
+@pytest.mark.cuda
+@needs_gpu
+@pytest.mark.parametrize("op,dt,shape", CASES, ids=[f"{o}-{d}-{'x'.join(map(str, s.values()))}" for o, d, s in CASES])
+def test_every_kernel_runs_by_name_and_verifies_or_says_why_not(op, dt, shape):
+    """The one path for every kernel of the library (bench.blas --variants all): each kernel of
+    the op, run by name (_native.Kernel) on a poisoned output, matches float64 twice or refuses
+    with NotApplicable; time() runs it and its last timed output verifies; a kernel of another op
+    is refused."""
+    case, ref = _case(op, dt, shape, np.random.default_rng(7))
+    ran = 0
+    for name in DECLS[op].kernels:
+        k = native.kernel(name)
+        assert case.strategy(k) == name
+        try:
+            for _ in range(2):
+                ok, detail = dtypes.check(dtypes.from_bytes(case.run_once(k), dt), ref, dt)
+                assert ok, f"{name}: {detail}"
+        except _native.NotApplicable:
+            continue
+        ran += 1
+        assert len(case.time(k, 3, 1, native.cache("hot"))) == 3
+        ok, detail = dtypes.check(dtypes.from_bytes(case.last_output(), dt), ref, dt)
+        assert ok, f"{name}, last timed run: {detail}"
+    assert ran >= 2  # the reference and at least one shipped kernel
+    other = next(k for d in DECLS.values() if d.name != op for k in d.kernels)
+    with pytest.raises(ValueError, match="is not a kernel of"):
+        case.run_once(native.kernel(other))
 
 
 @pytest.mark.cuda
@@ -536,3 +566,125 @@ def test_bench_rows_fail_when_the_last_timed_run_is_wrong(monkeypatch):
             assert g.status == FAILED and "last timed run" in g.reason and not g.samples_s
         else:
             assert g.status == OK and g.verified and "last timed run" in g.verify_detail
+
+
+def test_variants_all_times_every_library_kernel_by_the_one_path(monkeypatch):
+    """bench.blas --variants all (Config.kernels): every kernel of the op's library (csrc/ops.def)
+    but the reference (checked, never timed) and the dispatched one (the `gapbench` row) is a row of
+    its own, named by strategy, verified on a poisoned output and timed in the same paired rounds
+    as the rest (the CUDA BlasCase runs a _native.Kernel as it runs an Impl). A kernel that cannot
+    run here is an n/a row; one whose output is wrong fails and is not timed."""
+    from gapbench.backends.base import BackendInfo
+    from gapbench.benchmarks.blas import arms, run as blas
+    from gapbench.benchmarks.blas.config import Config
+    from gapbench.core import native as native_mod
+    from gapbench.core.result import FAILED, NOT_APPLICABLE, OK
+
+    spec, fp32 = ops.get("gemv"), DType.fp32
+    shape = {"m": 64, "k": 48}
+    rounded = [dtypes.round_to(a, fp32) for a in spec.inputs(shape, np.random.default_rng(1))]
+    ref = spec.expected(rounded, shape)
+    good = dtypes.to_bytes(np.asarray(ref.values, dtype=np.float32), "fp32").tobytes()
+    K = _native.Kernel
+    ran: list = []
+
+    class FakeCase:
+        rotations, l2_resident, invalid_samples, output_bytes = 3, False, 0, len(good)
+
+        def __init__(self, *a):
+            pass
+
+        def set_input(self, i, data):
+            pass
+
+        def strategy(self, impl):
+            if impl is _native.Impl.dispatch:
+                return "gemv_warp_rows"
+            if impl is _native.Impl.vendor:
+                return "cublas"
+            if isinstance(impl, K):
+                return impl.name
+            return f"gemv_{impl.name}"
+
+        def run_once(self, impl, out=None):
+            if impl is K.gemv_x_stationary:
+                raise _native.NotApplicable("needs k a multiple of 8")
+            data = bytearray(good)
+            if impl is K.gemv_split_k:
+                data[-4:] = b"\xff\xff\xff\xff"  # the last row never written
+            return np.frombuffer(bytes(data), np.uint8).copy()
+
+        def time(self, impl, n, warmup, cache):
+            ran.append(impl)
+            return [1e-6] * n
+
+        def last_output(self, out=None):
+            return np.frombuffer(good, np.uint8).copy()
+
+    monkeypatch.setattr(_native, "cuda", type("FakePart", (), {"BlasCase": FakeCase}))
+    monkeypatch.setattr(native_mod, "_staging", None)
+    session = type("Session", (), {"infos": {Backend.native_cuda: BackendInfo(Backend.native_cuda, True)},
+                                   "adapters": {}, "cublas_path": "libcublas.so", "cublas_why": "",
+                                   "watch": None, "event_pair_s": None, "l2_bytes": None})()
+    case = arms.Case(spec, fp32, shape, rounded, ref, lambda b, v, p=None, **kw: blas.record(spec, fp32, shape, b, v, p, **kw))
+    rows = {r.variant: r for r in blas.run_case(case, Config(samples=5, warmup=1, kernels=True), session,
+                                                   [Backend.native_cuda]) if r.metric == "time"}
+    # reference and the dispatched kernel (gemv_warp_rows, the `gapbench` row) get no row of their own
+    assert set(rows) == {"gapbench", "cublas", "gemv_split_k", "gemv_x_stationary"}, sorted(rows)
+    assert rows["gemv_x_stationary"].status == NOT_APPLICABLE and "multiple of 8" in rows["gemv_x_stationary"].reason
+    assert rows["gemv_split_k"].status == FAILED and not rows["gemv_split_k"].samples_s
+    assert rows["gapbench"].status == OK and rows["gapbench"].params["strategy"] == "gemv_warp_rows"
+    assert K.gemv_split_k not in ran and K.gemv_x_stationary not in ran
+    without = {r.variant for r in blas.run_case(case, Config(samples=5, warmup=1), session, [Backend.native_cuda])}
+    assert without == {"gapbench", "cublas"}
+
+
+def test_a_kernel_row_that_verifies_is_timed_and_named_by_strategy(monkeypatch):
+    """The same with a kernel whose output is right: it is timed (its own samples, paired with the
+    dispatcher's) and its record names its strategy and says it is a library kernel."""
+    from gapbench.backends.base import BackendInfo
+    from gapbench.benchmarks.blas import arms, run as blas
+    from gapbench.benchmarks.blas.config import Config
+    from gapbench.core import native as native_mod
+    from gapbench.core.result import OK
+
+    spec, fp32 = ops.get("copy"), DType.fp32
+    shape = {"n": 4096}
+    rounded = [dtypes.round_to(a, fp32) for a in spec.inputs(shape, np.random.default_rng(2))]
+    ref = spec.expected(rounded, shape)
+    good = dtypes.to_bytes(np.asarray(ref.values, dtype=np.float32), "fp32").tobytes()
+    timed: list = []
+
+    class FakeCase:
+        rotations, l2_resident, invalid_samples, output_bytes = 3, False, 0, len(good)
+
+        def __init__(self, *a):
+            pass
+
+        def set_input(self, i, data):
+            pass
+
+        def strategy(self, impl):
+            return {"dispatch": "copy_reference", "vendor": "cudaMemcpyAsync"}.get(impl.name, impl.name)
+
+        def run_once(self, impl, out=None):
+            return np.frombuffer(good, np.uint8).copy()
+
+        def time(self, impl, n, warmup, cache):
+            timed.append(impl.name)
+            return [2e-6] * n
+
+        def last_output(self, out=None):
+            return np.frombuffer(good, np.uint8).copy()
+
+    monkeypatch.setattr(_native, "cuda", type("FakePart", (), {"BlasCase": FakeCase}))
+    monkeypatch.setattr(native_mod, "_staging", None)
+    session = type("Session", (), {"infos": {Backend.native_cuda: BackendInfo(Backend.native_cuda, True)},
+                                   "adapters": {}, "cublas_path": "", "cublas_why": "",
+                                   "watch": None, "event_pair_s": None, "l2_bytes": None})()
+    case = arms.Case(spec, fp32, shape, rounded, ref, lambda b, v, p=None, **kw: blas.record(spec, fp32, shape, b, v, p, **kw))
+    rows = {r.variant: r for r in blas.run_case(case, Config(samples=5, warmup=1, kernels=True), session,
+                                                   [Backend.native_cuda]) if r.metric == "time"}
+    k = rows["copy_vec16"]
+    assert k.status == OK and k.samples_s and k.params["strategy"] == "copy_vec16" and k.params["source"] == "kernel"
+    assert "copy_vec16" in timed and k.params["paired"]

@@ -81,9 +81,16 @@ void register_cuda(py::module_& m) {
       .def_property_readonly("l2_resident", &Case::l2_resident)
       .def_property_readonly("invalid_samples", &Case::invalid_samples)
       .def("input_bytes", &Case::input_bytes, py::arg("i"))
-      .def("strategy", &Case::strategy, py::arg("impl"))
-      .def("time", &Case::time, py::arg("impl"), py::arg("samples"), py::arg("warmup"),
-           py::arg("cache") = Cache::hot, rel());
+      .def("strategy", py::overload_cast<Impl>(&Case::strategy, py::const_), py::arg("impl"))
+      .def("time", py::overload_cast<Impl, int, int, Cache>(&Case::time), py::arg("impl"), py::arg("samples"),
+           py::arg("warmup"), py::arg("cache") = Cache::hot, rel())
+      // One kernel of the op by strategy (gb::Kernel), timed by the same path (bench.blas --variants all)
+      .def("strategy", py::overload_cast<gb::Kernel>(&Case::strategy, py::const_), py::arg("impl"))
+      .def("run_once", [](Case& self, gb::Kernel kernel, const py::object& out) {
+             return read_output(self, out, [&](void* host) { self.run_once(kernel, host); });
+           }, py::arg("impl"), py::arg("out") = py::none())
+      .def("time", py::overload_cast<gb::Kernel, int, int, Cache>(&Case::time), py::arg("impl"), py::arg("samples"),
+           py::arg("warmup"), py::arg("cache") = Cache::hot, rel());
 
   using gb::cuda::Gate;
   py::class_<Gate>(c, "Gate", "Release gate: hold(stream) enqueues a kernel that waits for release() (or the "

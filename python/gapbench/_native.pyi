@@ -1,9 +1,9 @@
-"""Type stubs of gapbench._native, the compiled extension (csrc/, cuda/, metal/).
+"""Type stubs of gapbench._native, the compiled extension (python/_native/ binding csrc/, cuda/, metal/).
 
 What the extension exposes (the same table as csrc/contract.h; tests/test_native.py checks that
 this file and the built module name the same things):
 
-  enums        Op, DType, Cache, Impl, LaunchKernel (enum.Enum; members by name: Op["vjp_dx"])
+  enums        Op, DType, Cache, Impl, Kernel, LaunchKernel (enum.Enum; members by name: Op["vjp_dx"])
   exception    NotApplicable (a ValueError): an Impl that cannot run for this op/dtype/GPU/shape
   build_info   parts, cuda_archs, compilers, source_commit, source_hash, dirty
   cpu          noop, noop_args, now_ns                                  (always built)
@@ -50,6 +50,29 @@ class Impl(enum.Enum):
     dispatch = 1
     vendor = 2
     vendor_tf32 = 3
+
+class Kernel(enum.Enum):
+    copy_reference = 0
+    copy_vec16 = 1
+    gemv_reference = 2
+    gemv_warp_rows = 3
+    gemv_split_k = 4
+    gemv_x_stationary = 5
+    vjp_dx_reference = 6
+    vjp_dx_row_slices = 7
+    vjp_dx_strips256 = 8
+    vjp_dx_strips128 = 9
+    vjp_dx_strips128_wave = 10
+    vjp_dx_strips128_wave_ef = 11
+    vjp_dw_reference = 12
+    vjp_dw_2d_stream = 13
+    gemm_reference = 14
+    gemm_simt_tiles = 15
+    gemm_mma_async = 16
+    gemm_wgmma_tma128 = 17
+    gemm_wgmma_tma256 = 18
+    rmsnorm_reference = 19
+    rmsnorm_block_rows = 20
 
 class LaunchKernel(enum.Enum):
     null = 1
@@ -110,9 +133,9 @@ class cuda:
         def invalid_samples(self) -> int: ...
         def input_bytes(self, i: int) -> int: ...
         def set_input(self, i: int, data: Buffer) -> None: ...
-        def strategy(self, impl: Impl) -> str: ...
-        def run_once(self, impl: Impl, out: NDArray[np.uint8] | None = None) -> NDArray[np.uint8]: ...
-        def time(self, impl: Impl, samples: int, warmup: int, cache: Cache = ...) -> list[float]: ...
+        def strategy(self, impl: Impl | Kernel) -> str: ...
+        def run_once(self, impl: Impl | Kernel, out: NDArray[np.uint8] | None = None) -> NDArray[np.uint8]: ...
+        def time(self, impl: Impl | Kernel, samples: int, warmup: int, cache: Cache = ...) -> list[float]: ...
         def last_output(self, out: NDArray[np.uint8] | None = None) -> NDArray[np.uint8]: ...
 
     class Gate:

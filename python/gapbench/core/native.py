@@ -66,6 +66,18 @@ def cache(mode: CacheMode) -> Any:
     return _member("Cache", mode.value if isinstance(mode, CacheMode) else CacheMode.parse(mode).value)
 
 
+def kernel(name: str) -> Any:
+    """The _native.Kernel member of a strategy name (csrc/ops.def's CUDA kernels)."""
+    return _member("Kernel", name)
+
+
+def kernels_of(op_name: str) -> list[str]:
+    """The CUDA kernels csrc/ops.def declares for an op, reference first, by strategy name."""
+    from gapbench.core import opdecl
+
+    return list(opdecl.get(op_name).kernels)
+
+
 def launch_kernel(name: str) -> Any:
     """_native.LaunchKernel for null or add1."""
     return _member("LaunchKernel", name)

@@ -122,7 +122,8 @@ def _verified_arms(c: Case, info: BackendInfo, clock: str, rows, case, samplers,
     not_applicable = native.not_applicable()
     recs, arms = [], []
     for impl_name, name, precision in rows:
-        impl = native.impl(impl_name)
+        # an Impl by its member name, or one kernel of the op by strategy (a _native.Kernel)
+        impl = native.impl(impl_name) if isinstance(impl_name, str) else impl_name
         desc = ""
         try:
             desc = case.strategy(impl)
@@ -135,9 +136,10 @@ def _verified_arms(c: Case, info: BackendInfo, clock: str, rows, case, samplers,
                                      reason="verification failed, not timed: " + detail, verified=False,
                                      verify_detail=detail, device=info.device))
                 continue
-            arms.append(CaseArm(info.backend, name, info.device_class, clock, samplers(impl), verify_last(impl, precision),
-                                detail, op=desc, params=BlasParams(strategy=desc, **extra(impl_name, desc)),
-                                device=info.device, vendor=impl_name == "vendor"))
+            arms.append(CaseArm(info.backend, name, info.device_class, clock, samplers(impl),
+                                verify_last(impl, precision), detail, op=desc,
+                                params=BlasParams(strategy=desc, **extra(impl_name, desc)), device=info.device,
+                                vendor=impl_name == "vendor", impl=impl))
         except not_applicable as e:
             recs.append(c.record(info.backend, name or "vendor", BlasParams(strategy=desc or None), status=NOT_APPLICABLE,
                                  op=desc, reason=str(e), device=info.device))
@@ -155,11 +157,13 @@ def native_cuda(c: Case, cfg: Config, info: BackendInfo, case, cublas_path: str,
     rows = [("dispatch", "gapbench", c.dtype), ("vendor", None, c.dtype)]
     if c.spec.tf32_row and c.dtype is DType.fp32:
         rows.append(("vendor_tf32", None, Precision.tf32))
+    if cfg.kernels:  # every other kernel of the op's library, by strategy, timed beside the rest
+        rows += [(k, k.name, c.dtype) for k in kernel_rows(case, c.spec.name)]
     if not cublas_path:  # vendor rows that need cuBLAS say why it is missing (a copy needs none)
         keep = []
         for impl, name, prec in rows:
             try:
-                if impl != "dispatch":
+                if isinstance(impl, str) and impl != "dispatch":  # the library's own kernels need no cuBLAS
                     case.strategy(native.impl(impl))
                 keep.append((impl, name, prec))
             except native.not_applicable():
@@ -167,10 +171,11 @@ def native_cuda(c: Case, cfg: Config, info: BackendInfo, case, cublas_path: str,
                                      status=UNAVAILABLE, reason=cublas_why, device=info.device, op="cuBLAS"))
         rows = keep
 
-    def extra(impl: str, desc: str) -> dict:
+    def extra(impl, desc: str) -> dict:
         return {"reference_check": ref_detail,
                 "library": cublas_path if desc.startswith("cublas") else None,
-                "precision": Precision.tf32 if impl == "vendor_tf32" else None}
+                "precision": Precision.tf32 if impl == "vendor_tf32" else None,
+                "source": None if isinstance(impl, str) else "kernel"}
 
     invalid: dict = {}  # (impl, cache mode) -> gate timeouts dropped so far
 
@@ -201,10 +206,18 @@ def native_cuda(c: Case, cfg: Config, info: BackendInfo, case, cublas_path: str,
 
     more, arms = _verified_arms(c, info, "device_events", rows, case, samplers, verify_last, extra)
     for a in arms:
-        impl = native.impl({"gapbench": "dispatch", "cublas-tf32": "vendor_tf32"}.get(a.variant, "vendor"))
-        a.invalid = lambda mode, _impl=impl: invalid.get((_impl, mode), 0)
+        a.invalid = lambda mode, _impl=a.impl: invalid.get((_impl, mode), 0)
         a.conditions = conditions
     return recs + more, arms
+
+
+def kernel_rows(case, op: str) -> list:
+    """The kernels of `op` (csrc/ops.def) that bench.blas --variants all times as rows of their own
+    beside the dispatcher's: every one but the reference (checked first, never timed) and the one
+    the dispatcher picks for this case (its row is `gapbench`)."""
+    ks = native.kernels_of(op)
+    shipped = case.strategy(native.impl("dispatch"))
+    return [native.kernel(k) for k in ks[1:] if k != shipped]
 
 
 def native_metal(c: Case, cfg: Config, info: BackendInfo, case) -> tuple[list[Record], list[CaseArm]]:

@@ -74,8 +74,10 @@ class BlasBenchmark(Benchmark):
         ap.add_argument("--no-plain", action="store_true", help="same as --plain none")
         ap.add_argument("--variants", choices=("shipped", "all"), default="shipped",
                         help="shipped (default): the library's dispatcher against the vendor and frameworks; "
-                             "all: also every numbered variant of the kernel lab (cuda/lab/, built with "
-                             "-Ccmake.define.GAPBENCH_LAB=ON), each verified and paired against cuBLAS")
+                             "all: also every kernel of the op's library (csrc/ops.def) as a row named by strategy, "
+                             "timed in the same paired rounds, and the kernel lab's variants that are not library "
+                             "kernels (cuda/lab/, built with -Ccmake.define.GAPBENCH_LAB=ON), paired there against "
+                             "cuBLAS")
         ap.add_argument("--inject-delay-us", action="append", default=[], metavar="BACKEND=US",
                         type=injection(lambda b: b is Backend.torch_cuda, "torch-cuda only (torch.cuda._sleep), "
                                        "e.g. torch-cuda=2"),
@@ -87,7 +89,7 @@ class BlasBenchmark(Benchmark):
     @staticmethod
     def config(args) -> Config:
         cfg = Config(quick=args.quick, cold=args.cold or [], seed=args.seed, data=args.data,
-                     inject_delay_us=dict(args.inject_delay_us), graph=args.graph)
+                     inject_delay_us=dict(args.inject_delay_us), graph=args.graph, kernels=args.variants == "all")
         if args.quick:
             cfg.samples, cfg.min_rounds, cfg.budget_s = 10, 5, 0.3
         cfg.ops = args.ops or cfg.ops
@@ -209,8 +211,12 @@ def lab_records(spec, cfg: Config, console) -> list[Record]:
     if shapes:
         args += ["--shapes", shapes]
     console.print(f"lab: {spec.name} {' '.join(args)}", highlight=False)
+    from gapbench.core.native import kernels_of
+
+    library = set(kernels_of(spec.name))  # those are rows of the run itself (arms.kernel_rows)
     try:
-        return lab.run(spec.name, args).records
+        return [r for r in lab.run(spec.name, args).records
+                if not (r.params.get("lab", {}).get("name") in library and not r.params["lab"].get("config"))]
     except lab.LabError as e:
         status = UNAVAILABLE if e.kind == "no_device" else ERROR
         return [Record(probe=PROBE, backend=Backend.native_cuda.value, variant=f"lab-{spec.name}", metric="all",

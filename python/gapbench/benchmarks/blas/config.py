@@ -45,6 +45,9 @@ class Config:
     inject_delay_us: dict = field(default_factory=dict)
     #: also time each CUDA framework row captured into a CUDA graph (`<row>@graph`)
     graph: bool = False
+    #: --variants all: every kernel of each op's library (csrc/ops.def) a row of its own, named by
+    #: strategy, beside the dispatcher's (native CUDA; arms.kernel_rows)
+    kernels: bool = False
 
     def run_seed(self) -> int:
         """The seed of this run's input data: --seed, or one drawn now (and recorded)."""

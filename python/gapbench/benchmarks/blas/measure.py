@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Callable, ContextManager, Sequence
+from typing import Any, Callable, ContextManager, Sequence
 
 import numpy as np
 
@@ -49,6 +49,8 @@ class CaseArm:
     vendor: bool = False  # the arm every other arm of its class is compared with
     #: cache mode -> samples the release gate found invalid (timed out) and dropped, if it gates
     invalid: Callable[[CacheMode], int] | None = None
+    #: a native arm's selector: the _native.Impl or _native.Kernel its case runs
+    impl: Any = None
 
     @property
     def key(self) -> str:

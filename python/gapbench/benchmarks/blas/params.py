@@ -88,7 +88,8 @@ class BlasParams(Params):
     #: a row off the L2 above the copy bandwidth measured in the run (read-mostly streams: a few
     #: percent), under the datasheet: labeled, not implausible
     above_copy: str | None = None
-    source: str | None = None  # "lab" for the kernel lab's rows
+    #: "lab" for the kernel lab's rows; "kernel" for a kernel of the library timed by name (--variants all)
+    source: str | None = None
     lab: Lab | None = None
     # the plain cuBLAS loop's rows (backend plain-cuda)
     rounds: int | None = None
