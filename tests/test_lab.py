@@ -16,7 +16,7 @@ from gapbench.benchmarks.blas import lab
 from gapbench.core.result import ERROR, FAILED, NOT_APPLICABLE, OK
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL = {"copy": "4096", "gemv": "64x128", "vjp_dx": "96x136", "vjp_dw": "64x128", "gemm": "2x64x64x64"}
+SMALL = {"vjp_dx": "96x136", "vjp_dw": "64x128", "gemm": "2x64x64x64"}
 
 
 def _gpu_driver_present() -> bool:
@@ -57,7 +57,7 @@ def lab_dir(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("op", lab.OPS)
 def test_lab_binary_rejects_bad_arguments_before_cuda(lab_dir, op):
     exe = lab_dir / f"gapbench_lab_{op}"
-    bad = {"copy": "12x3", "gemv": "64x", "vjp_dx": "0x64", "vjp_dw": "64x64x1", "gemm": "2x64x64"}[op]
+    bad = {"vjp_dx": "0x64", "vjp_dw": "64x64x1", "gemm": "2x64x64"}[op]
     cases = [(["--shapes", bad], f"bad shape '{bad}' for {op}"),
              (["--variants", "99"], f"bad variant '99' for {op}"),
              (["--dtypes", "fp8"], "bad dtype 'fp8'"),
@@ -82,7 +82,7 @@ def test_lab_binary_lists_its_variants_without_a_gpu(lab_dir, op):
     p = subprocess.run([str(lab_dir / f"gapbench_lab_{op}"), "--list"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     ids = [int(line.split()[0]) for line in p.stdout.splitlines()[1:]]
-    want = {"copy": 2, "gemv": 4, "vjp_dx": 14, "vjp_dw": 3, "gemm": 8}[op]
+    want = {"vjp_dx": 14, "vjp_dw": 3, "gemm": 8}[op]
     assert ids == list(range(1, want + 1))
 
 
@@ -211,8 +211,8 @@ def test_run_kills_a_hung_lab_on_timeout(tmp_path):
 def test_every_lab_variant_verifies_and_sweeps_on_gpu(lab_dir, op, monkeypatch):
     monkeypatch.setenv("GAPBENCH_LAB_DIR", str(lab_dir))
     # small and ragged shapes (last tiles, strips and slices partly past the edge)
-    shapes = {"copy": "4096,100003", "gemv": "777x16392,129x100", "vjp_dx": "1001x16904,2050x8456,77x4104",
-              "vjp_dw": "1001x1336,3x264", "gemm": "2x128x128x128,3x200x136x72"}[op]
+    shapes = {"vjp_dx": "1001x16904,2050x8456,77x4104", "vjp_dw": "1001x1336,3x264",
+              "gemm": "2x128x128x128,3x200x136x72"}[op]
     args = ["--variants", "all", "--shapes", shapes, "--rounds", "7", "--warmup", "1"]
     if op == "vjp_dx":
         args += ["--configs", "all"]
@@ -226,7 +226,7 @@ def test_every_lab_variant_verifies_and_sweeps_on_gpu(lab_dir, op, monkeypatch):
     # on the lent Hopper GPUs every numbered variant applies to some case
     if res.document["device"]["cc"] == 90:
         ran = {r.params["lab"]["id"] for r in ok if not r.params["lab"]["config"]}
-        assert ran == set(range(0, {"copy": 2, "gemv": 4, "vjp_dx": 14, "vjp_dw": 3, "gemm": 8}[op] + 1))
+        assert ran == set(range(0, {"vjp_dx": 14, "vjp_dw": 3, "gemm": 8}[op] + 1))
 
 
 def test_blas_variants_all_needs_the_lab(tmp_path, monkeypatch):
@@ -247,10 +247,10 @@ def test_blas_variants_all_adds_the_lab_rows(tmp_path, monkeypatch):
 
     from gapbench.core.result import load_run
 
-    doc = _doc(op="gemv", cold="read")
+    doc = _doc(op="vjp_dw", cold="read")
     for r in doc["records"]:
-        r.update(op="gemv", shape="256x256")
-    fake = tmp_path / "gapbench_lab_gemv"
+        r.update(op="vjp_dw", shape="256x256")
+    fake = tmp_path / "gapbench_lab_vjp_dw"
     args_seen = tmp_path / "args.txt"
     fake.write_text("#!/usr/bin/env python3\nimport sys, json\n"
                     f"open({str(args_seen)!r}, 'w').write(' '.join(sys.argv[1:]))\n"
@@ -259,10 +259,35 @@ def test_blas_variants_all_adds_the_lab_rows(tmp_path, monkeypatch):
     fake.chmod(0o755)
     monkeypatch.setenv("GAPBENCH_LAB_DIR", str(tmp_path))
     out = tmp_path / "r.json"
-    p = run_module("bench.blas", "--quick", "--variants", "all", "--ops", "gemv", "--dtypes", "fp32",
+    p = run_module("bench.blas", "--quick", "--variants", "all", "--ops", "vjp_dw", "--dtypes", "fp32",
                    "--shapes", "256x256", "--backends", "torch-cpu", "--no-plots", "--out", str(out))
     assert p.returncode == 0, p.stderr
     seen = args_seen.read_text()
     assert "--variants all" in seen and "--dtypes fp32" in seen and "--shapes 256x256" in seen
     variants = {r.variant for r in load_run(out).records if r.backend == "native-cuda"}
     assert {"lab-cublas", "lab-v13", "lab-v9", "lab-v5"} <= variants
+
+
+def test_the_lab_ops_are_the_lab_files():
+    """lab.OPS names exactly the ops with a lab file (CMake builds one binary per cuda/lab/*.cu);
+    an op whose variants all ship has none and is timed by name (bench.blas --variants all)."""
+    from gapbench.core import opdecl
+
+    files = sorted(p.stem for p in (ROOT / "cuda" / "lab").glob("*.cu"))
+    assert sorted(lab.OPS) == files
+    assert set(files) <= {d.name for d in opdecl.load(ROOT / "csrc" / "ops.def")}
+
+
+def test_variants_all_of_an_op_without_a_lab_file_needs_no_lab(tmp_path, monkeypatch):
+    """gemv's variants all ship: --variants all --ops gemv times its library kernels by name and
+    runs without the lab built (where no GPU is present its native rows say why)."""
+    from conftest import run_module
+
+    from gapbench.core.result import load_run
+
+    monkeypatch.setenv("GAPBENCH_LAB_DIR", str(tmp_path / "none"))
+    out = tmp_path / "r.json"
+    p = run_module("bench.blas", "--quick", "--variants", "all", "--ops", "gemv", "--dtypes", "fp32",
+                   "--backends", "torch-cpu", "--no-plots", "--no-plain", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    assert load_run(out).run["config"]["kernels"] is True

@@ -71,7 +71,8 @@ class Config:
                 "min_rounds": self.min_rounds, "cold": [c.value for c in self.cold], "quick": self.quick,
                 "seed": self.seed, "data": self.data.value,
                 **({"inject_delay_us": {b.value: us for b, us in self.inject_delay_us.items()}}
-                   if self.inject_delay_us else {})}
+                   if self.inject_delay_us else {}),
+                **({"kernels": True} if self.kernels else {})}
 
 
 def parse_shapes(text: str) -> list[Shape]:
