@@ -66,6 +66,10 @@ enum class Kernel : int {
 #define GB_OP(name, index, form, inputs, output, scalar, kernels, ...) GB_UNPAREN kernels,
 #include "ops.def"
 #undef GB_OP
+// then the lab's variants that never shipped (csrc/lab.def; runnable with GAPBENCH_LAB=ON only)
+#define GB_LAB(op, kernels) GB_UNPAREN kernels,
+#include "lab.def"
+#undef GB_LAB
 };
 enum class LaunchKernel : int { null = 1, add1 = 2 };
 

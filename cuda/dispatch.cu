@@ -13,6 +13,9 @@ const char* kernel_name(Kernel k) {
 #define GB_OP(name, index, form, inputs, output, scalar, kernels, ...) GB_EACH(GB_KERNEL_NAME, kernels)
 #include "ops.def"
 #undef GB_OP
+#define GB_LAB(op, kernels) GB_EACH(GB_KERNEL_NAME, kernels)
+#include "lab.def"
+#undef GB_LAB
 #undef GB_KERNEL_NAME
   }
   return "?";
@@ -25,6 +28,9 @@ Op kernel_op(Kernel k) {
   GB_EACH(GB_KERNEL_CASE, kernels) return Op::name;
 #include "ops.def"
 #undef GB_OP
+#define GB_LAB(op, kernels) GB_EACH(GB_KERNEL_CASE, kernels) return Op::op;
+#include "lab.def"
+#undef GB_LAB
 #undef GB_KERNEL_CASE
   }
   throw std::invalid_argument("unknown kernel " + std::to_string((int)k));
@@ -74,9 +80,32 @@ long long work_floats(const Problem& p, const Gpu& g) {
 }
 #undef GB_OP
 
+bool is_lab_kernel(Kernel k) {
+  switch (k) {
+#define GB_LAB_CASE(kn) case Kernel::kn:
+#define GB_LAB(op, kernels) GB_EACH(GB_LAB_CASE, kernels) return true;
+#include "lab.def"
+#undef GB_LAB
+#undef GB_LAB_CASE
+    default: return false;
+  }
+}
+
+#ifndef GAPBENCH_WITH_LAB
+void launch_lab(Kernel kern, const Problem&, const Gpu&, const Buffers&, cudaStream_t) {
+  throw gb::NotApplicable(std::string(kernel_name(kern)) + " is a kernel of the lab (csrc/lab.def): build with "
+                          "pip install . -Ccmake.define.GAPBENCH_LAB=ON to run it");
+}
+#endif
+
 void launch(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cudaStream_t s) {
   if (kernel_op(kern) != p.op)
     throw std::invalid_argument(std::string(kernel_name(kern)) + " is not a kernel of " + op_name(p.op));
+  if (is_lab_kernel(kern)) {
+    launch_lab(kern, p, g, buf, s);
+    GB_CUDA_CHECK_LAUNCH();
+    return;
+  }
   switch (p.op) {
 #define GB_OP(name, ...)                    \
   case Op::name:                            \

@@ -73,6 +73,10 @@ long long work_floats(const Problem& p, const Gpu& g);
 void launch(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cudaStream_t s);
 // The op's vendor call; gb::NotApplicable where csrc/ops.def declares none.
 void vendor(const Vendor& v);
+// A kernel of the lab (csrc/lab.def): launch_lab runs it (cuda/lab_kernels.cu, built with
+// GAPBENCH_LAB=ON; elsewhere it throws gb::NotApplicable saying so). launch() calls it.
+bool is_lab_kernel(Kernel k);
+void launch_lab(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cudaStream_t s);
 
 // What the library part of each op's cuda/ops/<op>.cuh defines (a vendor() only where ops.def declares a vendor path).
 #define GB_VENDOR_DECL_vendor(...) void vendor(const Vendor& v);

@@ -16,7 +16,7 @@ from gapbench.benchmarks.blas import lab
 from gapbench.core.result import ERROR, FAILED, NOT_APPLICABLE, OK
 
 ROOT = Path(__file__).resolve().parents[1]
-SMALL = {"vjp_dx": "96x136", "vjp_dw": "64x128", "gemm": "2x64x64x64"}
+SMALL = {"vjp_dx": "96x136", "gemm": "2x64x64x64"}
 
 
 def _gpu_driver_present() -> bool:
@@ -57,7 +57,7 @@ def lab_dir(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("op", lab.OPS)
 def test_lab_binary_rejects_bad_arguments_before_cuda(lab_dir, op):
     exe = lab_dir / f"gapbench_lab_{op}"
-    bad = {"vjp_dx": "0x64", "vjp_dw": "64x64x1", "gemm": "2x64x64"}[op]
+    bad = {"vjp_dx": "0x64", "gemm": "2x64x64"}[op]
     cases = [(["--shapes", bad], f"bad shape '{bad}' for {op}"),
              (["--variants", "99"], f"bad variant '99' for {op}"),
              (["--dtypes", "fp8"], "bad dtype 'fp8'"),
@@ -82,7 +82,7 @@ def test_lab_binary_lists_its_variants_without_a_gpu(lab_dir, op):
     p = subprocess.run([str(lab_dir / f"gapbench_lab_{op}"), "--list"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     ids = [int(line.split()[0]) for line in p.stdout.splitlines()[1:]]
-    want = {"vjp_dx": 14, "vjp_dw": 3, "gemm": 8}[op]
+    want = {"vjp_dx": 14, "gemm": 8}[op]
     assert ids == list(range(1, want + 1))
 
 
@@ -211,8 +211,7 @@ def test_run_kills_a_hung_lab_on_timeout(tmp_path):
 def test_every_lab_variant_verifies_and_sweeps_on_gpu(lab_dir, op, monkeypatch):
     monkeypatch.setenv("GAPBENCH_LAB_DIR", str(lab_dir))
     # small and ragged shapes (last tiles, strips and slices partly past the edge)
-    shapes = {"vjp_dx": "1001x16904,2050x8456,77x4104", "vjp_dw": "1001x1336,3x264",
-              "gemm": "2x128x128x128,3x200x136x72"}[op]
+    shapes = {"vjp_dx": "1001x16904,2050x8456,77x4104", "gemm": "2x128x128x128,3x200x136x72"}[op]
     args = ["--variants", "all", "--shapes", shapes, "--rounds", "7", "--warmup", "1"]
     if op == "vjp_dx":
         args += ["--configs", "all"]
@@ -226,7 +225,7 @@ def test_every_lab_variant_verifies_and_sweeps_on_gpu(lab_dir, op, monkeypatch):
     # on the lent Hopper GPUs every numbered variant applies to some case
     if res.document["device"]["cc"] == 90:
         ran = {r.params["lab"]["id"] for r in ok if not r.params["lab"]["config"]}
-        assert ran == set(range(0, {"vjp_dx": 14, "vjp_dw": 3, "gemm": 8}[op] + 1))
+        assert ran == set(range(0, {"vjp_dx": 14, "gemm": 8}[op] + 1))
 
 
 def test_blas_variants_all_needs_the_lab(tmp_path, monkeypatch):
@@ -247,10 +246,10 @@ def test_blas_variants_all_adds_the_lab_rows(tmp_path, monkeypatch):
 
     from gapbench.core.result import load_run
 
-    doc = _doc(op="vjp_dw", cold="read")
+    doc = _doc(op="gemm", cold="read")
     for r in doc["records"]:
-        r.update(op="vjp_dw", shape="256x256")
-    fake = tmp_path / "gapbench_lab_vjp_dw"
+        r.update(op="gemm", shape="2x64x64x64")
+    fake = tmp_path / "gapbench_lab_gemm"
     args_seen = tmp_path / "args.txt"
     fake.write_text("#!/usr/bin/env python3\nimport sys, json\n"
                     f"open({str(args_seen)!r}, 'w').write(' '.join(sys.argv[1:]))\n"
@@ -259,11 +258,11 @@ def test_blas_variants_all_adds_the_lab_rows(tmp_path, monkeypatch):
     fake.chmod(0o755)
     monkeypatch.setenv("GAPBENCH_LAB_DIR", str(tmp_path))
     out = tmp_path / "r.json"
-    p = run_module("bench.blas", "--quick", "--variants", "all", "--ops", "vjp_dw", "--dtypes", "fp32",
-                   "--shapes", "256x256", "--backends", "torch-cpu", "--no-plots", "--out", str(out))
+    p = run_module("bench.blas", "--quick", "--variants", "all", "--ops", "gemm", "--dtypes", "fp32",
+                   "--shapes", "2x64x64x64", "--backends", "torch-cpu", "--no-plots", "--out", str(out))
     assert p.returncode == 0, p.stderr
     seen = args_seen.read_text()
-    assert "--variants all" in seen and "--dtypes fp32" in seen and "--shapes 256x256" in seen
+    assert "--variants all" in seen and "--dtypes fp32" in seen and "--shapes 2x64x64x64" in seen
     variants = {r.variant for r in load_run(out).records if r.backend == "native-cuda"}
     assert {"lab-cublas", "lab-v13", "lab-v9", "lab-v5"} <= variants
 
@@ -276,6 +275,11 @@ def test_the_lab_ops_are_the_lab_files():
     files = sorted(p.stem for p in (ROOT / "cuda" / "lab").glob("*.cu"))
     assert sorted(lab.OPS) == files
     assert set(files) <= {d.name for d in opdecl.load(ROOT / "csrc" / "ops.def")}
+    # an op's lab kernels that run by name (csrc/lab.def) are declared kernels of no op's library
+    labk = opdecl.lab_kernels(ROOT / "csrc" / "lab.def")
+    library = {k for d in opdecl.load(ROOT / "csrc" / "ops.def") for k in d.kernels}
+    assert labk and not library & {k for ks in labk.values() for k in ks}
+    assert set(labk) <= {d.name for d in opdecl.load(ROOT / "csrc" / "ops.def")}
 
 
 def test_variants_all_of_an_op_without_a_lab_file_needs_no_lab(tmp_path, monkeypatch):

@@ -154,7 +154,8 @@ CONTRACT = {
     "Cache": ["hot", "cold_clean", "cold_dirty"],
     "Impl": ["reference", "dispatch", "vendor", "vendor_tf32"],
     "LaunchKernel": ["null", "add1"],
-    "Kernel": [k for d in opdecl.load(ROOT / "csrc" / "ops.def") for k in d.kernels],
+    "Kernel": [k for d in opdecl.load(ROOT / "csrc" / "ops.def") for k in d.kernels]
+              + [k for ks in opdecl.lab_kernels(ROOT / "csrc" / "lab.def").values() for k in ks],
 }
 
 

@@ -50,12 +50,16 @@ PYBIND11_MODULE(_native, m) {
                   "library, or the vendor library with TF32 (fp32 gemm only).",
                   {{"reference", Impl::reference}, {"dispatch", Impl::dispatch}, {"vendor", Impl::vendor},
                    {"vendor_tf32", Impl::vendor_tf32}});
-  bind_enum<gb::Kernel>(m, "Kernel", "Every CUDA kernel of every op, by strategy name (csrc/ops.def): a CUDA "
-                        "BlasCase runs any kernel of its op by name, besides Impl's reference and dispatcher.", {
+  bind_enum<gb::Kernel>(m, "Kernel", "Every CUDA kernel of every op, by strategy name (csrc/ops.def; then the lab's "
+                        "unshipped ones, csrc/lab.def): a CUDA BlasCase runs any kernel of its op by name, besides "
+                        "Impl's reference and dispatcher.", {
 #define GB_KERNEL_ITEM(kn) {#kn, gb::Kernel::kn},
 #define GB_OP(name, index, form, inputs, output, scalar, kernels, ...) GB_EACH(GB_KERNEL_ITEM, kernels)
 #include "ops.def"
 #undef GB_OP
+#define GB_LAB(op, kernels) GB_EACH(GB_KERNEL_ITEM, kernels)
+#include "lab.def"
+#undef GB_LAB
 #undef GB_KERNEL_ITEM
                        });
   bind_enum<LaunchKernel>(m, "LaunchKernel", "Kernels of the launch probe: null (empty) and add1 (n-element add).",

@@ -73,6 +73,7 @@ class Kernel(enum.Enum):
     gemm_wgmma_tma256 = 18
     rmsnorm_reference = 19
     rmsnorm_block_rows = 20
+    vjp_dw_pack16 = 21
 
 class LaunchKernel(enum.Enum):
     null = 1

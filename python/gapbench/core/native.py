@@ -71,11 +71,12 @@ def kernel(name: str) -> Any:
     return _member("Kernel", name)
 
 
-def kernels_of(op_name: str) -> list[str]:
-    """The CUDA kernels csrc/ops.def declares for an op, reference first, by strategy name."""
+def kernels_of(op_name: str, lab: bool = False) -> list[str]:
+    """The CUDA kernels csrc/ops.def declares for an op, reference first, by strategy name; with
+    `lab`, then the lab's kernels of the op that never shipped (csrc/lab.def)."""
     from gapbench.core import opdecl
 
-    return list(opdecl.get(op_name).kernels)
+    return list(opdecl.get(op_name).kernels) + (list(opdecl.lab_kernels().get(op_name, ())) if lab else [])
 
 
 def launch_kernel(name: str) -> Any:

@@ -150,3 +150,23 @@ def get(name: str, path: str | Path | None = None) -> OpDecl:
         if d.name == name:
             return d
     raise KeyError(f"{name} is not declared in csrc/ops.def")
+
+
+def parse_lab(text: str) -> dict[str, tuple[str, ...]]:
+    """csrc/lab.def: op -> the lab's kernels of that op that never shipped (GB_LAB lines)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for line in text.splitlines():
+        if not line.startswith("GB_LAB("):
+            continue
+        f = split_top(line.strip()[len("GB_LAB("):-1])
+        if len(f) != 2:
+            raise ValueError(f"csrc/lab.def: GB_LAB takes 2 fields, got {len(f)}: {line}")
+        out[f[0]] = out.get(f[0], ()) + _list(f[1])
+    return out
+
+
+@lru_cache(maxsize=None)
+def lab_kernels(path: str | Path | None = None) -> dict[str, tuple[str, ...]]:
+    """The lab's kernels by op (csrc/lab.def beside ops.def: runnable with GAPBENCH_LAB=ON)."""
+    p = Path(path) if path else default_path().with_name("lab.def")
+    return parse_lab(p.read_text()) if p.is_file() else {}

@@ -212,10 +212,11 @@ def native_cuda(c: Case, cfg: Config, info: BackendInfo, case, cublas_path: str,
 
 
 def kernel_rows(case, op: str) -> list:
-    """The kernels of `op` (csrc/ops.def) that bench.blas --variants all times as rows of their own
-    beside the dispatcher's: every one but the reference (checked first, never timed) and the one
-    the dispatcher picks for this case (its row is `gapbench`)."""
-    ks = native.kernels_of(op)
+    """The kernels of `op` that bench.blas --variants all times as rows of their own beside the
+    dispatcher's: the library's (csrc/ops.def) but the reference (checked first, never timed) and
+    the one the dispatcher picks for this case (its row is `gapbench`), then the lab's that never
+    shipped (csrc/lab.def; n/a rows saying so where the extension was built without the lab)."""
+    ks = native.kernels_of(op, lab=True)
     shipped = case.strategy(native.impl("dispatch"))
     return [native.kernel(k) for k in ks[1:] if k != shipped]
 

@@ -213,7 +213,7 @@ def lab_records(spec, cfg: Config, console) -> list[Record]:
     console.print(f"lab: {spec.name} {' '.join(args)}", highlight=False)
     from gapbench.core.native import kernels_of
 
-    library = set(kernels_of(spec.name))  # those are rows of the run itself (arms.kernel_rows)
+    library = set(kernels_of(spec.name, lab=True))  # those are rows of the run itself (arms.kernel_rows)
     try:
         return [r for r in lab.run(spec.name, args).records
                 if not (r.params.get("lab", {}).get("name") in library and not r.params["lab"].get("config"))]
