@@ -498,6 +498,22 @@ def test_samples_each_held_on_their_own(monkeypatch):
     assert log == [("start", "s"), "op", ("stop", "s"), ("wait", "stop")] * 3
 
 
+def _fake_native_session(monkeypatch, case_cls, cublas_path="libcublas.so", pinned=False):
+    """The CUDA part replaced by `case_cls` (a stand-in BlasCase), a fresh staging buffer, and a
+    bench.blas Session holding native-cuda only: what run_case needs to drive a fake native case."""
+    from gapbench.backends.base import BackendInfo
+    from gapbench.core import native as native_mod
+
+    part = {"BlasCase": case_cls}
+    if pinned:
+        part["pinned_bytes"] = staticmethod(lambda n: np.zeros(n, np.uint8))
+    monkeypatch.setattr(_native, "cuda", type("FakePart", (), part))
+    monkeypatch.setattr(native_mod, "_staging", None)  # a fresh read-back buffer, from the fake part
+    return type("Session", (), {"infos": {Backend.native_cuda: BackendInfo(Backend.native_cuda, True)},
+                                "adapters": {}, "cublas_path": cublas_path, "cublas_why": "",
+                                "watch": None, "event_pair_s": None, "l2_bytes": None})()
+
+
 def test_bench_rows_fail_when_the_last_timed_run_is_wrong(monkeypatch):
     """probes/blas.py's native path: a row whose last timed run left a wrong output is failed, not
     timed-and-ok; the dispatcher's row names its strategy; a NotApplicable impl is an n/a row."""
@@ -544,16 +560,7 @@ def test_bench_rows_fail_when_the_last_timed_run_is_wrong(monkeypatch):
         out[:len(data)] = np.frombuffer(data, np.uint8)
         return out[:len(data)]
 
-    monkeypatch.setattr(_native, "cuda", type("FakePart", (), {"BlasCase": FakeCase,
-                                                               "pinned_bytes": staticmethod(lambda n: np.zeros(n, np.uint8))}))
-    from gapbench.core import native as native_mod
-
-    monkeypatch.setattr(native_mod, "_staging", None)  # a fresh read-back buffer, from the fake part
-    from gapbench.backends.base import BackendInfo
-
-    session = type("Session", (), {"infos": {Backend.native_cuda: BackendInfo(Backend.native_cuda, True)},
-                                   "adapters": {}, "cublas_path": "libcublas.so", "cublas_why": "",
-                                   "watch": None, "event_pair_s": None, "l2_bytes": None})()
+    session = _fake_native_session(monkeypatch, FakeCase, pinned=True)
     cfg = Config(samples=5, warmup=1)
     case = arms.Case(spec, fp16, shape, rounded, ref, lambda b, v, p=None, **kw: blas.record(spec, fp16, shape, b, v, p, **kw))
     for last_bad in (False, True):
@@ -575,10 +582,8 @@ def test_variants_all_times_every_library_kernel_by_the_one_path(monkeypatch):
     its own, named by strategy, verified on a poisoned output and timed in the same paired rounds
     as the rest (the CUDA BlasCase runs a _native.Kernel as it runs an Impl). A kernel that cannot
     run here is an n/a row; one whose output is wrong fails and is not timed."""
-    from gapbench.backends.base import BackendInfo
     from gapbench.benchmarks.blas import arms, run as blas
     from gapbench.benchmarks.blas.config import Config
-    from gapbench.core import native as native_mod
     from gapbench.core.result import FAILED, NOT_APPLICABLE, OK
 
     spec, fp32 = ops.get("gemv"), DType.fp32
@@ -622,11 +627,7 @@ def test_variants_all_times_every_library_kernel_by_the_one_path(monkeypatch):
         def last_output(self, out=None):
             return np.frombuffer(good, np.uint8).copy()
 
-    monkeypatch.setattr(_native, "cuda", type("FakePart", (), {"BlasCase": FakeCase}))
-    monkeypatch.setattr(native_mod, "_staging", None)
-    session = type("Session", (), {"infos": {Backend.native_cuda: BackendInfo(Backend.native_cuda, True)},
-                                   "adapters": {}, "cublas_path": "libcublas.so", "cublas_why": "",
-                                   "watch": None, "event_pair_s": None, "l2_bytes": None})()
+    session = _fake_native_session(monkeypatch, FakeCase)
     case = arms.Case(spec, fp32, shape, rounded, ref, lambda b, v, p=None, **kw: blas.record(spec, fp32, shape, b, v, p, **kw))
     rows = {r.variant: r for r in blas.run_case(case, Config(samples=5, warmup=1, kernels=True), session,
                                                    [Backend.native_cuda]) if r.metric == "time"}
@@ -643,10 +644,8 @@ def test_variants_all_times_every_library_kernel_by_the_one_path(monkeypatch):
 def test_a_kernel_row_that_verifies_is_timed_and_named_by_strategy(monkeypatch):
     """The same with a kernel whose output is right: it is timed (its own samples, paired with the
     dispatcher's) and its record names its strategy and says it is a library kernel."""
-    from gapbench.backends.base import BackendInfo
     from gapbench.benchmarks.blas import arms, run as blas
     from gapbench.benchmarks.blas.config import Config
-    from gapbench.core import native as native_mod
     from gapbench.core.result import OK
 
     spec, fp32 = ops.get("copy"), DType.fp32
@@ -678,11 +677,7 @@ def test_a_kernel_row_that_verifies_is_timed_and_named_by_strategy(monkeypatch):
         def last_output(self, out=None):
             return np.frombuffer(good, np.uint8).copy()
 
-    monkeypatch.setattr(_native, "cuda", type("FakePart", (), {"BlasCase": FakeCase}))
-    monkeypatch.setattr(native_mod, "_staging", None)
-    session = type("Session", (), {"infos": {Backend.native_cuda: BackendInfo(Backend.native_cuda, True)},
-                                   "adapters": {}, "cublas_path": "", "cublas_why": "",
-                                   "watch": None, "event_pair_s": None, "l2_bytes": None})()
+    session = _fake_native_session(monkeypatch, FakeCase, cublas_path="")
     case = arms.Case(spec, fp32, shape, rounded, ref, lambda b, v, p=None, **kw: blas.record(spec, fp32, shape, b, v, p, **kw))
     rows = {r.variant: r for r in blas.run_case(case, Config(samples=5, warmup=1, kernels=True), session,
                                                    [Backend.native_cuda]) if r.metric == "time"}

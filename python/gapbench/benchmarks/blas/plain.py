@@ -9,7 +9,6 @@ import numpy as np
 from gapbench import ops
 from gapbench.benchmarks.blas.arms import native_case
 from gapbench.benchmarks.blas.config import PROBE, Config
-from gapbench.benchmarks.blas.params import BlasParams
 from gapbench.benchmarks.blas.tables import rows
 from gapbench.core import native
 from gapbench.core.dtypes import round_to
@@ -86,9 +85,13 @@ class _Loop:
     def stop(self) -> None:
         """Frees the harness case's device buffers and ends the loop (killed if it failed)."""
         self.case = None
-        if not self.stopped:
-            self.stopped = True
-            self.command.kill() if self.failed else self.command.close()
+        if self.stopped:
+            return
+        self.stopped = True
+        if self.failed:
+            self.command.kill()
+        else:
+            self.command.close()
 
 
 def _error(row, why: str) -> Record:
