@@ -70,7 +70,8 @@ Kernel dispatch(const Problem& p, const Gpu& g) {
   throw std::invalid_argument("unknown op " + std::to_string((int)p.op));
 }
 
-long long work_floats(const Problem& p, const Gpu& g) {
+// The op's own workspace (cuda/ops/<op>.cuh); the lab's part, if any, follows it.
+static long long library_work_floats(const Problem& p, const Gpu& g) {
   switch (p.op) {
 #define CALL work_floats(p, g)
 #include "ops.def"
@@ -79,6 +80,11 @@ long long work_floats(const Problem& p, const Gpu& g) {
   throw std::invalid_argument("unknown op " + std::to_string((int)p.op));
 }
 #undef GB_OP
+
+long long work_floats(const Problem& p, const Gpu& g) {
+  long long lib = library_work_floats(p, g), lab = lab_work_floats(p, g);
+  return lab ? (lib + 3) / 4 * 4 + lab : lib;  // the lab's part 16-byte aligned
+}
 
 bool is_lab_kernel(Kernel k) {
   switch (k) {
@@ -92,6 +98,7 @@ bool is_lab_kernel(Kernel k) {
 }
 
 #ifndef GAPBENCH_WITH_LAB
+long long lab_work_floats(const Problem&, const Gpu&) { return 0; }
 void launch_lab(Kernel kern, const Problem&, const Gpu&, const Buffers&, cudaStream_t) {
   throw gb::NotApplicable(std::string(kernel_name(kern)) + " is a kernel of the lab (csrc/lab.def): build with "
                           "pip install . -Ccmake.define.GAPBENCH_LAB=ON to run it");
@@ -102,7 +109,11 @@ void launch(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cud
   if (kernel_op(kern) != p.op)
     throw std::invalid_argument(std::string(kernel_name(kern)) + " is not a kernel of " + op_name(p.op));
   if (is_lab_kernel(kern)) {
-    launch_lab(kern, p, g, buf, s);
+    // the lab's own part of the workspace: after the library's, whose self-resetting counters
+    // and accumulators the lab's kernels must not touch
+    Buffers lab = buf;
+    if (long long lw = lab_work_floats(p, g)) lab.work = buf.work ? buf.work + (work_floats(p, g) - lw) : nullptr;
+    launch_lab(kern, p, g, lab, s);
     GB_CUDA_CHECK_LAUNCH();
     return;
   }

@@ -1,4 +1,4 @@
-// Element types of the BLAS probes (the library and the lab, cuda/lab/common.h): fp32, fp16, bf16, always accumulated in fp32, and the
+// Element types of the BLAS probes (the library and the lab, cuda/lab/): fp32, fp16, bf16, always accumulated in fp32, and the
 // 16-byte packs every bandwidth-bound kernel loads and stores (one LDG.128/STG.128 per pack:
 // the widest access a thread can make, so a warp moves 512 B per instruction).
 #pragma once

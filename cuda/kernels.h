@@ -75,7 +75,10 @@ void launch(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cud
 void vendor(const Vendor& v);
 // A kernel of the lab (csrc/lab.def): launch_lab runs it (cuda/lab_kernels.cu, built with
 // GAPBENCH_LAB=ON; elsewhere it throws gb::NotApplicable saying so). launch() calls it.
+// Its workspace, lab_work_floats floats, is the case's last part (work_floats() counts it in): launch()
+// hands launch_lab a Buffers whose `work` points there.
 bool is_lab_kernel(Kernel k);
+long long lab_work_floats(const Problem& p, const Gpu& g);
 void launch_lab(Kernel kern, const Problem& p, const Gpu& g, const Buffers& buf, cudaStream_t s);
 
 // What the library part of each op's cuda/ops/<op>.cuh defines (a vendor() only where ops.def declares a vendor path).

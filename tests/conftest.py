@@ -27,7 +27,8 @@ def run_module(module: str, *args: str, timeout: float = 300):
 #: the README) runs every tier; `-m 'not integration'` runs the fast one. A module name marks all of
 #: its tests, module::name one test (and its parametrisations).
 INTEGRATION = (
-    "test_lab.py", "test_dist.py", "test_bundle.py", "test_suite.py", "test_ratio_table.py",
+    "test_lab.py::test_the_lab_kernels_compile_for_hopper", "test_lab.py::test_variants_all_runs_without_the_lab_built",
+    "test_dist.py", "test_bundle.py", "test_suite.py", "test_ratio_table.py",
     "test_compare.py::test_the_noise_model_calls_same_finds_a_5pct_slowdown_and_keeps_false_alarms_rare",
     "test_compare.py::test_false_alarms_and_detection_on_synthetic_runs",
     "test_compare.py::test_the_shipped_noise_model_is_what_the_committed_runs_give",

@@ -107,8 +107,6 @@ def test_an_op_is_named_only_by_its_own_module():
         rel = _rel(path)
         if rel.startswith("ops/") or rel == "benchmarks/blas/plain.py":  # plain: the ops cuda/plain/blas.cu calls
             continue
-        if rel.startswith("benchmarks/blas/lab.py"):
-            continue  # the lab binaries' own op names (cuda/lab/<op>.cu)
         for line, value in _string_constants(path):
             if value in names:
                 found.append(f"{rel}:{line}: {value!r}")

@@ -22,6 +22,8 @@ from gapbench import ops
 
 CUDA = registry.info(Backend.native_cuda).available
 needs_gpu = pytest.mark.skipif(not CUDA, reason="needs an NVIDIA GPU and driver: " + registry.info(Backend.native_cuda).reason)
+#: the extension was built with the lab's kernels (GAPBENCH_LAB=ON: csrc/lab.def runs by name)
+LAB_BUILT = "lab" in _native.build_info["parts"].split(",")
 
 
 def test_cpu_part_always_built():
@@ -310,14 +312,17 @@ def test_every_kernel_runs_by_name_and_verifies_or_says_why_not(op, dt, shape):
     is refused."""
     case, ref = _case(op, dt, shape, np.random.default_rng(7))
     ran = 0
-    for name in DECLS[op].kernels:
+    lab = set(native.kernels_of(op, lab=True)) - set(DECLS[op].kernels)  # csrc/lab.def
+    for name in native.kernels_of(op, lab=True):
         k = native.kernel(name)
         assert case.strategy(k) == name
         try:
-            for _ in range(2):
+            for _ in range(2):  # twice: kernels that count in the workspace must have reset it
                 ok, detail = dtypes.check(dtypes.from_bytes(case.run_once(k), dt), ref, dt)
                 assert ok, f"{name}: {detail}"
-        except _native.NotApplicable:
+        except _native.NotApplicable as e:
+            if name in lab and not LAB_BUILT:
+                assert "GAPBENCH_LAB=ON" in str(e)
             continue
         ran += 1
         assert len(case.time(k, 3, 1, native.cache("hot"))) == 3
@@ -327,6 +332,38 @@ def test_every_kernel_runs_by_name_and_verifies_or_says_why_not(op, dt, shape):
     other = next(k for d in DECLS.values() if d.name != op for k in d.kernels)
     with pytest.raises(ValueError, match="is not a kernel of"):
         case.run_once(native.kernel(other))
+
+
+#: the lab's kernels at one regular shape per op (whole 16-byte packs, every SM busy)
+LAB_SHAPES = {"vjp_dx": {"m": 2048, "k": 4096}, "vjp_dw": {"m": 64, "k": 1024},
+              "gemm": {"batch": 2, "m": 256, "n": 128, "k": 192}}
+
+
+@pytest.mark.cuda
+@needs_gpu
+@pytest.mark.skipif(not LAB_BUILT, reason="the extension was built without the lab (-Ccmake.define.GAPBENCH_LAB=ON)")
+@pytest.mark.parametrize("op", sorted(opdecl.lab_kernels(ROOT / "csrc" / "lab.def")))
+def test_every_lab_kernel_runs_on_hopper(op):
+    """With the lab built in, each of the lab's kernels (csrc/lab.def) runs by name on a regular
+    shape and verifies, first and last timed run, wherever it applies: on an sm_90 GPU every one of
+    them applies to some dtype (the tensor-core ones to fp16/bf16 only)."""
+    gpu_cc = _native.cuda.status(0)["compute_capability"]
+    ran: dict[str, list[str]] = {}
+    for dt in DType:
+        case, ref = _case(op, dt.value, LAB_SHAPES[op], np.random.default_rng(11))
+        for name in opdecl.lab_kernels(ROOT / "csrc" / "lab.def")[op]:
+            k = native.kernel(name)
+            try:  # (run_once poisons the output first)
+                ok, detail = dtypes.check(dtypes.from_bytes(case.run_once(k), dt.value), ref, dt.value)
+            except _native.NotApplicable:
+                continue
+            assert ok, f"{name} {dt.value}: {detail}"
+            case.time(k, 3, 1, native.cache("cold_clean"))
+            ok, detail = dtypes.check(dtypes.from_bytes(case.last_output(), dt.value), ref, dt.value)
+            assert ok, f"{name} {dt.value}, last timed run: {detail}"
+            ran.setdefault(name, []).append(dt.value)
+    if gpu_cc == "9.0":
+        assert set(ran) == set(opdecl.lab_kernels(ROOT / "csrc" / "lab.def")[op]), ran
 
 
 @pytest.mark.cuda

@@ -1,5 +1,5 @@
 // cuda/ops/gemm.cuh: the gemm kernels (csrc/ops.def), shared by the library (its part at the end of this file) and
-// the lab (cuda/lab/gemm.cu). Batched C = A B (row-major, A m x k, B k x n, per batch), fp32 accumulation.
+// the lab (cuda/lab/gemm.cuh, whose unshipped variants include it). Batched C = A B (row-major, A m x k, B k x n, per batch), fp32 accumulation.
 // Compute-bound at the paper's size (8 x 2000^3): the target is the vendor GEMM's FLOP rate.
 //   gemm_reference: one thread per output element, operands straight from global memory.
 //   gemm_simt_tiles (was variant 5): 128x128 block tiles, 8x8 register tiles per thread (SIMT fp32
@@ -336,7 +336,7 @@ template <class T>
 constexpr auto gemm_wgmma_tma256 = gemm_wgmma_tma<T, 256>;
 
 // ---------------------------------------------------------------- host launchers
-// Shared by the library's part below and the lab (cuda/lab/gemm.cu).
+// Used by the library's part below.
 
 constexpr int kMmaSmem = 4 * (128 * 40 + 32 * 136) * 2;  // gemm_mma_async: 4 stages of A and B tiles
 

@@ -1,5 +1,5 @@
 // cuda/ops/vjp_dx.cuh: the vjp_dx kernels (csrc/ops.def), shared by the library (its part at the end of this file)
-// and the lab (cuda/lab/vjp_dx.cu). dx = W^T v (W row-major m x k), a column reduction, the
+// and the lab (cuda/lab/vjp_dx.cuh). dx = W^T v (W row-major m x k), a column reduction, the
 // backward pass of a linear layer:
 //   vjp_dx_reference: one thread per column over all rows (coalesced, but only k threads).
 //   vjp_dx_row_slices: each thread owns one 16-byte pack of columns (or fewer at a ragged k) for a
@@ -201,7 +201,7 @@ template <class T, int WARPS>
 constexpr auto vjp_dx_strips128_wave_ef = vjp_dx_strips<T, kDxNarrowLanes, kDxRows, WARPS, 1>;
 
 // ---------------------------------------------------------------- host launchers
-// Launch configurations shared by the library's part below and the lab (cuda/lab/vjp_dx.cu); the
+// Launch configurations shared by the library's part below and the lab (cuda/lab/vjp_dx.cuh); the
 // caller owns the workspace layout and passes the pieces a kernel writes.
 
 static constexpr int kDxBlock = 256;  // threads per block of vjp_dx_row_slices

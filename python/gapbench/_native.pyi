@@ -73,7 +73,18 @@ class Kernel(enum.Enum):
     gemm_wgmma_tma256 = 18
     rmsnorm_reference = 19
     rmsnorm_block_rows = 20
-    vjp_dw_pack16 = 21
+    vjp_dx_rows_in_flight4 = 21
+    vjp_dx_rows_in_flight8 = 22
+    vjp_dx_fused_last_block = 23
+    vjp_dx_pdl_reduce = 24
+    vjp_dx_warp_rows = 25
+    vjp_dx_warp_rows_atomic = 26
+    vjp_dx_tma_ring = 27
+    vjp_dx_persistent = 28
+    vjp_dw_pack16 = 29
+    gemm_smem_tiles = 30
+    gemm_reg_tiles = 31
+    gemm_wmma = 32
 
 class LaunchKernel(enum.Enum):
     null = 1

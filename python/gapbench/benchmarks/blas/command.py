@@ -15,7 +15,7 @@ from gapbench.benchmarks.blas.run import __doc__ as _BLAS_DOC
 from gapbench.core.benchmark import Benchmark, print_lines
 from gapbench.core.cli import UsageError, add_common_arguments
 from gapbench.core.names import Backend, ColdScrub, Data, DeviceClass, DType, injection, parse_list, parse_one
-from gapbench.core.result import ERROR, NOT_APPLICABLE, UNAVAILABLE, Record
+from gapbench.core.result import NOT_APPLICABLE, Record
 
 
 def default_backends(names: list[Backend]) -> tuple[list[Backend], list[Backend]]:
@@ -74,10 +74,9 @@ class BlasBenchmark(Benchmark):
         ap.add_argument("--no-plain", action="store_true", help="same as --plain none")
         ap.add_argument("--variants", choices=("shipped", "all"), default="shipped",
                         help="shipped (default): the library's dispatcher against the vendor and frameworks; "
-                             "all: also every kernel of the op's library (csrc/ops.def) as a row named by strategy, "
-                             "timed in the same paired rounds, and the kernel lab's variants that are not library "
-                             "kernels (cuda/lab/, built with -Ccmake.define.GAPBENCH_LAB=ON), paired there against "
-                             "cuBLAS")
+                             "all: also every other kernel of the op as a row named by strategy, timed in the same "
+                             "paired rounds: the library's (csrc/ops.def) and the kernel lab's that never shipped "
+                             "(csrc/lab.def; rows saying why unless built with -Ccmake.define.GAPBENCH_LAB=ON)")
         ap.add_argument("--inject-delay-us", action="append", default=[], metavar="BACKEND=US",
                         type=injection(lambda b: b is Backend.torch_cuda, "torch-cuda only (torch.cuda._sleep), "
                                        "e.g. torch-cuda=2"),
@@ -120,16 +119,6 @@ class BlasBenchmark(Benchmark):
             raise UsageError(str(e)) from None
         cfg.run_seed()  # drawn now, so the run file's config names it
         names = args.backends or Backend.selectable()
-        lab_ops = []
-        if args.variants == "all":
-            from gapbench.benchmarks.blas import lab
-
-            lab_ops = [spec for spec in cfg.ops if spec.name in lab.OPS]  # the others have no lab file
-            try:
-                for spec in lab_ops:
-                    lab.find_binary(spec.name)
-            except lab.LabError as e:
-                raise UsageError(f"--variants all needs the kernel lab: {e}") from e
         names, left_out = default_backends(names) if args.backends is None else (names, [])
         writer = open_run(PROBE, args.out, prog, argv, cfg.to_dict(), [b.value for b in names + left_out])
         for b in left_out:
@@ -147,9 +136,6 @@ class BlasBenchmark(Benchmark):
 
             for rec in iterate(cfg, names, on_case, phases):
                 writer.add(rec)
-        with phases("lab variants"):
-            for spec in lab_ops:
-                writer.extend(lab_records(spec, cfg, console))
         if not args.no_plain and args.plain != "none":
             with phases("plain cuBLAS loop check"):
                 writer.extend(plain_check(writer.records, cfg, every_dtype=args.plain == "all"))
@@ -198,29 +184,6 @@ class BlasBenchmark(Benchmark):
 
     def bundle_args(self, out, quick):
         return super().bundle_args(out, quick) + ["--no-progress", "--no-plots"]
-
-
-def lab_records(spec, cfg: Config, console) -> list[Record]:
-    """Every numbered variant of the op from the kernel lab's own binary (verified and paired
-    against cuBLAS there), as rows of this run; a lab that cannot run here is one row saying why."""
-    from gapbench.benchmarks.blas import lab
-
-    shapes = ",".join("x".join(str(sh[d]) for d in spec.form) for sh in cfg.shapes_for(spec))
-    args = ["--variants", "all", "--dtypes", ",".join(d.value for d in cfg.dtypes),
-            "--cold", (cfg.cold or [ColdScrub.read])[0].value]
-    if shapes:
-        args += ["--shapes", shapes]
-    console.print(f"lab: {spec.name} {' '.join(args)}", highlight=False)
-    from gapbench.core.native import kernels_of
-
-    library = set(kernels_of(spec.name, lab=True))  # those are rows of the run itself (arms.kernel_rows)
-    try:
-        return [r for r in lab.run(spec.name, args).records
-                if not (r.params.get("lab", {}).get("name") in library and not r.params["lab"].get("config"))]
-    except lab.LabError as e:
-        status = UNAVAILABLE if e.kind == "no_device" else ERROR
-        return [Record(probe=PROBE, backend=Backend.native_cuda.value, variant=f"lab-{spec.name}", metric="all",
-                       status=status, reason=f"kernel lab ({e.kind}): {e.detail}"[:500])]
 
 
 BENCHMARK = BlasBenchmark()

@@ -51,7 +51,9 @@ class CpuThreads(Params):
 
 @dataclass
 class Lab(Params):
-    """A row of the kernel lab (cuda/lab): its variant and its own paired ratio against cuBLAS."""
+    """A row of the kernel lab's own sweep binaries (until cc105c5; read from older result files):
+    its variant and the lab's paired ratio against cuBLAS. The lab's kernels are rows of the run now
+    (source "kernel"), timed by the one path."""
     id: int | None = None
     name: str | None = None
     config: str | None = None
@@ -88,7 +90,8 @@ class BlasParams(Params):
     #: a row off the L2 above the copy bandwidth measured in the run (read-mostly streams: a few
     #: percent), under the datasheet: labeled, not implausible
     above_copy: str | None = None
-    #: "lab" for the kernel lab's rows; "kernel" for a kernel of the library timed by name (--variants all)
+    #: "kernel" for a kernel timed by name (--variants all: the library's and the lab's); "lab" in
+    #: older files for the lab binaries' own rows
     source: str | None = None
     lab: Lab | None = None
     # the plain cuBLAS loop's rows (backend plain-cuda)

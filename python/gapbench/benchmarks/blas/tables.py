@@ -263,12 +263,13 @@ def mark_suspects(records: list[Record], roof: dict) -> int:
 
 
 def native_kind(r: Record) -> str:
-    """What a native row is: the library's dispatcher, a hand-written variant (the numbered ones of
-    result files from before the library/lab split, and the lab's), or the vendor library."""
+    """What a native row is: the library's dispatcher, a hand-written kernel timed by name (the
+    library's and the lab's, --variants all; the numbered variants of older result files and the
+    lab's own sweep rows), or the vendor library."""
     v = r.variant
     if v == "gapbench":
         return "gapbench (dispatcher)"
-    if BlasParams.of(r).source == "lab" or (v[:1] == "v" and v[1:].isdigit()):
+    if BlasParams.of(r).source in ("kernel", "lab") or (v[:1] == "v" and v[1:].isdigit()):
         return "hand-written"
     return "vendor"
 
