@@ -53,6 +53,15 @@ def test_the_stubs_declare_the_declared_ops():
     assert _pyi_values("Op") == [d.index for d in DECLS]
 
 
+def test_the_stubs_declare_every_kernel_in_contract_order():
+    """_native.pyi's Kernel: every library kernel of csrc/ops.def in op order, then the lab's of
+    csrc/lab.def, valued by position (as csrc/contract.h numbers gb::Kernel)."""
+    kernels = [k for d in DECLS for k in d.kernels]
+    kernels += [k for ks in opdecl.lab_kernels(ROOT / "csrc" / "lab.def").values() for k in ks]
+    assert _pyi_members("Kernel") == kernels
+    assert _pyi_values("Kernel") == list(range(len(kernels)))
+
+
 @pytest.mark.parametrize("decl", DECLS, ids=_id)
 def test_cuda_header_defines_every_declared_kernel(decl):
     path = ROOT / "cuda" / "ops" / f"{decl.name}.cuh"
