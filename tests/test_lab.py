@@ -75,7 +75,7 @@ def test_a_lab_kernel_without_the_lab_built_is_a_row_saying_how(monkeypatch):
     """bench.blas --variants all on an extension built without the lab: each lab kernel of the op is
     an n/a row named by strategy whose reason gives the build flag; the library's kernels beside it
     run as usual."""
-    from test_native import _fake_native_session
+    from test_native import _fake_native_session, fake_kernel_case
 
     from gapbench import _native, ops
     from gapbench.benchmarks.blas import arms, run as blas
@@ -91,31 +91,12 @@ def test_a_lab_kernel_without_the_lab_built_is_a_row_saying_how(monkeypatch):
     why = ("is a kernel of the lab (csrc/lab.def): build with pip install . "
            "-Ccmake.define.GAPBENCH_LAB=ON to run it")
 
-    class FakeCase:
-        rotations, l2_resident, invalid_samples, output_bytes = 3, False, 0, len(good)
+    def run_once(impl, data):
+        if isinstance(impl, _native.Kernel) and impl.name in lab:
+            raise _native.NotApplicable(f"{impl.name} {why}")
+        return data
 
-        def __init__(self, *a):
-            pass
-
-        def set_input(self, i, data):
-            pass
-
-        def strategy(self, impl):
-            if isinstance(impl, _native.Kernel):
-                return impl.name
-            return {"dispatch": "vjp_dx_strips256", "vendor": "cublas"}.get(impl.name, f"vjp_dx_{impl.name}")
-
-        def run_once(self, impl, out=None):
-            if isinstance(impl, _native.Kernel) and impl.name in lab:
-                raise _native.NotApplicable(f"{impl.name} {why}")
-            return np.frombuffer(good, np.uint8).copy()
-
-        def time(self, impl, n, warmup, cache):
-            return [1e-6] * n
-
-        def last_output(self, out=None):
-            return np.frombuffer(good, np.uint8).copy()
-
+    FakeCase = fake_kernel_case(good, {"dispatch": "vjp_dx_strips256", "vendor": "cublas"}, "vjp_dx", run_once)
     session = _fake_native_session(monkeypatch, FakeCase)
     case = arms.Case(spec, fp16, shape, rounded, ref,
                      lambda b, v, p=None, **kw: blas.record(spec, fp16, shape, b, v, p, **kw))

@@ -535,6 +535,42 @@ def test_samples_each_held_on_their_own(monkeypatch):
     assert log == [("start", "s"), "op", ("stop", "s"), ("wait", "stop")] * 3
 
 
+def fake_kernel_case(good: bytes, strategies: dict, op: str, run_once=None, ran: list | None = None):
+    """A stand-in CUDA BlasCase for run_case: every Impl and Kernel writes `good` unless
+    `run_once(impl, bytearray)` changes the bytes or raises; strategy() names an Impl by
+    `strategies` (else "<op>_<impl>") and a Kernel by itself; time() records the impl in `ran`."""
+
+    class FakeCase:
+        rotations, l2_resident, invalid_samples, output_bytes = 3, False, 0, len(good)
+
+        def __init__(self, *a):
+            pass
+
+        def set_input(self, i, data):
+            pass
+
+        def strategy(self, impl):
+            if isinstance(impl, _native.Kernel):
+                return impl.name
+            return strategies.get(impl.name, f"{op}_{impl.name}")
+
+        def run_once(self, impl, out=None):
+            data = bytearray(good)
+            if run_once is not None:
+                data = run_once(impl, data)
+            return np.frombuffer(bytes(data), np.uint8).copy()
+
+        def time(self, impl, n, warmup, cache):
+            if ran is not None:
+                ran.append(impl)
+            return [1e-6] * n
+
+        def last_output(self, out=None):
+            return np.frombuffer(good, np.uint8).copy()
+
+    return FakeCase
+
+
 def _fake_native_session(monkeypatch, case_cls, cublas_path="libcublas.so", pinned=False):
     """The CUDA part replaced by `case_cls` (a stand-in BlasCase), a fresh staging buffer, and a
     bench.blas Session holding native-cuda only: what run_case needs to drive a fake native case."""
@@ -631,39 +667,14 @@ def test_variants_all_times_every_library_kernel_by_the_one_path(monkeypatch):
     K = _native.Kernel
     ran: list = []
 
-    class FakeCase:
-        rotations, l2_resident, invalid_samples, output_bytes = 3, False, 0, len(good)
+    def run_once(impl, data):
+        if impl is K.gemv_x_stationary:
+            raise _native.NotApplicable("needs k a multiple of 8")
+        if impl is K.gemv_split_k:
+            data[-4:] = b"\xff\xff\xff\xff"  # the last row never written
+        return data
 
-        def __init__(self, *a):
-            pass
-
-        def set_input(self, i, data):
-            pass
-
-        def strategy(self, impl):
-            if impl is _native.Impl.dispatch:
-                return "gemv_warp_rows"
-            if impl is _native.Impl.vendor:
-                return "cublas"
-            if isinstance(impl, K):
-                return impl.name
-            return f"gemv_{impl.name}"
-
-        def run_once(self, impl, out=None):
-            if impl is K.gemv_x_stationary:
-                raise _native.NotApplicable("needs k a multiple of 8")
-            data = bytearray(good)
-            if impl is K.gemv_split_k:
-                data[-4:] = b"\xff\xff\xff\xff"  # the last row never written
-            return np.frombuffer(bytes(data), np.uint8).copy()
-
-        def time(self, impl, n, warmup, cache):
-            ran.append(impl)
-            return [1e-6] * n
-
-        def last_output(self, out=None):
-            return np.frombuffer(good, np.uint8).copy()
-
+    FakeCase = fake_kernel_case(good, {"dispatch": "gemv_warp_rows", "vendor": "cublas"}, "gemv", run_once, ran)
     session = _fake_native_session(monkeypatch, FakeCase)
     case = arms.Case(spec, fp32, shape, rounded, ref, lambda b, v, p=None, **kw: blas.record(spec, fp32, shape, b, v, p, **kw))
     rows = {r.variant: r for r in blas.run_case(case, Config(samples=5, warmup=1, kernels=True), session,
@@ -691,33 +702,11 @@ def test_a_kernel_row_that_verifies_is_timed_and_named_by_strategy(monkeypatch):
     ref = spec.expected(rounded, shape)
     good = dtypes.to_bytes(np.asarray(ref.values, dtype=np.float32), "fp32").tobytes()
     timed: list = []
-
-    class FakeCase:
-        rotations, l2_resident, invalid_samples, output_bytes = 3, False, 0, len(good)
-
-        def __init__(self, *a):
-            pass
-
-        def set_input(self, i, data):
-            pass
-
-        def strategy(self, impl):
-            return {"dispatch": "copy_reference", "vendor": "cudaMemcpyAsync"}.get(impl.name, impl.name)
-
-        def run_once(self, impl, out=None):
-            return np.frombuffer(good, np.uint8).copy()
-
-        def time(self, impl, n, warmup, cache):
-            timed.append(impl.name)
-            return [2e-6] * n
-
-        def last_output(self, out=None):
-            return np.frombuffer(good, np.uint8).copy()
-
+    FakeCase = fake_kernel_case(good, {"dispatch": "copy_reference", "vendor": "cudaMemcpyAsync"}, "copy", ran=timed)
     session = _fake_native_session(monkeypatch, FakeCase, cublas_path="")
     case = arms.Case(spec, fp32, shape, rounded, ref, lambda b, v, p=None, **kw: blas.record(spec, fp32, shape, b, v, p, **kw))
     rows = {r.variant: r for r in blas.run_case(case, Config(samples=5, warmup=1, kernels=True), session,
                                                    [Backend.native_cuda]) if r.metric == "time"}
     k = rows["copy_vec16"]
     assert k.status == OK and k.samples_s and k.params["strategy"] == "copy_vec16" and k.params["source"] == "kernel"
-    assert "copy_vec16" in timed and k.params["paired"]
+    assert _native.Kernel.copy_vec16 in timed and k.params["paired"]
