@@ -51,7 +51,8 @@ struct Case::Impl_ {
   int invalid = 0;
   float* work = nullptr;  // split-k / row-slice partials, self-resetting accumulators (gemv, vjp_dx)
   gb::cache::L2Scrub scrub;  // cold-cache modes: evicts L2 before each run (l2_scrub.cuh)
-  cudaStream_t stream = nullptr;
+  std::vector<cudaStream_t> streams;  // timed on in turn (kTimingStreams); streams[0] for the rest
+  cudaStream_t stream = nullptr;      // the one in use
   cudaEvent_t e0 = nullptr, e1 = nullptr;
   cublas::Handle handle = nullptr;
   std::unique_ptr<Gate> gate;
@@ -64,6 +65,13 @@ struct Case::Impl_ {
   }
 
   void run(const Which& w, const Set& s);
+
+  // Runs go to `st` from now on (the cuBLAS handle too, once it exists).
+  void use_stream(cudaStream_t st) {
+    if (st == stream) return;
+    stream = st;
+    if (handle) gb::blas::check_cublas(cublas::api().set_stream(handle, stream), "cublasSetStream");
+  }
 
   void run(Impl impl, const Set& s) {
     gb::blas::Buffers buf{s.in.size() > 0 ? s.in[0] : nullptr, s.in.size() > 1 ? s.in[1] : nullptr, s.out, work};
@@ -110,7 +118,12 @@ Case::Case(Op op, DType dtype, long long batch, long long m, long long n, long l
   s.out_bytes = io.out;
   GB_CUDA_CHECK(cudaSetDevice(device));
   s.gpu = gb::blas::query_gpu(device);
-  GB_CUDA_CHECK(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+  for (int i = 0; i < kTimingStreams; ++i) {
+    cudaStream_t st = nullptr;
+    GB_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    s.streams.push_back(st);
+  }
+  s.stream = s.streams[0];
   GB_CUDA_CHECK(cudaEventCreate(&s.e0));
   GB_CUDA_CHECK(cudaEventCreate(&s.e1));
   std::size_t set_bytes = align256(s.out_bytes);
@@ -150,14 +163,14 @@ Case::~Case() {
   if (!impl_) return;
   auto& s = *impl_;
   s.gate.reset();
-  if (s.stream) cudaStreamSynchronize(s.stream);
+  for (cudaStream_t st : s.streams) cudaStreamSynchronize(st);
   if (s.handle && cublas::loaded()) cublas::api().destroy(s.handle);
   cudaFree(s.slab);
   cudaFree(s.work);
   s.scrub.release();
   if (s.e0) cudaEventDestroy(s.e0);
   if (s.e1) cudaEventDestroy(s.e1);
-  if (s.stream) cudaStreamDestroy(s.stream);
+  for (cudaStream_t st : s.streams) cudaStreamDestroy(st);
 }
 
 int Case::n_inputs() const { return (int)impl_->in_bytes.size(); }
@@ -166,6 +179,7 @@ std::size_t Case::output_bytes() const { return impl_->out_bytes; }
 int Case::rotations() const { return (int)impl_->sets.size(); }
 bool Case::l2_resident() const { return impl_->l2_resident; }
 int Case::invalid_samples() const { return impl_->invalid; }
+int Case::streams() const { return (int)impl_->streams.size(); }
 
 void Case::set_input(int i, const void* data, std::size_t bytes) {
   auto& s = *impl_;
@@ -256,7 +270,13 @@ std::vector<double> Case::time_(const Which& w, int samples, int warmup, Cache c
   s.invalid = 0;
   std::vector<double> out;
   out.reserve(samples);
-  for (int i = 0; (int)out.size() < samples;) {
+  // back on the first stream whatever happens, for set_input, run_once and last_output
+  struct Home {
+    Impl_& s;
+    ~Home() { try { s.use_stream(s.streams[0]); } catch (...) {} }
+  } home{s};
+  for (int i = 0, n_run = 0; (int)out.size() < samples; ++n_run) {
+    s.use_stream(s.streams[n_run % s.streams.size()]);  // the streams in turn (kTimingStreams)
     const int set = cold ? 0 : (int)(s.round % (long long)s.sets.size());
     const Set& st = s.sets[set];
     const bool timed = i >= warmup, last = timed && (int)out.size() == samples - 1;

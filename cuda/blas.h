@@ -13,6 +13,14 @@
 
 namespace gb::cuda::blas {
 
+// Streams a case times on, in turn. A stream's place among the device's hardware queues moves a
+// small kernel's device time by its own amount (on an H100: 4-8% between fresh streams at 4 us,
+// the same buffers; docs/findings/between-runs.md), and a process gets its streams anew: timed on
+// one stream, a row moved between runs by what its stream happened to be. A time() call's runs take
+// the streams in turn from the first, so the arms of a paired round (calls of equal length) run on
+// the same streams, and a row's median pools them.
+constexpr int kTimingStreams = 8;
+
 class Case {
  public:
   // Shapes: copy (n = elements); gemv (m, k); vjp_dx / vjp_dw (m, k of W); gemm (batch, m, n, k).
@@ -27,6 +35,7 @@ class Case {
   int rotations() const;     // input/output sets cycled through in hot-cache timing
   bool l2_resident() const;  // the sets together are under 2x L2 (memory did not allow more)
   int invalid_samples() const;  // gate timeouts in the last time() call (those samples were dropped)
+  int streams() const;          // streams timed on in turn (kTimingStreams)
   void set_input(int i, const void* data, std::size_t bytes);
   // The kernel (or vendor call) `impl` runs for this case, e.g. "vjp_dx_strips256", "cublas".
   // Throws gb::NotApplicable where `impl` cannot run here.
@@ -35,7 +44,8 @@ class Case {
   // `host` (output_bytes() of them).
   void run_once(Impl impl, void* host);
   // Device seconds per run: events around each run, after `warmup` untimed runs, each run held
-  // behind the gate until the host has queued it whole. hot: the sets rotate; cold_clean: a read
+  // behind the gate until the host has queued it whole; run i of the call (warm-up included) on
+  // stream i mod streams(). hot: the sets rotate; cold_clean: a read
   // pass of 2x L2 before each run; cold_dirty: a 2x-L2 memset before each run (l2_scrub.cuh); the
   // scrub runs before the gate's hold, so the events see the op alone. A sample whose hold timed
   // out is dropped and run again (invalid_samples counts them; too many is an error).

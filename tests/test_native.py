@@ -334,6 +334,30 @@ def test_every_kernel_runs_by_name_and_verifies_or_says_why_not(op, dt, shape):
         case.run_once(native.kernel(other))
 
 
+@pytest.mark.cuda
+@needs_gpu
+def test_timed_runs_take_the_streams_in_turn_and_stay_right(cublas):
+    """A case times on kTimingStreams streams in turn (cuda/blas.h: a stream's place among the
+    hardware queues moves a small kernel's time, so a row pools them): every run, whichever
+    stream it lands on, the dispatcher's and cuBLAS's (its handle follows the stream), writes the
+    right output, and set_input/run_once afterwards are ordered on the first stream again."""
+    case, ref = _case("gemv", "fp16", {"m": 512, "k": 1024}, np.random.default_rng(3))
+    assert case.streams == 8
+    for name in ("dispatch", "vendor"):
+        impl = native.impl(name)
+        for n in (1, 5, 8, 11):  # last run on stream (n - 1) mod 8
+            assert len(case.time(impl, n, 0, native.cache("hot"))) == n
+            ok, detail = dtypes.check(dtypes.from_bytes(case.last_output(), "fp16"), ref, "fp16")
+            assert ok, f"{name}, {n} runs: {detail}"
+    rng = np.random.default_rng(4)
+    spec = SPECS["gemv"]
+    new = [dtypes.round_to(a, "fp16") for a in spec.inputs({"m": 512, "k": 1024}, rng)]
+    for i, a in enumerate(new):
+        case.set_input(i, dtypes.to_bytes(a, "fp16"))
+    want = spec.expected([a.astype(np.float64) for a in new], {"m": 512, "k": 1024})
+    assert dtypes.check(dtypes.from_bytes(case.run_once(native.impl("dispatch")), "fp16"), want, "fp16")[0]
+
+
 #: the lab's kernels at one regular shape per op (whole 16-byte packs, every SM busy)
 LAB_SHAPES = {"vjp_dx": {"m": 2048, "k": 4096}, "vjp_dw": {"m": 64, "k": 1024},
               "gemm": {"batch": 2, "m": 256, "n": 128, "k": 192}}
@@ -541,7 +565,7 @@ def fake_kernel_case(good: bytes, strategies: dict, op: str, run_once=None, ran:
     `strategies` (else "<op>_<impl>") and a Kernel by itself; time() records the impl in `ran`."""
 
     class FakeCase:
-        rotations, l2_resident, invalid_samples, output_bytes = 3, False, 0, len(good)
+        rotations, l2_resident, invalid_samples, output_bytes, streams = 3, False, 0, len(good), 8
 
         def __init__(self, *a):
             pass
@@ -602,7 +626,7 @@ def test_bench_rows_fail_when_the_last_timed_run_is_wrong(monkeypatch):
     broken = {"last": False}
 
     class FakeCase:
-        rotations, l2_resident, invalid_samples, output_bytes = 9, False, 0, len(good)
+        rotations, l2_resident, invalid_samples, output_bytes, streams = 9, False, 0, len(good), 8
 
         def __init__(self, op, dt, *dims):
             assert op is _native.Op.gemv and dt is _native.DType.fp16
@@ -684,6 +708,7 @@ def test_variants_all_times_every_library_kernel_by_the_one_path(monkeypatch):
     assert rows["gemv_x_stationary"].status == NOT_APPLICABLE and "multiple of 8" in rows["gemv_x_stationary"].reason
     assert rows["gemv_split_k"].status == FAILED and not rows["gemv_split_k"].samples_s
     assert rows["gapbench"].status == OK and rows["gapbench"].params["strategy"] == "gemv_warp_rows"
+    assert rows["gapbench"].conditions["streams"] == 8  # recorded: the case's timing streams
     assert K.gemv_split_k not in ran and K.gemv_x_stationary not in ran
     without = {r.variant for r in blas.run_case(case, Config(samples=5, warmup=1), session, [Backend.native_cuda])}
     assert without == {"gapbench", "cublas"}

@@ -200,9 +200,10 @@ def native_cuda(c: Case, cfg: Config, info: BackendInfo, case, cublas_path: str,
     def conditions(mode: CacheMode) -> Conditions:
         if mode is CacheMode.hot:
             cache = Cache.L2_RESIDENT if case.l2_resident else Cache.ROTATED
-            return c.conditions(cache, Clock.GATED, rotations=case.rotations, set_bytes=c.set_bytes, l2_bytes=l2)
+            return c.conditions(cache, Clock.GATED, rotations=case.rotations, set_bytes=c.set_bytes, l2_bytes=l2,
+                                streams=case.streams)
         cache = Cache.FLUSHED_CLEAN if mode is CacheMode.cold_clean else Cache.FLUSHED_DIRTY
-        return c.conditions(cache, Clock.GATED, rotations=1, set_bytes=c.set_bytes, l2_bytes=l2)
+        return c.conditions(cache, Clock.GATED, rotations=1, set_bytes=c.set_bytes, l2_bytes=l2, streams=case.streams)
 
     more, arms = _verified_arms(c, info, "device_events", rows, case, samplers, verify_last, extra)
     for a in arms:
