@@ -51,8 +51,8 @@ struct Case::Impl_ {
   int invalid = 0;
   float* work = nullptr;  // split-k / row-slice partials, self-resetting accumulators (gemv, vjp_dx)
   gb::cache::L2Scrub scrub;  // cold-cache modes: evicts L2 before each run (l2_scrub.cuh)
-  std::vector<cudaStream_t> streams;  // timed on in turn (kTimingStreams); streams[0] for the rest
-  cudaStream_t stream = nullptr;      // the one in use
+  std::vector<cudaStream_t> streams;  // kTimingStreams of them
+  cudaStream_t stream = nullptr;      // the one in use (Case::use_stream)
   cudaEvent_t e0 = nullptr, e1 = nullptr;
   cublas::Handle handle = nullptr;
   std::unique_ptr<Gate> gate;
@@ -180,6 +180,14 @@ int Case::rotations() const { return (int)impl_->sets.size(); }
 bool Case::l2_resident() const { return impl_->l2_resident; }
 int Case::invalid_samples() const { return impl_->invalid; }
 int Case::streams() const { return (int)impl_->streams.size(); }
+void Case::use_stream(int i) {
+  auto& s = *impl_;
+  if (i < 0 || i >= (int)s.streams.size())
+    throw std::invalid_argument("stream " + std::to_string(i) + " out of range: a case has " +
+                                std::to_string(s.streams.size()) + " (0.." + std::to_string(s.streams.size() - 1) + ")");
+  GB_CUDA_CHECK(cudaStreamSynchronize(s.stream));  // whatever ran before is done before the next stream starts
+  s.use_stream(s.streams[i]);
+}
 
 void Case::set_input(int i, const void* data, std::size_t bytes) {
   auto& s = *impl_;
@@ -270,13 +278,7 @@ std::vector<double> Case::time_(const Which& w, int samples, int warmup, Cache c
   s.invalid = 0;
   std::vector<double> out;
   out.reserve(samples);
-  // back on the first stream whatever happens, for set_input, run_once and last_output
-  struct Home {
-    Impl_& s;
-    ~Home() { try { s.use_stream(s.streams[0]); } catch (...) {} }
-  } home{s};
-  for (int i = 0, n_run = 0; (int)out.size() < samples; ++n_run) {
-    s.use_stream(s.streams[n_run % s.streams.size()]);  // the streams in turn (kTimingStreams)
+  for (int i = 0; (int)out.size() < samples;) {
     const int set = cold ? 0 : (int)(s.round % (long long)s.sets.size());
     const Set& st = s.sets[set];
     const bool timed = i >= warmup, last = timed && (int)out.size() == samples - 1;

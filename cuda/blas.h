@@ -13,12 +13,12 @@
 
 namespace gb::cuda::blas {
 
-// Streams a case times on, in turn. A stream's place among the device's hardware queues moves a
-// small kernel's device time by its own amount (on an H100: 4-8% between fresh streams at 4 us,
-// the same buffers; docs/findings/between-runs.md), and a process gets its streams anew: timed on
-// one stream, a row moved between runs by what its stream happened to be. A time() call's runs take
-// the streams in turn from the first, so the arms of a paired round (calls of equal length) run on
-// the same streams, and a row's median pools them.
+// Streams a case can time on. Which stream a small kernel runs on moves its device time by the
+// stream's own amount (on an H100: 4-8% between fresh streams at 4 us, the same buffers;
+// docs/findings/between-runs.md), and a process gets its streams anew: timed on one stream, a row
+// moved between runs by what its stream happened to be. The harness picks the stream of each
+// paired round (use_stream(round mod streams())), so a round's arms share one warm stream, as a
+// framework's runs do, and a row's median over rounds pools the streams.
 constexpr int kTimingStreams = 8;
 
 class Case {
@@ -35,7 +35,10 @@ class Case {
   int rotations() const;     // input/output sets cycled through in hot-cache timing
   bool l2_resident() const;  // the sets together are under 2x L2 (memory did not allow more)
   int invalid_samples() const;  // gate timeouts in the last time() call (those samples were dropped)
-  int streams() const;          // streams timed on in turn (kTimingStreams)
+  int streams() const;          // streams it can time on (kTimingStreams)
+  // Everything after this runs on stream i (0 <= i < streams(); 0 until called): set_input,
+  // run_once, time, last_output.
+  void use_stream(int i);
   void set_input(int i, const void* data, std::size_t bytes);
   // The kernel (or vendor call) `impl` runs for this case, e.g. "vjp_dx_strips256", "cublas".
   // Throws gb::NotApplicable where `impl` cannot run here.
@@ -44,8 +47,7 @@ class Case {
   // `host` (output_bytes() of them).
   void run_once(Impl impl, void* host);
   // Device seconds per run: events around each run, after `warmup` untimed runs, each run held
-  // behind the gate until the host has queued it whole; run i of the call (warm-up included) on
-  // stream i mod streams(). hot: the sets rotate; cold_clean: a read
+  // behind the gate until the host has queued it whole, on the stream in use (use_stream). hot: the sets rotate; cold_clean: a read
   // pass of 2x L2 before each run; cold_dirty: a 2x-L2 memset before each run (l2_scrub.cuh); the
   // scrub runs before the gate's hold, so the events see the op alone. A sample whose hold timed
   // out is dropped and run again (invalid_samples counts them; too many is an error).

@@ -336,26 +336,29 @@ def test_every_kernel_runs_by_name_and_verifies_or_says_why_not(op, dt, shape):
 
 @pytest.mark.cuda
 @needs_gpu
-def test_timed_runs_take_the_streams_in_turn_and_stay_right(cublas):
-    """A case times on kTimingStreams streams in turn (cuda/blas.h: a stream's place among the
-    hardware queues moves a small kernel's time, so a row pools them): every run, whichever
-    stream it lands on, the dispatcher's and cuBLAS's (its handle follows the stream), writes the
-    right output, and set_input/run_once afterwards are ordered on the first stream again."""
-    case, ref = _case("gemv", "fp16", {"m": 512, "k": 1024}, np.random.default_rng(3))
+def test_every_stream_of_a_case_runs_it_right(cublas):
+    """A case can time on kTimingStreams streams (cuda/blas.h: a stream's place among the hardware
+    queues moves a small kernel's time, so bench.blas puts each paired round on the next one): on
+    every one, the dispatcher's and cuBLAS's runs (its handle follows the stream) write the right
+    output, set_input and run_once are ordered on it, and a stream out of range is refused."""
+    shape = {"m": 512, "k": 1024}
+    case, ref = _case("gemv", "fp16", shape, np.random.default_rng(3))
     assert case.streams == 8
-    for name in ("dispatch", "vendor"):
-        impl = native.impl(name)
-        for n in (1, 5, 8, 11):  # last run on stream (n - 1) mod 8
-            assert len(case.time(impl, n, 0, native.cache("hot"))) == n
+    for i in list(range(8)) + [3, 0]:
+        case.use_stream(i)
+        for name in ("dispatch", "vendor"):
+            assert len(case.time(native.impl(name), 3, 1, native.cache("hot"))) == 3
             ok, detail = dtypes.check(dtypes.from_bytes(case.last_output(), "fp16"), ref, "fp16")
-            assert ok, f"{name}, {n} runs: {detail}"
-    rng = np.random.default_rng(4)
+            assert ok, f"{name} on stream {i}: {detail}"
+    case.use_stream(5)
     spec = SPECS["gemv"]
-    new = [dtypes.round_to(a, "fp16") for a in spec.inputs({"m": 512, "k": 1024}, rng)]
+    new = [dtypes.round_to(a, "fp16") for a in spec.inputs(shape, np.random.default_rng(4))]
     for i, a in enumerate(new):
         case.set_input(i, dtypes.to_bytes(a, "fp16"))
-    want = spec.expected([a.astype(np.float64) for a in new], {"m": 512, "k": 1024})
+    want = spec.expected([a.astype(np.float64) for a in new], shape)
     assert dtypes.check(dtypes.from_bytes(case.run_once(native.impl("dispatch")), "fp16"), want, "fp16")[0]
+    with pytest.raises(ValueError, match="out of range"):
+        case.use_stream(8)
 
 
 #: the lab's kernels at one regular shape per op (whole 16-byte packs, every SM busy)
@@ -559,13 +562,15 @@ def test_samples_each_held_on_their_own(monkeypatch):
     assert log == [("start", "s"), "op", ("stop", "s"), ("wait", "stop")] * 3
 
 
-def fake_kernel_case(good: bytes, strategies: dict, op: str, run_once=None, ran: list | None = None):
+def fake_kernel_case(good: bytes, strategies: dict, op: str, run_once=None, ran: list | None = None,
+                     streams_seen: bool = False):
     """A stand-in CUDA BlasCase for run_case: every Impl and Kernel writes `good` unless
     `run_once(impl, bytearray)` changes the bytes or raises; strategy() names an Impl by
-    `strategies` (else "<op>_<impl>") and a Kernel by itself; time() records the impl in `ran`."""
+    `strategies` (else "<op>_<impl>") and a Kernel by itself; time() records the impl in `ran`
+    (with `streams_seen`, (impl, the stream in use))."""
 
     class FakeCase:
-        rotations, l2_resident, invalid_samples, output_bytes, streams = 3, False, 0, len(good), 8
+        rotations, l2_resident, invalid_samples, output_bytes, streams, stream = 3, False, 0, len(good), 8, 0
 
         def __init__(self, *a):
             pass
@@ -584,9 +589,13 @@ def fake_kernel_case(good: bytes, strategies: dict, op: str, run_once=None, ran:
                 data = run_once(impl, data)
             return np.frombuffer(bytes(data), np.uint8).copy()
 
+        def use_stream(self, i):
+            assert 0 <= i < self.streams
+            self.stream = i
+
         def time(self, impl, n, warmup, cache):
             if ran is not None:
-                ran.append(impl)
+                ran.append((impl, self.stream) if streams_seen else impl)
             return [1e-6] * n
 
         def last_output(self, out=None):
@@ -627,6 +636,9 @@ def test_bench_rows_fail_when_the_last_timed_run_is_wrong(monkeypatch):
 
     class FakeCase:
         rotations, l2_resident, invalid_samples, output_bytes, streams = 9, False, 0, len(good), 8
+
+        def use_stream(self, i):
+            pass
 
         def __init__(self, op, dt, *dims):
             assert op is _native.Op.gemv and dt is _native.DType.fp16
@@ -735,3 +747,37 @@ def test_a_kernel_row_that_verifies_is_timed_and_named_by_strategy(monkeypatch):
     k = rows["copy_vec16"]
     assert k.status == OK and k.samples_s and k.params["strategy"] == "copy_vec16" and k.params["source"] == "kernel"
     assert _native.Kernel.copy_vec16 in timed and k.params["paired"]
+
+
+def test_a_native_cases_rounds_take_its_streams_in_turn(monkeypatch):
+    """Each paired round puts every native arm of the case on one stream (use_stream(round mod
+    streams)): a stream's place among the hardware queues moves a small kernel's time, so the arms
+    of a round share one and the rounds pool all of them (cuda/blas.h kTimingStreams). The alone
+    check takes the streams in equal shares, as the rounds did."""
+    from gapbench.benchmarks.blas import arms, run as blas
+    from gapbench.benchmarks.blas.config import Config
+
+    spec, fp32 = ops.get("copy"), DType.fp32
+    shape = {"n": 4096}
+    rounded = [dtypes.round_to(a, fp32) for a in spec.inputs(shape, np.random.default_rng(2))]
+    ref = spec.expected(rounded, shape)
+    good = dtypes.to_bytes(np.asarray(ref.values, dtype=np.float32), "fp32").tobytes()
+    timed: list = []
+    FakeCase = fake_kernel_case(good, {"dispatch": "copy_vec16", "vendor": "cudaMemcpyAsync"}, "copy", ran=timed,
+                                streams_seen=True)
+    session = _fake_native_session(monkeypatch, FakeCase, cublas_path="")
+    case = arms.Case(spec, fp32, shape, rounded, ref, lambda b, v, p=None, **kw: blas.record(spec, fp32, shape, b, v, p, **kw))
+    rows = [r for r in blas.run_case(case, Config(samples=12, warmup=1, min_rounds=12), session, [Backend.native_cuda])
+            if r.metric == "time" and r.status == "ok"]
+    assert len(rows) == 2 and all(r.conditions["streams"] == 8 for r in rows)
+    import itertools
+
+    impls = {impl for impl, _ in timed}
+    # runs of calls on one stream: the warm-up and round 0 on stream 0, then a round a stream,
+    # every arm once in each; then each arm alone over the 8 streams
+    groups = [(s, [i for i, _ in g]) for s, g in itertools.groupby(timed, key=lambda x: x[1])]
+    alone = 8 * len(impls)
+    rounds, tail = groups[1:-alone], groups[-alone:]
+    assert len(rounds) >= 11 and [s for s, _ in rounds] == [(i + 1) % 8 for i in range(len(rounds))]
+    assert all(sorted(map(str, calls)) == sorted(map(str, impls)) for _, calls in rounds)
+    assert [s for s, _ in tail] == list(range(8)) * len(impls)

@@ -75,7 +75,7 @@ class Conditions(Params):
     low_clock_dropped: int | None = None  # samples or rounds dropped below LOW_CLOCK of the max clock
     event_pair_s: float | None = None  # the cost of an empty event pair, measured in the run
     cpu: str | None = None  # the CPU the measuring thread was bound to ("not bound" where not)
-    streams: int | None = None  # streams the samples were taken on in turn (native CUDA rows: cuda/blas.h)
+    streams: int | None = None  # streams the rounds were timed on, one a round in turn (native CUDA rows: cuda/blas.h)
 
     def compared(self) -> dict:
         return {f: getattr(self, f) for f in COMPARED}

@@ -252,7 +252,8 @@ class ClockWatch:
 def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, max_rounds: int = 100_000,
            budget_s: float = 5.0, seed: int = 0, k: int | None = None, pairs: Sequence[tuple[str, str]] | None = None,
            warmup: int = 2, warmup_s: float = 0.01, batch_s: float = 0.002,
-           clock: Callable[[], float] = time.perf_counter, watch: ClockWatch | None = None) -> PairedResult:
+           clock: Callable[[], float] = time.perf_counter, watch: ClockWatch | None = None,
+           on_round: Callable[[int], None] | None = None) -> PairedResult:
     """Interleaved rounds: in each, every arm runs `k` times in an order drawn from a seeded rng;
     an arm's value for the round is the median of its k runs. Drift shared by a round cancels in
     the per-round ratios. Stops when every arm's median and every ratio in `pairs` (default: each
@@ -264,7 +265,8 @@ def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, m
     Warm-up (gapbench.core.sampling.warm_up_pairing): `warmup` runs and `warmup_s` of its own time for an arm timed on the
     host; `warmup` runs of each device-timed arm, then `warmup_s` of device time among them.
     With a `watch`, the device clock is read after each round and a round at a low clock is
-    dropped (its values become nan for every arm) and counted."""
+    dropped (its values become nan for every arm) and counted. `on_round(i)` is called before round i
+    (from 0), e.g. to put the round's arms on its stream (bench.blas: cuda/blas.h kTimingStreams)."""
     _check_settings(rel_hw, min_rounds, max_rounds, budget_s, warmup, warmup_s, batch_s)
     names = [a.name for a in arms]
     if not arms or len(set(names)) != len(names):
@@ -296,6 +298,8 @@ def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, m
         if n_done >= min_rounds and clock() + k * sum(c.wall_per for c in callers) > deadline:
             reason = Stop.budget
             break
+        if on_round is not None:
+            on_round(n_done)
         for i in rng.permutation(len(callers)):
             vals = callers[i](k)
             per_round[names[i]].append(float(np.median(vals)) if len(vals) else math.nan)

@@ -206,9 +206,14 @@ def native_cuda(c: Case, cfg: Config, info: BackendInfo, case, cublas_path: str,
         return c.conditions(cache, Clock.GATED, rotations=1, set_bytes=c.set_bytes, l2_bytes=l2, streams=case.streams)
 
     more, arms = _verified_arms(c, info, "device_events", rows, case, samplers, verify_last, extra)
+
+    def on_round(i: int) -> None:  # every arm of the case on round i's stream (cuda/blas.h)
+        case.use_stream(i % case.streams)
+
     for a in arms:
         a.invalid = lambda mode, _impl=a.impl: invalid.get((_impl, mode), 0)
         a.conditions = conditions
+        a.on_round, a.streams = on_round, case.streams
     return recs + more, arms
 
 

@@ -51,6 +51,10 @@ class CaseArm:
     invalid: Callable[[CacheMode], int] | None = None
     #: a native arm's selector: the _native.Impl or _native.Kernel its case runs
     impl: Any = None
+    #: on_round(i): puts the arm on round i's stream (its case's use_stream(i mod streams)); None
+    #: for arms timed on one stream throughout
+    on_round: Callable[[int], None] | None = None
+    streams: int = 1
 
     @property
     def key(self) -> str:
@@ -80,8 +84,17 @@ def _time_alone(live: list[CaseArm], res, mode: CacheMode) -> dict[str, list[flo
     if len(live) < 2:
         return out
     for a in live:
+        n = max(ALONE_RUNS, ALONE_ROUNDS * res.k)
         try:
-            out[a.key] = [float(x) for x in a.samplers[mode](max(ALONE_RUNS, ALONE_ROUNDS * res.k))]
+            if a.on_round is None:
+                out[a.key] = [float(x) for x in a.samplers[mode](n)]
+                continue
+            # over its streams, as its paired rounds were (an equal share on each)
+            share, vals = -(-n // a.streams), []
+            for i in range(a.streams):
+                a.on_round(i)
+                vals += [float(x) for x in a.samplers[mode](share)]
+            out[a.key] = vals
         except (MeasureError, RuntimeError, ValueError, MemoryError):
             pass  # no standalone check for this arm; its paired numbers stand as they are
     return out
@@ -142,11 +155,13 @@ def measure_case(make_record: Callable[..., Record], arms: list[CaseArm], modes:
                 (a for a in live if a.backend.is_native and a.variant == DISPATCHER), None)
             pairs = [(a.key, ref.key) for a in live if ref is not None and a is not ref]
             w = watch if cls is DeviceClass.cuda else None
+            hooks = list({id(a.on_round): a.on_round for a in live if a.on_round is not None}.values())
             try:
                 with part("paired rounds (warm-up included)"):
                     res = paired([Arm(a.key, a.samplers[mode.cache], device_timed=_gated(a, mode.cache)) for a in live],
                                  rel_hw=rel_hw, budget_s=budget_s, max_rounds=max_rounds,
-                                 min_rounds=min(min_rounds, max_rounds), warmup=warmup, seed=seed, pairs=pairs, watch=w)
+                                 min_rounds=min(min_rounds, max_rounds), warmup=warmup, seed=seed, pairs=pairs, watch=w,
+                                 on_round=(lambda i: [h(i) for h in hooks]) if hooks else None)
             except (MeasureError, RuntimeError, ValueError, MemoryError) as e:
                 for a in live:
                     recs.append(make_record(a.backend, a.variant, a.params.replace(cache=mode.text), metric=mode.metric,
