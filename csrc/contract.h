@@ -73,10 +73,6 @@ enum class Kernel : int {
 };
 enum class LaunchKernel : int { null = 1, add1 = 2 };
 
-// Streams a BLAS case can time on, one a paired round (cuda/blas.h; the CUDA frameworks' adapters
-// take as many: _native.cuda.timing_streams).
-constexpr int kTimingStreams = 8;
-
 // An Impl that cannot run for this op, dtype, GPU or shape (vendor_tf32 off fp32 GEMM, cuBLAS not
 // loaded, ...). Python sees gapbench._native.NotApplicable, a ValueError.
 struct NotApplicable : std::invalid_argument {

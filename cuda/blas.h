@@ -18,8 +18,8 @@ namespace gb::cuda::blas {
 // docs/findings/between-runs.md), and a process gets its streams anew: timed on one stream, a row
 // moved between runs by what its stream happened to be. The harness picks the stream of each
 // paired round (use_stream(round mod streams())), so a round's arms share one warm stream, as a
-// framework's runs do, and a row's median over rounds pools the streams. (csrc/contract.h: 8.)
-using gb::kTimingStreams;
+// framework's runs do, and a row's median over rounds pools the streams.
+constexpr int kTimingStreams = 8;
 
 class Case {
  public:

@@ -749,54 +749,6 @@ def test_a_kernel_row_that_verifies_is_timed_and_named_by_strategy(monkeypatch):
     assert _native.Kernel.copy_vec16 in timed and k.params["paired"]
 
 
-def test_the_timing_streams_are_one_number():
-    """csrc/contract.h's kTimingStreams reaches Python (_native.cuda.timing_streams, built with CUDA
-    or not) and is what the CUDA frameworks' adapters take (backends.base.TIMING_STREAMS)."""
-    from gapbench.backends.base import TIMING_STREAMS
-
-    assert _native.cuda.timing_streams == TIMING_STREAMS == 8
-
-
-def test_a_cuda_framework_arm_takes_its_adapters_streams_by_round():
-    """A CUDA framework row's arm puts its adapter on round i's stream (one hook per adapter, so a
-    round switches once) and records the streams in its conditions; a framework with one queue gets
-    no hook."""
-    from gapbench.backends.base import BackendInfo
-    from gapbench.benchmarks.blas import arms, run as blas
-    from gapbench.benchmarks.blas.measure import CacheMode
-
-    spec, fp32 = ops.get("copy"), DType.fp32
-    shape = {"n": 64}
-    rounded = [dtypes.round_to(a, fp32) for a in spec.inputs(shape, np.random.default_rng(2))]
-    ref = spec.expected(rounded, shape)
-    case = arms.Case(spec, fp32, shape, rounded, ref, lambda b, v, p=None, **kw: blas.record(spec, fp32, shape, b, v, p, **kw))
-
-    class Ad:
-        device_clock, can_hold, can_scrub, streams = "device_events", True, False, 8
-
-        def __init__(self):
-            self.used = []
-
-        def use_stream(self, i):
-            self.used.append(i)
-
-        def evaluated(self, fn):
-            return fn
-
-    ad = Ad()
-    info = BackendInfo(Backend.torch_cuda, True)
-    make = lambda name: arms._rotating_arm(case, info, ad, name, "op", [lambda: None], fp32, arms.BlasParams(), "",
-                                           "rotated", None)
-    one, two = make("torch"), make("torch@graph")
-    assert one.on_round is two.on_round and one.streams == 8
-    assert one.conditions(CacheMode.hot).streams == 8
-    for i in range(10):
-        one.on_round(i)
-    assert ad.used == [i % 8 for i in range(10)]
-    ad.streams = 1
-    assert make("torch").on_round is None and make("torch").conditions(CacheMode.hot).streams is None
-
-
 def test_a_native_cases_rounds_take_its_streams_in_turn(monkeypatch):
     """Each paired round puts every native arm of the case on one stream (use_stream(round mod
     streams)): a stream's place among the hardware queues moves a small kernel's time, so the arms

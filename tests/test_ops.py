@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gapbench import _native, ops
+from gapbench import ops
 from gapbench.backends import registry
 from gapbench.core import dtypes
 from gapbench.core.names import Backend, DType
@@ -99,34 +99,6 @@ def test_op_names_parse_once_with_a_clear_error():
     with pytest.raises(argparse.ArgumentTypeError, match="unknown op 'conv'; choose from copy"):
         ops.op_list("gemv,conv")
     assert ops.get("conv") is None  # a name from another version's file
-
-
-@pytest.mark.cuda
-@pytest.mark.parametrize("backend", [Backend.torch_cuda, Backend.cupy], ids=lambda b: b.value)
-def test_a_framework_times_right_on_each_of_its_streams(backend):
-    """A CUDA framework's timed work takes its streams in turn, one a paired round (use_stream, as
-    the native case does: which stream a small kernel runs on moves its time): on every one the
-    held, event-timed op writes the right output; a stream out of range is refused."""
-    from gapbench.backends.base import TIMING_STREAMS
-
-    info = registry.info(backend)
-    if not info.available:
-        pytest.skip(f"{backend}: {info.reason}")
-    ad = registry.make_adapter(backend)
-    ad.setup_context()
-    assert ad.streams == TIMING_STREAMS == _native.cuda.timing_streams
-    rng = np.random.default_rng(5)
-    x = dtypes.round_to(rng.standard_normal(1 << 16, dtype=np.float32), DType.fp32)
-    a, b = ad.array(x, DType.fp32), ad.array(x[::-1].copy(), DType.fp32)
-    out = ad.empty_like(a)
-    for i in list(range(TIMING_STREAMS)) + [2, 0]:
-        ad.use_stream(i)
-        ad.poison(out)
-        times = ad.time_device_each(lambda: ad.add_into(a, b, out), 3)
-        assert len(times) == 3 and all(t > 0 for t in times)
-        assert np.array_equal(np.asarray(ad.host_view(out), np.float32), x + x[::-1]), f"stream {i}"
-    with pytest.raises(ValueError, match="out of range"):
-        ad.use_stream(TIMING_STREAMS)
 
 
 @pytest.mark.cuda

@@ -20,7 +20,6 @@ void register_cuda(py::module_& m) {
   auto c = m.def_submodule("cuda", "CUDA part: hand-written kernels, cudart linked statically");
 #ifdef GAPBENCH_WITH_CUDA
   c.attr("built") = true;
-  c.attr("timing_streams") = gb::kTimingStreams;  // a case's streams (csrc/contract.h)
   c.def("status", [](int device) {
         auto s = gb::cuda::device_status(device);
         py::dict d;
@@ -112,7 +111,6 @@ void register_cuda(py::module_& m) {
   c.def("cublas_error", &gb::cuda::blas::cublas_error);
 #else
   c.attr("built") = false;
-  c.attr("timing_streams") = gb::kTimingStreams;
   c.def("status", [](int) {
         py::dict d;
         d["available"] = false;

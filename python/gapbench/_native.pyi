@@ -105,7 +105,6 @@ class cpu:
 
 class cuda:
     built: bool
-    timing_streams: int
     @staticmethod
     def status(device: int = 0) -> dict[str, Any]: ...
     @staticmethod

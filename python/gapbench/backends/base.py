@@ -70,11 +70,6 @@ def gpu_record(cuda_index: int = 0, cuda_bus_id: str | None = None) -> dict:
     return ident.record() if ident is not None else {"cuda_index": cuda_index, "unidentified": why}
 
 
-#: streams a CUDA framework's timed work takes in turn, one a paired round: as many as a native case
-#: has (cuda/blas.h kTimingStreams; _native.cuda.timing_streams, checked by the tests)
-TIMING_STREAMS = 8
-
-
 class Adapter(ABC):
     backend: Backend
     #: the framework's name as results show it (torch, mlx, cupy): the variant of its rows
@@ -110,15 +105,6 @@ class Adapter(ABC):
 
     #: whether time_device can hold the queue behind the release gate (CUDA frameworks)
     can_hold = False
-    #: streams the framework's timed work can take in turn (use_stream); 1 where it keeps one queue
-    streams = 1
-
-    def use_stream(self, i: int) -> None:
-        """From now on the framework's work goes to stream i (0 <= i < streams): bench.blas puts
-        each paired round on the next one, as the native case does (cuda/blas.h kTimingStreams: which
-        stream a small kernel runs on moves its time)."""
-        if not 0 <= i < self.streams:
-            raise ValueError(f"stream {i} out of range: {type(self).__name__} has {self.streams}")
 
     def device_delay(self, us: float, sm_mhz: float | None = None) -> tuple[Callable[[], None], str] | None:
         """TEST ONLY (bench.blas --inject-delay-us): a call that queues about `us` microseconds of

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gapbench.backends.base import TIMING_STREAMS, Adapter, BackendInfo, gpu_record, installed, unavailable
+from gapbench.backends.base import Adapter, BackendInfo, gpu_record, installed, unavailable
 from gapbench.core.dtypes import to_bytes
 from gapbench.core.names import Backend, DType, Family
 from gapbench.core.native import staging
@@ -125,15 +125,6 @@ class CupyAdapter(Adapter):
         x.get(out=dst)
         self.cp.cuda.runtime.deviceSynchronize()  # the values are there once the copy is done
         return dst
-
-    streams = TIMING_STREAMS
-
-    def use_stream(self, i: int) -> None:
-        super().use_stream(i)
-        if getattr(self, "_streams", None) is None:
-            self._streams = [self.cp.cuda.Stream(non_blocking=True) for _ in range(TIMING_STREAMS)]
-        self.cp.cuda.get_current_stream().synchronize()  # what ran before is done first
-        self._streams[i].use()
 
     def _stream_hold(self):
         if getattr(self, "hold", None) is None:  # held as for torch (hold.py), one event pair

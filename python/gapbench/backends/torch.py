@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gapbench.backends.base import TIMING_STREAMS, Adapter, BackendInfo, gpu_record, installed, unavailable
+from gapbench.backends.base import Adapter, BackendInfo, gpu_record, installed, unavailable
 from gapbench.core.dtypes import to_bytes
 from gapbench.core.env import cpu_model
 from gapbench.core.native import staging
@@ -184,19 +184,6 @@ class TorchAdapter(Adapter):
         if self.cuda:
             return t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
         return t.mps.event.Event(enable_timing=True), t.mps.event.Event(enable_timing=True)
-
-    @property
-    def streams(self) -> int:
-        return TIMING_STREAMS if self.cuda else 1
-
-    def use_stream(self, i: int) -> None:
-        super().use_stream(i)
-        if not self.cuda:
-            return
-        if getattr(self, "_streams", None) is None:
-            self._streams = [self.torch.cuda.Stream() for _ in range(TIMING_STREAMS)]
-        self.torch.cuda.current_stream().synchronize()  # what ran before is done first
-        self.torch.cuda.set_stream(self._streams[i])
 
     def _stream_hold(self):
         if getattr(self, "hold", None) is None:

@@ -405,8 +405,7 @@ def _rotating_arm(c: Case, info: BackendInfo, ad: Adapter, variant: str, op_text
     params = params.replace(cache=f"hot ({n_sets} input set(s) rotated)" if n_sets > 1 else "hot (one input set)",
                             cpu_threads=cpu, hold=hold.method if hold is not None else None)
     clock = Clock.GATED if ad.can_hold else Clock.HOST
-    streams = ad.streams if info.device_class is DeviceClass.cuda and ad.streams > 1 else None
-    cond = c.conditions(cache, clock, rotations=n_sets, set_bytes=c.set_bytes, l2_bytes=l2_bytes, streams=streams)
+    cond = c.conditions(cache, clock, rotations=n_sets, set_bytes=c.set_bytes, l2_bytes=l2_bytes)
     cold = {CacheMode.cold_clean: Cache.FLUSHED_CLEAN, CacheMode.cold_dirty: Cache.FLUSHED_DIRTY}
 
     def conditions(mode: CacheMode) -> Conditions:
@@ -414,17 +413,7 @@ def _rotating_arm(c: Case, info: BackendInfo, ad: Adapter, variant: str, op_text
 
     return CaseArm(info.backend, variant, info.device_class, ad.device_clock, samplers, verify_last, detail,
                    op=op_text, params=params, device=info.device, conditions=conditions, vendor=vendor,
-                   invalid=lambda mode: getattr(getattr(ad, "hold", None), "invalid_samples", 0),
-                   on_round=_round_hook(ad) if streams else None, streams=streams or 1)
-
-
-def _round_hook(ad: Adapter):
-    """The adapter's on_round (one per adapter, so a round switches its stream once): round i on
-    stream i mod its streams, as the native case's rounds (cuda/blas.h kTimingStreams)."""
-    hook = getattr(ad, "_round_hook", None)
-    if hook is None:
-        hook = ad._round_hook = lambda i: ad.use_stream(i % ad.streams)
-    return hook
+                   invalid=lambda mode: getattr(getattr(ad, "hold", None), "invalid_samples", 0))
 
 
 def _graph_arm(c: Case, info: BackendInfo, ad: Adapter, variant: str, op_text: str, ops_: list, precision,
