@@ -590,6 +590,30 @@ def test_a_class_with_one_row_per_pair_of_runs_keeps_its_degrees_of_freedom():
     assert np.median(scales) < 2 * 0.005  # about the rows' own rms, not t975(1) = 12.7 times it
 
 
+def test_runs_timed_on_different_numbers_of_streams_are_said_to_be(tmp_path):
+    """A run whose native cases took 8 streams by round against one from before (one stream a
+    case): compare says so in its notes, and is silent when both runs timed alike."""
+    rng = np.random.default_rng(7)
+
+    def rows(streams):
+        out = []
+        for op in ("copy", "gemv"):
+            r = _row(op, _lognormal(rng, 1))
+            if streams:
+                r.conditions = {**r.conditions, "streams": streams}
+            out.append(r)
+        return out
+
+    old = load_run(_write(tmp_path / "old.json", rows(None)))
+    new = load_run(_write(tmp_path / "new.json", rows(8)))
+    again = load_run(_write(tmp_path / "again.json", rows(8)))
+    note = cmp.streams_note(old, new)
+    assert "1 stream in A" in note and "8 streams, one a round in B" in note
+    assert note in cmp.notes(old, new, [])
+    assert cmp.streams_note(new, again) is None and cmp.streams_note(old, old) is None
+    assert not any("stream" in n for n in cmp.notes(new, again, []))
+
+
 def test_runs_of_different_sequences_of_cases_are_said_to_be(tmp_path):
     """What ran before a row moves it (1-2.5% on an H100 between bench.blas and the API at the same
     GEMV shapes, within 1% once both ran the same sequence), so compare says when A and B measured

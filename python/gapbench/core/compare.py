@@ -421,12 +421,37 @@ def sequence_note(a: Run, b: Run) -> str | None:
             "beyond the noise model (fitted on runs of one sequence); run both with the same options to rule it out")
 
 
+def timing_streams(run: Run) -> set:
+    """The numbers of streams a run's native CUDA rows were timed on (conditions.streams; None for
+    rows of runs from before a case had several: cuda/blas.h kTimingStreams)."""
+    return {(r.conditions or {}).get("streams") for r in run.records
+            if r.backend == "native-cuda" and r.status == "ok" and r.conditions}
+
+
+def streams_note(a: Run, b: Run) -> str | None:
+    """A line where A's and B's native CUDA rows were timed on different numbers of streams, else
+    None: which stream a short kernel runs on moves its time, so one run's short native rows moved
+    with their process's stream and the other's pool several (docs/findings/between-runs.md)."""
+    sa, sb = timing_streams(a), timing_streams(b)
+    if not sa or not sb or sa == sb:
+        return None
+
+    def text(s: set) -> str:
+        return " and ".join(sorted("1 stream" if x is None else f"{x} streams, one a round" for x in s))
+    return (f"native CUDA rows were timed on {text(sa)} in A and on {text(sb)} in B: rows under ~10 us timed on one "
+            "stream move by that stream's place among the hardware queues (1-2% between processes), which the "
+            "noise model (fitted on one-stream runs) does not tell apart from a change")
+
+
 def notes(a: Run, b: Run, changes: list[RowChange]) -> list[str]:
     """What moved between the runs and why rows got no verdict, in a few lines."""
     out = []
     seq = sequence_note(a, b)
     if seq:
         out.append(seq)
+    streams = streams_note(a, b)
+    if streams:
+        out.append(streams)
     moves = floor_moves(a, b)
     if moves:
         out.append("floors that moved: " + "; ".join(m.text() for m in moves))
