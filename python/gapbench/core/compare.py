@@ -47,6 +47,7 @@ from typing import Sequence
 import numpy as np
 
 from gapbench.core.conditions import Conditions, mismatch
+from gapbench.core.names import Backend
 from gapbench.core.floors import (EVENT_ROWS, HOST_BOUND, cold_start_differs, floor_moves, host_differences, is_floor,
                                   plain_floor, same_start)
 from gapbench.core.noise import Z95, NoiseModel, device_class, row_class, shipped, t975
@@ -425,7 +426,7 @@ def timing_streams(run: Run) -> set:
     """The numbers of streams a run's native CUDA rows were timed on (conditions.streams; None for
     rows of runs from before a case had several: cuda/blas.h kTimingStreams)."""
     return {(r.conditions or {}).get("streams") for r in run.records
-            if r.backend == "native-cuda" and r.status == "ok" and r.conditions}
+            if r.backend == Backend.native_cuda.value and r.status == OK and r.conditions}
 
 
 def streams_note(a: Run, b: Run) -> str | None:
