@@ -726,22 +726,32 @@ def test_variants_all_times_every_library_kernel_by_the_one_path(monkeypatch):
     assert without == {"gapbench", "cublas"}
 
 
-def test_a_kernel_row_that_verifies_is_timed_and_named_by_strategy(monkeypatch):
-    """The same with a kernel whose output is right: it is timed (its own samples, paired with the
-    dispatcher's) and its record names its strategy and says it is a library kernel."""
+def _fake_copy_case(monkeypatch, dispatched: str, timed: list, streams_seen: bool = False):
+    """(bench.blas case, session) of fp32 copy of 4096 elements on a stand-in native case whose
+    dispatcher runs `dispatched` (no cuBLAS: the vendor is cudaMemcpyAsync); time() calls go to `timed`."""
     from gapbench.benchmarks.blas import arms, run as blas
-    from gapbench.benchmarks.blas.config import Config
-    from gapbench.core.result import OK
 
     spec, fp32 = ops.get("copy"), DType.fp32
     shape = {"n": 4096}
     rounded = [dtypes.round_to(a, fp32) for a in spec.inputs(shape, np.random.default_rng(2))]
     ref = spec.expected(rounded, shape)
     good = dtypes.to_bytes(np.asarray(ref.values, dtype=np.float32), "fp32").tobytes()
-    timed: list = []
-    FakeCase = fake_kernel_case(good, {"dispatch": "copy_reference", "vendor": "cudaMemcpyAsync"}, "copy", ran=timed)
+    FakeCase = fake_kernel_case(good, {"dispatch": dispatched, "vendor": "cudaMemcpyAsync"}, "copy", ran=timed,
+                                streams_seen=streams_seen)
     session = _fake_native_session(monkeypatch, FakeCase, cublas_path="")
     case = arms.Case(spec, fp32, shape, rounded, ref, lambda b, v, p=None, **kw: blas.record(spec, fp32, shape, b, v, p, **kw))
+    return case, session
+
+
+def test_a_kernel_row_that_verifies_is_timed_and_named_by_strategy(monkeypatch):
+    """The same with a kernel whose output is right: it is timed (its own samples, paired with the
+    dispatcher's) and its record names its strategy and says it is a library kernel."""
+    from gapbench.benchmarks.blas import run as blas
+    from gapbench.benchmarks.blas.config import Config
+    from gapbench.core.result import OK
+
+    timed: list = []
+    case, session = _fake_copy_case(monkeypatch, "copy_reference", timed)
     rows = {r.variant: r for r in blas.run_case(case, Config(samples=5, warmup=1, kernels=True), session,
                                                    [Backend.native_cuda]) if r.metric == "time"}
     k = rows["copy_vec16"]
@@ -754,19 +764,11 @@ def test_a_native_cases_rounds_take_its_streams_in_turn(monkeypatch):
     streams)): a stream's place among the hardware queues moves a small kernel's time, so the arms
     of a round share one and the rounds pool all of them (cuda/blas.h kTimingStreams). The alone
     check takes the streams in equal shares, as the rounds did."""
-    from gapbench.benchmarks.blas import arms, run as blas
+    from gapbench.benchmarks.blas import run as blas
     from gapbench.benchmarks.blas.config import Config
 
-    spec, fp32 = ops.get("copy"), DType.fp32
-    shape = {"n": 4096}
-    rounded = [dtypes.round_to(a, fp32) for a in spec.inputs(shape, np.random.default_rng(2))]
-    ref = spec.expected(rounded, shape)
-    good = dtypes.to_bytes(np.asarray(ref.values, dtype=np.float32), "fp32").tobytes()
     timed: list = []
-    FakeCase = fake_kernel_case(good, {"dispatch": "copy_vec16", "vendor": "cudaMemcpyAsync"}, "copy", ran=timed,
-                                streams_seen=True)
-    session = _fake_native_session(monkeypatch, FakeCase, cublas_path="")
-    case = arms.Case(spec, fp32, shape, rounded, ref, lambda b, v, p=None, **kw: blas.record(spec, fp32, shape, b, v, p, **kw))
+    case, session = _fake_copy_case(monkeypatch, "copy_vec16", timed, streams_seen=True)
     rows = [r for r in blas.run_case(case, Config(samples=12, warmup=1, min_rounds=12), session, [Backend.native_cuda])
             if r.metric == "time" and r.status == "ok"]
     assert len(rows) == 2 and all(r.conditions["streams"] == 8 for r in rows)
