@@ -448,7 +448,11 @@ def test_the_shipped_noise_model_is_what_the_committed_runs_give():
     spec = importlib.util.spec_from_file_location("calibrate_compare", root / "docs/results/calibrate_compare.py")
     cal = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(cal)
-    doc = json.loads(json.dumps(cal.fit_model(cal.pairs(cal.load())), sort_keys=True))
+    try:
+        files = cal.load()
+    except cal.HistoryUnavailable as e:  # a shallow clone: the runs kept in git history are not here
+        pytest.skip(str(e))
+    doc = json.loads(json.dumps(cal.fit_model(cal.pairs(files)), sort_keys=True))
     from gapbench.core.noise import MODEL_FILE
 
     assert doc == json.loads(MODEL_FILE.read_text())
@@ -631,3 +635,34 @@ def test_runs_of_different_sequences_of_cases_are_said_to_be(tmp_path):
     assert "A 3, B 2, 2 in common, in the same order" in few and "2.5%" in few
     assert "another order" in cmp.sequence_note(A, load_run(shuffled))
     assert cmp.notes(A, load_run(fewer), [])[0] == few
+
+
+def test_rows_timed_on_several_streams_are_their_own_noise_class():
+    """A native case timed on 8 streams (one a paired round) moves less between processes than the
+    same row timed on one stream: the noise model keeps them apart, so one-stream runs in the
+    calibration neither widen nor narrow the current rows' scale."""
+    from gapbench.core import noise
+
+    one, eight = _row("gemv", [4e-6] * 50), _row("gemv", [4e-6] * 50)
+    eight.conditions = {**eight.conditions, "streams": 8}
+    a, b = noise.row_class(one, 4e-6), noise.row_class(eight, 4e-6)
+    assert a[2] == "native" and b[2] == "native-streams8" and a[:2] + a[3:] == b[:2] + b[3:]
+    torch_row = _row("gemv", [4e-6] * 50, backend="torch-cuda")
+    assert noise.row_class(torch_row, 4e-6)[2] == "torch"
+
+
+def test_compare_says_when_the_runs_measured_two_units_of_one_gpu_model(tmp_path):
+    """Two H200s of one model ran a 16384^2 GEMV 4.7% apart at the same copy bandwidth (2026-11-26):
+    the unit is part of what tells two machine starts apart, so compare names it."""
+    from gapbench.core.floors import host_differences
+
+    def run(path, uuid):
+        w = RunWriter(path, env={"nvidia_smi": [{"name": "NVIDIA H200"}], "gpu": {"uuid": uuid, "name": "NVIDIA H200"}},
+                      run={"probe": "blas"}, overhead=None)
+        w.add(_row("gemv", [4e-6] * 20))
+        w.finish()
+        return load_run(path)
+
+    a, b, c = (run(tmp_path / f"{k}.json", u) for k, u in (("a", "GPU-1-f35303"), ("b", "GPU-2-9c1b15"), ("c", "GPU-1-f35303")))
+    assert "another GPU (uuid ...f35303 -> ...9c1b15)" in host_differences(a, b)
+    assert not any(x.startswith("another GPU") for x in host_differences(a, c))

@@ -5,7 +5,8 @@ and prints the Markdown report (docs/results/compare-calibration-*.md):
     python docs/results/calibrate_compare.py > docs/results/compare-calibration-2026-11-26.md
 
 The runs: STARTS below names, per machine start of a lent GPU, the committed result files made on
-it (default and --quick runs of bench.blas and bench.launch, some with a test-only delay injected
+it, in the tree or `git:REV:PATH` (committed at REV, then kept in git history only for the docs
+budget: INDEX.md lists each with its blob; read with `git show`, so this needs a full clone) (default and --quick runs of bench.blas and bench.launch, some with a test-only delay injected
 on torch-cuda). An A/A row pair is one row of two runs of the same benchmark and mode (default or
 quick) on the same GPU model, on one start or two (rows of the injected backend are left out where
 a side is injected). Its shift is d = log(median B / median A).
@@ -21,7 +22,9 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +52,7 @@ STARTS = {
                                            "calib/calib-launch-a1-h100-80gb-hbm3-2026-11-25.json.gz",
                                            "calib/calib-launch-a2-h100-80gb-hbm3-2026-11-25.json.gz",
                                            "calib/calib-launch-inj-h100-80gb-hbm3-2026-11-25.json.gz"],
-        "2026-11-25 15:27 (launch x3)": [f"calib/repeat-h100/launch-{k}.json.gz"
+        "2026-11-25 15:27 (launch x3)": [f"git:9c1b2e2520c7:docs/results/calib/repeat-h100/launch-{k}.json.gz"
                                          for k in ("a1", "a2", "a3", "inj1", "inj2", "inj3")],
         "2026-11-25 16:31 (813b201)": ["blas-h100-2026-11-25-rerun.json.gz"],
         "2026-11-25 16:41 (31145c2)": ["blas-h100-2026-11-25-default.json.gz", "launch-h100-2026-11-25-default.json.gz"],
@@ -68,6 +71,12 @@ STARTS = {
                                                for b in ("blas", "launch") for k in (1, 2, 3)],
         "2026-11-26 15:2x (run --repeat 3, 4191390)": [f"calib/repeat-2026-11-26-h100e/{b}-{k}.json.gz"
                                                       for b in ("blas", "launch") for k in (1, 2, 3)],
+        "2026-11-26 19:4x (run --repeat 3, 6afacf0, 8 streams)": [
+            f"git:c1bbd43:docs/results/streams-2026-11-26/repeat-by-round-blas-{k}.json.gz" for k in (1, 2, 3)],
+        "2026-11-26 22:31 (A/A, 8 streams)": [f"git:9c1b2e2520c7:docs/results/calib/streams-2026-11-26/h100-2231/aa-{b}-{k}.json.gz"
+                                              for b in ("blas", "launch") for k in ("a1", "a2")],
+        "2026-11-26 22:35 (A/A, 8 streams)": [f"git:9c1b2e2520c7:docs/results/calib/streams-2026-11-26/h100-2235/aa-{b}-{k}.json.gz"
+                                              for b in ("blas", "launch") for k in ("a1", "a2")],
     },
     "h200": {
         "2026-11-25 15:10 (99c7ee1, calibration)": ["blas-h200-2026-11-25-default.json.gz",
@@ -88,16 +97,53 @@ STARTS = {
                                              "calib/aa-2026-11-26/aa-blas-inj3-h200-2026-11-26.json.gz",
                                              "calib/aa-2026-11-26/aa-launch-a1-h200-2026-11-26.json.gz",
                                              "calib/aa-2026-11-26/aa-launch-a2-h200-2026-11-26.json.gz"],
+        "2026-11-26 21:48 (A/A, bench, run --repeat 3, 8 streams)": [
+            f"git:9c1b2e2520c7:docs/results/calib/streams-2026-11-26/h200-2148/{f}.json.gz"
+            for f in ("aa-blas-a1", "aa-blas-a2", "aa-blas-a3", "aa-launch-a1", "aa-launch-a2", "aa-launch-a3", "bench-blas",
+                      "bench-launch", "repeat-blas-1", "repeat-blas-2", "repeat-blas-3", "repeat-launch-1",
+                      "repeat-launch-2", "repeat-launch-3")],
+        "2026-11-26 22:06 (A/A, 8 streams)": [f"git:9c1b2e2520c7:docs/results/calib/streams-2026-11-26/h200-2206/aa-{b}-{k}.json.gz"
+                                              for b in ("blas", "launch") for k in ("a1", "a2", "a3")],
+        "2026-11-26 22:39 (A/A, 8 streams)": [f"git:9c1b2e2520c7:docs/results/calib/streams-2026-11-26/h200-2239/aa-{b}-{k}.json.gz"
+                                              for b in ("blas", "launch") for k in ("a1", "a2")],
     },
 }
 #: detection is counted by the injected slowdown a row must show at least (delay / its A median)
 BUCKETS = ((0.03, 0.05), (0.05, 0.10), (0.10, math.inf))
 
 
+class HistoryUnavailable(RuntimeError):
+    """A source kept in git history only (`git:REV:PATH`) that this checkout cannot read (no .git, or
+    a shallow clone without REV): `git fetch --unshallow` brings it."""
+
+
+_tmp = None
+
+
+def source(rel: str) -> Path:
+    """The file a STARTS entry names: a path under docs/results, or `git:REV:PATH` for a run kept in
+    git history only (committed at REV, then taken out of the tree for the docs budget; INDEX.md
+    lists each with its blob), read with `git show` into a temporary folder."""
+    if not rel.startswith("git:"):
+        return HERE / rel
+    global _tmp
+    rev, path = rel[4:].split(":", 1)
+    done = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"], capture_output=True)
+    if done.returncode != 0:
+        raise HistoryUnavailable(f"{rel}: not readable here ({done.stderr.decode(errors='replace').strip()}); "
+                                 "the calibration's runs kept in git history need a full clone (git fetch --unshallow)")
+    if _tmp is None:
+        _tmp = tempfile.TemporaryDirectory(prefix="gapbench-calib-")
+    out = Path(_tmp.name) / rev / path
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(done.stdout)
+    return out
+
+
 class File:
     def __init__(self, rel: str, start: str, gpu: str):
         self.rel, self.start, self.gpu = rel, start, gpu
-        self.run = load_run(HERE / rel)
+        self.run = load_run(source(rel))
         cmd = str(self.run.run.get("command") or "")
         self.probe = self.run.run.get("probe")
         self.mode = "quick" if "--quick" in cmd.split() else "default"

@@ -441,7 +441,7 @@ def streams_note(a: Run, b: Run) -> str | None:
         return " and ".join(sorted("1 stream" if x is None else f"{x} streams, one a round" for x in s))
     return (f"native CUDA rows were timed on {text(sa)} in A and on {text(sb)} in B: rows under ~10 us timed on one "
             "stream move by that stream's place among the hardware queues (1-2% between processes), which the "
-            "noise model (fitted on one-stream runs) does not tell apart from a change")
+            "noise model (fitted on runs of one kind or the other) does not tell apart from a change")
 
 
 def notes(a: Run, b: Run, changes: list[RowChange]) -> list[str]:

@@ -88,6 +88,9 @@ def host_differences(a: Run, b: Run) -> list[str]:
     for k, what in (("kernel", "another kernel"), ("machine_id", "another machine")):
         if ha.get(k) and hb.get(k) and ha[k] != hb[k]:
             out.append(what + (f" ({ha[k]} -> {hb[k]})" if k == "kernel" else ""))
+    ga, gb = (str((r.env.get("gpu") or {}).get("uuid") or "") for r in (a, b))
+    if ga and gb and ga != gb:  # one GPU model, another unit: a 16384^2 GEMV ran 4.7% apart on two H200s
+        out.append(f"another GPU (uuid ...{ga[-6:]} -> ...{gb[-6:]})")
     if ha.get("boot_id") and hb.get("boot_id") and ha["boot_id"] != hb["boot_id"] and "another machine" not in out:
         out.append("another machine start (boot)")
     for side, h in (("A", ha), ("B", hb)):

@@ -65,11 +65,19 @@ def decade(seconds: float) -> str:
 
 
 def row_class(r: Record, median_s: float) -> tuple[str, ...]:
-    """What a row is, for its noise: (benchmark, metric, framework, clock, single|many, decade)."""
+    """What a row is, for its noise: (benchmark, metric, framework, clock, single|many, decade); the
+    framework carries the number of streams its rows were timed on where that is more than one
+    ("native-streams8")."""
     try:
         family = Backend(r.backend).family.value
     except ValueError:  # a name this version does not know: its own class
         family = r.backend
+    streams = (r.conditions or {}).get("streams")
+    if streams and int(streams) > 1:
+        # timed on several streams, one a paired round (cuda/blas.h kTimingStreams): its short rows
+        # no longer move with one stream's place among the hardware queues, so they are another
+        # class than the same backend's rows timed on one stream (every run before 6afacf0)
+        family = f"{family}-streams{int(streams)}"
     single = "single" if len(r.samples_s or ()) <= 1 else "many"
     return (r.probe, r.metric, family, clock_kind(r), single, decade(median_s))
 
