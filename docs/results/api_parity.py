@@ -1,12 +1,12 @@
 """One path (issue 37): torch.mv declared through gapbench.api (examples/gemv_parity.py) against
 bench.blas's own gemv torch rows, at the shapes and dtypes both ran. Each side ran in fresh
-processes, alternating; per row the ratio of the mean of each side's medians (API / built-in), the
-per-process medians, and a 95% interval of the ratio over processes (Welch's t on the log medians:
-it covers the processes' own spread, which for rows under ~10 us is larger than a run's interval).
+processes, alternating; per row the per-process medians and the ratio of each side's geometric
+mean (API / built-in) with its 95% interval over the processes (compare's process_ratio_ci, as
+`gapbench compare` gives --repeat runs: a t interval on the log medians; it covers the processes'
+own spread, which for rows under ~10 us is larger than a run's interval).
 
     python docs/results/api_parity.py BLAS_FILES... -- API_FILES...
 """
-import math
 import os
 import sys
 from pathlib import Path
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
-from gapbench.core import noise  # noqa: E402
+from gapbench.core.compare import process_ratio_ci  # noqa: E402
 from gapbench.core.result import OK, load_run  # noqa: E402
 
 BACKEND = os.environ.get("PARITY_BACKEND", "torch-cuda")
@@ -45,25 +45,14 @@ def main(argv):
     worst, inside, covers, rows = 0.0, 0, 0, sorted(set(blas) & set(api))
     for key in rows:
         b, a = blas[key], api[key]
-        ratio = float(np.mean(a) / np.mean(b))
+        ratio, lo, hi = process_ratio_ci(b, a)
         worst = max(worst, abs(ratio - 1))
-        lo, hi = interval(np.log(a), np.log(b))
         inside += 1 - TARGET <= lo and hi <= 1 + TARGET
         covers += lo <= 1 <= hi
         print(f"| {key[0]} | {key[1]}x{key[2]} | {' '.join(f'{x * 1e6:.2f}' for x in b)} | "
               f"{' '.join(f'{x * 1e6:.2f}' for x in a)} | {ratio:.4f} | {lo:.4f}-{hi:.4f} |")
     print(f"\nlargest difference: {100 * worst:.2f}% over {len(rows)} rows; the 95% interval lies within "
           f"{100 * TARGET:g}% on {inside} of {len(rows)} rows and includes 1 on {covers}")
-
-
-def interval(la, lb):
-    """95% interval of exp(mean la - mean lb): Welch's t over the processes (None-free: needs 2+ a side)."""
-    va, vb = np.var(la, ddof=1) / len(la), np.var(lb, ddof=1) / len(lb)
-    se = math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (len(la) - 1) + vb ** 2 / (len(lb) - 1)) if se > 0 else 1e9
-    half = noise.t975(max(df, 1.0)) * se
-    d = float(np.mean(la) - np.mean(lb))
-    return math.exp(d - half), math.exp(d + half)
 
 
 if __name__ == "__main__":
