@@ -656,13 +656,61 @@ def test_compare_says_when_the_runs_measured_two_units_of_one_gpu_model(tmp_path
     the unit is part of what tells two machine starts apart, so compare names it."""
     from gapbench.core.floors import host_differences
 
-    def run(path, uuid):
+    def run(path, uuid, t=4e-6):
         w = RunWriter(path, env={"nvidia_smi": [{"name": "NVIDIA H200"}], "gpu": {"uuid": uuid, "name": "NVIDIA H200"}},
                       run={"probe": "blas"}, overhead=None)
-        w.add(_row("gemv", [4e-6] * 20))
+        w.add(_row("gemv", [t] * 20))
         w.finish()
         return load_run(path)
 
     a, b, c = (run(tmp_path / f"{k}.json", u) for k, u in (("a", "GPU-1-f35303"), ("b", "GPU-2-9c1b15"), ("c", "GPU-1-f35303")))
     assert "another GPU (uuid ...f35303 -> ...9c1b15)" in host_differences(a, b)
     assert not any(x.startswith("another GPU") for x in host_differences(a, c))
+    # a verdict across two units is qualified in its row; on one unit it is not
+    slow_b, slow_c = run(tmp_path / "sb.json", "GPU-2-9c1b15", 4.4e-6), run(tmp_path / "sc.json", "GPU-1-f35303", 4.4e-6)
+    (x,) = cmp.compare_runs(a, slow_b, margin=0.01)
+    (y,) = cmp.compare_runs(a, slow_c, margin=0.01)
+    assert x.verdict == y.verdict == cmp.SLOWER
+    assert "units of one model differ" in x.note and "...9c1b15" in x.note and "units" not in y.note
+
+
+def test_a_repeat_interval_across_starts_adds_what_a_start_shares():
+    """Simulated --repeat 3 across machine starts: each start offsets its processes by its own
+    amount (sd 2%: another host, another GPU unit), the processes spread by 1% around it. The
+    processes' t interval alone sees none of the start's term and covers the true ratio far less
+    than 95%; with the model's start term (rms across starts^2 - rms within one^2) it keeps ~95%.
+    Within one start nothing is added."""
+    from gapbench.core.noise import NoiseModel
+
+    sp, ss, cls = 0.01, 0.02, ("blas", "time", "native", "gated", "many", "e-5.0")
+    within = {"blas/*/*/gated/many/*": {"n": 900, "groups": 30, "rms": sp * np.sqrt(2), "scale": sp * np.sqrt(2)}}
+    across = {"blas/*/*/gated/many/*": {"n": 900, "groups": 30, "rms": np.sqrt(2 * sp ** 2 + 2 * ss ** 2),
+                                        "scale": np.sqrt(2 * sp ** 2 + 2 * ss ** 2)}}
+    m = NoiseModel({"devices": {"h100-80gb-hbm3": {"within": within, "across": across}}})
+    assert m.start_term("h100-80gb-hbm3", cls) == pytest.approx(ss * np.sqrt(2))
+    rng = np.random.default_rng(21)
+    trials, true, plain, widened = 2000, 1.02, 0, 0
+    for _ in range(trials):
+        a = np.exp(rng.normal(0, ss) + rng.normal(0, sp, 3))
+        b = true * np.exp(rng.normal(0, ss) + rng.normal(0, sp, 3))
+        r, lo, hi = cmp.process_ratio_ci(a, b, prior_scale=sp * np.sqrt(2))
+        plain += lo <= true <= hi
+        lo, hi, covers = cmp._beyond_processes(m, "h100-80gb-hbm3", cls, False, None, r, lo, hi, "p")
+        widened += lo <= true <= hi
+    assert plain / trials < 0.80 and 0.93 <= widened / trials <= 0.99, (plain, widened)
+    assert "machine starts" in covers
+    assert cmp._beyond_processes(m, "h100-80gb-hbm3", cls, True, None, 1.0, 0.99, 1.01, "p") == (0.99, 1.01, "p")
+
+
+def test_a_heavy_tailed_class_keeps_one_run_a_sides_half_width_under_repeat():
+    """Host-bound rows of processes started one after another move together: three processes a
+    side never narrow such a row below what one run a side gets from the noise model."""
+    from gapbench.core.noise import NoiseModel
+
+    m = NoiseModel({"devices": {}})
+    host = ("launch", "submit", "torch", "host", "many", "e-6.0")
+    lo, hi, covers = cmp._beyond_processes(m, "gpu", host, True, 0.2, 1.0, 0.95, 1.05, "p")
+    assert lo == pytest.approx(np.exp(-cmp.Z95 * 0.2)) and hi == pytest.approx(np.exp(cmp.Z95 * 0.2))
+    assert "heavy-tailed" in covers
+    device = ("launch", "graph_node", "torch", "graph", "many", "e-6.0")
+    assert cmp._beyond_processes(m, "gpu", device, True, 0.2, 1.0, 0.95, 1.05, "p") == (0.95, 1.05, "p")

@@ -246,6 +246,46 @@ def judge(model: noise.NoiseModel, test: list[tuple[File, File]]) -> dict:
     return {"n": n, "alarms": alarms, "detected": det, "launch_same": launch_rows}
 
 
+#: processes a side in the --repeat section (`gapbench run --repeat 3`, the README's default)
+REPEAT = 3
+
+
+def triples(files: list[File], n: int = REPEAT) -> list[list[File]]:
+    """A start's A/A runs of one benchmark (default mode, none injected) in the order they ran, cut
+    into consecutive groups of n (the rest left out): each group stands for one side of a
+    `gapbench run --repeat n`."""
+    runs = sorted((f for f in files if f.mode == "default" and not f.injected),
+                  key=lambda f: str(f.run.run.get("started") or ""))
+    return [runs[i:i + n] for i in range(0, len(runs) - n + 1, n)]
+
+
+def judge_groups(model: noise.NoiseModel, test: list[tuple[list[File], list[File]]]) -> dict:
+    """Verdict counts over the rows of pairs of run groups (several fresh processes a side: the
+    interval on the spread of the processes' medians, with the model's class as its prior)."""
+    n = {v: 0 for v in (cmp.SAME, cmp.FASTER, cmp.SLOWER, cmp.CANT_TELL)}
+    alarms = []
+    for ga, gb in test:
+        one_start = ga[0].start == gb[0].start
+        for c in cmp.compare_groups([f.run for f in ga], [f.run for f in gb], model=model, one_start=one_start):
+            if c.ratio is None or c.verdict == cmp.NOT_COMPARABLE:
+                continue
+            n[c.verdict] += 1
+            if c.verdict in (cmp.FASTER, cmp.SLOWER):
+                alarms.append(f"{cmp.key_text(c.key)} {c.ratio:.3f} [{c.lo:.3f}-{c.hi:.3f}] "
+                              f"({', '.join(f.rel for f in ga)} / {', '.join(f.rel for f in gb)})")
+    return {"n": n, "alarms": alarms}
+
+
+_models: dict = {}
+
+
+def held_out_model(allp: list[tuple[File, File]], start: str) -> noise.NoiseModel:
+    """The model fitted on every pair that touches no run of `start`."""
+    if start not in _models:
+        _models[start] = noise.NoiseModel(fit_model([(a, b) for a, b in allp if start not in (a.start, b.start)]))
+    return _models[start]
+
+
 def pct(k: int, total: int) -> str:
     return f"{k}/{total} ({100 * k / total:.1f}%)" if total else "0/0"
 
@@ -275,8 +315,7 @@ def main() -> None:
                 by_scope = {sc: dict(tot) for sc in ("within it", "with others")}
                 all_alarms = []
                 for start in STARTS[gpu]:
-                    train = [(a, b) for a, b in allp if start not in (a.start, b.start)]
-                    model = noise.NoiseModel(fit_model(train))
+                    model = held_out_model(allp, start)
                     for scope, test in (("within it", [(a, b) for a, b in mine if a.start == b.start == start]),
                                         ("with others", [(a, b) for a, b in mine if (a.start == start) != (b.start == start)])):
                         if not test:
@@ -310,6 +349,7 @@ def main() -> None:
                 lines.append("")
                 if all_alarms:
                     lines += ["False alarms (row, B/A, runs):", ""] + [f"- {x}" for x in sorted(set(all_alarms))] + [""]
+    lines += repeat_sections(files, allp)
     doc = fit_model(allp)
     lines += ["## The shipped model (every pair)", "",
               "| GPU model (runs) | machine starts | run pairs | A/A row pairs within a start / across | classes | commits |",
@@ -332,6 +372,52 @@ def main() -> None:
         lines.append(f"| {k} | " + " | ".join(cells) + " |")
     print("\n".join(lines))
     OUT.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+def repeat_sections(files: list[File], allp: list[tuple[File, File]]) -> list[str]:
+    """`gapbench run --repeat 3` held out: each start's default A/A runs in groups of three (in the
+    order they ran), a group of the held-out start against another group of it (within) and against
+    every group of the other starts (with others), judged by the model fitted without that start."""
+    lines = [f"## --repeat {REPEAT}: {REPEAT} fresh processes a side, held out", "",
+             f"Each machine start's default A/A runs of a benchmark, in the order they ran, in groups of {REPEAT} (the "
+             f"rest left out); a group stands for one side of `gapbench run --repeat {REPEAT}`. compare's interval is "
+             "then the t interval on the processes' log medians with the held-out model's class as its prior "
+             "(core/compare.py process_ratio_ci).", "",
+             "| GPU model, benchmark | held-out start | group pairs | same | faster or slower | can't tell |",
+             "|---|---|---|---|---|---|"]
+    alarms = []
+    for gpu in STARTS:
+        for probe in ("blas", "launch"):
+            groups = {st: triples([f for f in files if f.gpu == gpu and f.probe == probe and f.start == st])
+                      for st in STARTS[gpu]}
+            tot = {sc: {v: 0 for v in (cmp.SAME, cmp.FASTER, cmp.SLOWER, cmp.CANT_TELL)} for sc in ("within", "across")}
+            for start, mine in groups.items():
+                if not mine:
+                    continue
+                model = held_out_model(allp, start)
+                others = [g for st, gs in groups.items() if st != start for g in gs]
+                for scope, test in (("within", list(itertools.combinations(mine, 2))),
+                                    ("across", [(g, h) for g in mine for h in others])):
+                    if not test:
+                        continue
+                    res = judge_groups(model, test)
+                    n, total = res["n"], sum(res["n"].values())
+                    for v in n:
+                        tot[scope][v] += n[v]
+                    alarms += res["alarms"]
+                    lines.append(f"| {gpu}, {probe} | {start}: {'within it' if scope == 'within' else 'with others'} | "
+                                 f"{len(test)} | {pct(n[cmp.SAME], total)} | {pct(n[cmp.FASTER] + n[cmp.SLOWER], total)} | "
+                                 f"{pct(n[cmp.CANT_TELL], total)} |")
+            for scope, what in (("within", "groups of one start"), ("across", "groups of two starts")):
+                sn = tot[scope]
+                st = sum(sn.values())
+                if st:
+                    lines.append(f"| **{gpu}, {probe}: all {what}** | | | **{pct(sn[cmp.SAME], st)}** | "
+                                 f"**{pct(sn[cmp.FASTER] + sn[cmp.SLOWER], st)}** | {pct(sn[cmp.CANT_TELL], st)} |")
+    lines.append("")
+    if alarms:
+        lines += ["False alarms (row, B/A [interval], groups):", ""] + [f"- {x}" for x in sorted(set(alarms))] + [""]
+    return lines
 
 
 if __name__ == "__main__":

@@ -18,7 +18,10 @@ the ratio of medians, B time / A time (below 1: B is faster), with a 95% interva
 - several fresh processes a side (`gapbench run --repeat N`): a t interval on the log medians of
   the processes (process_ratio_ci), which covers the spread between processes; where the noise
   model has the row's class, its scale enters as prior information worth K0 degrees of freedom, so
-  three runs a side do not rest on a variance estimated from two.
+  three runs a side do not rest on a variance estimated from two. What every process of a side
+  shares is not in their spread: across machine starts the model's start term is added (another
+  host or GPU unit), and a heavy-tailed class (host-bound, single-sample) keeps at least one run a
+  side's half-width (processes started one after another share what ran before them).
 
 Each row is then:
 
@@ -186,6 +189,7 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
         raise ValueError(f"widen must be >= 1 (a factor on the interval's half-widths), got {widen}")
     moves = {m.name: m for m in floor_moves(a, b)}
     cold_why = cold_start_differs(a, b)
+    units = next((h for h in host_differences(a, b) if h.startswith("another GPU")), "")
     dev_a, dev_b = device_class(a), device_class(b)
     ia = {row_key(r): r for r in a.records if r.status == OK and r.samples_s}
     out = []
@@ -206,10 +210,14 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
         scale = _scale(model, dev_a, dev_b, cls, one_start)
         note, reason = "", ""
         if len(ma) >= 2 and len(mb) >= 2:
-            prior = model.prior(dev_a, cls, one_start) if model is not None and dev_a == dev_b else None
+            # the prior is of the spread between processes (of one start: within); what another start
+            # adds is its own term (_beyond_processes)
+            prior = model.prior(dev_a, cls, True) if model is not None and dev_a == dev_b else None
             ratio, lo, hi = process_ratio_ci(ma, mb, prior_scale=prior[0] if prior else None,
                                              k0=min(K0, prior[1]) if prior else K0)
             covers = f"between processes ({len(ma)} + {len(mb)})"
+            if model is not None and dev_a == dev_b:
+                lo, hi, covers = _beyond_processes(model, dev_a, cls, one_start, scale[0], ratio, lo, hi, covers)
         else:
             ratio, lo, hi = median_ratio_ci(qa, qb, seed=seed) if intervals else (float(np.median(qb) / np.median(qa)),) * 3
             if widen != 1:  # on the log scale, so the interval stays positive and symmetric in ratio terms
@@ -259,6 +267,9 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
             if fa is not None and fb is not None:
                 frac = {"A": fa, "B": fb}
         verdict = CANT_TELL if reason else classify(lo, hi, min_effect)
+        if verdict in (FASTER, SLOWER) and units:  # qualified: the unit may be the change (floors.host_differences)
+            note = "; ".join(x for x in (note, f"on {units}: units of one model differ too (16384^2 GEMVs of two "
+                                               "H200s 4.7% apart)") if x)
         out.append(RowChange(k, ra, r, verdict, ratio, lo, hi, why=reason, quantiles=quant, of_ceiling=frac,
                              covers=covers, absolute=absolute, note=note))
     return out
@@ -304,6 +315,32 @@ def _scale(model: NoiseModel | None, dev_a: str, dev_b: str, cls, one_start: boo
     return (sa, sb)[sb[0] > sa[0]]
 
 
+def _beyond_processes(model: NoiseModel, device: str, cls, one_start: bool, single_scale: float | None,
+                      ratio: float, lo: float, hi: float, covers: str) -> tuple[float, float, str]:
+    """(lo, hi, what it covers) of a --repeat interval widened for what the processes of one side
+    share, where the noise model knows it (else as it came):
+    - across machine starts, the start's own term (NoiseModel.start_term: another host, another GPU
+      unit), added in quadrature: the processes of one start all ran on it, so their spread never
+      sees it (held out, 3-vs-3 groups of two H200 starts called 1.3% of BLAS rows faster or slower
+      without it, GEMVs of two units 5% apart);
+    - a heavy-tailed class (host-bound, single-sample) keeps at least one run a side's half-width:
+      processes started one after another share what ran before them (within one H200 start
+      the host-bound launch rows of two groups of three differed 1.4-1.5x)."""
+    half = max(math.log(hi / ratio), math.log(ratio / lo))
+    notes = []
+    if not one_start:
+        term = model.start_term(device, cls)
+        if term > 0:
+            half = math.sqrt(half ** 2 + (Z95 * term) ** 2)
+            notes.append(f"+ machine starts +-{100 * math.expm1(Z95 * term):.2g}%")
+    if model.is_heavy(cls) and single_scale is not None and Z95 * single_scale > half:
+        half = min(Z95 * single_scale, 10.0)
+        notes.append(f"at least one run a side's +-{100 * math.expm1(half):.2g}% (heavy-tailed class)")
+    if not notes:
+        return lo, hi, covers
+    return ratio * math.exp(-half), ratio * math.exp(half), f"{covers} {'; '.join(notes)}"
+
+
 def process_ratio_ci(a_meds: Sequence[float], b_meds: Sequence[float], prior_scale: float | None = None,
                      k0: int = K0) -> tuple[float, float, float]:
     """(B/A of the geometric means of the processes' medians, lo, hi): a 95% t interval on the log
@@ -328,14 +365,16 @@ def process_ratio_ci(a_meds: Sequence[float], b_meds: Sequence[float], prior_sca
 
 
 def compare_groups(a_runs: list[Run], b_runs: list[Run], min_effect: float = MIN_EFFECT, widen: float = 1.0,
-                   seed: int = 0, margin: float | dict = 0.0, model: NoiseModel | None = None) -> list[RowChange]:
+                   seed: int = 0, margin: float | dict = 0.0, model: NoiseModel | None = None,
+                   one_start: bool | None = None) -> list[RowChange]:
     """Rows of several runs per side (`gapbench run --repeat N`: each a fresh process), matched and
     classified on the first run of each side; with at least two runs on each side, each row's
-    interval comes from the spread between the runs' medians (process_ratio_ci) and says so."""
+    interval comes from the spread between the runs' medians (process_ratio_ci) and says so.
+    `one_start` as in compare_runs (default: from the first runs' recorded boot and machine ids)."""
     between = None
     if len(a_runs) >= 2 and len(b_runs) >= 2:
         between = (_process_medians(a_runs), _process_medians(b_runs))
-    return compare_runs(a_runs[0], b_runs[0], min_effect, widen, seed, between, margin, model)
+    return compare_runs(a_runs[0], b_runs[0], min_effect, widen, seed, between, margin, model, one_start)
 
 
 def _process_medians(runs: list[Run]) -> dict:

@@ -265,6 +265,24 @@ class NoiseModel:
                     return float(hit["rms"]), int(hit.get("groups", 1))
         return None
 
+    def start_term(self, device: str, cls: Sequence[str]) -> float:
+        """The rms of what a machine start adds to a row's shift (another host, another GPU unit of
+        the model: one H200's 16384^2 GEMV ran 4.7% slower than two others in every run), beyond
+        what two processes of one start differ by: sqrt(rms across starts^2 - rms within one
+        start^2) at the most specific level fitted in both scopes; 0 where there is none. Several
+        processes of one start say nothing of it, so a --repeat interval across starts adds it."""
+        dev = self.devices.get(device) or {}
+        within, across = dev.get("within", {}), dev.get("across", {})
+        for lv in levels(cls):
+            w, a = within.get(key(lv)), across.get(key(lv))
+            if w is not None and a is not None:
+                return math.sqrt(max(0.0, float(a["rms"]) ** 2 - float(w["rms"]) ** 2))
+        return 0.0
+
+    def is_heavy(self, cls: Sequence[str]) -> bool:
+        """A class whose shifts are heavy-tailed: host-bound clocks, single samples (fit)."""
+        return cls[4] == "single" or cls[3] in HEAVY_CLOCKS
+
     def describe(self) -> str:
         if not self.devices:
             return "no noise model"
