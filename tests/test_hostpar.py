@@ -67,3 +67,23 @@ def test_exact_copy_catches_one_changed_bit_and_counts_nonfinite_over_chunks():
     out = x.copy()
     out[[5, hostpar.CHUNK + 1, BAD]] = np.nan
     assert dtypes.check(out, ref, "bf16") == (False, f"3 of {N} outputs not finite (poison left or overflow)")
+
+
+@pytest.mark.parametrize("n_workers", [1, 3])
+@pytest.mark.parametrize("m,k", [(1, 1), (7, 33), (3, hostpar.CHUNK // 2 + 5), (hostpar.CHUNK // 64 + 9, 64),
+                                 (2, 9 * hostpar.CHUNK)])
+def test_float64_products_by_blocks_match_the_whole(monkeypatch, n_workers, m, k):
+    """matvec64, rmatvec64, outer64 and by_rows give the float64 results of the whole arrays: the
+    row-wise ones bit for bit, the reductions up to the order of their float64 sums."""
+    monkeypatch.setattr(hostpar, "workers", lambda: n_workers)
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    x, v = rng.standard_normal(k, dtype=np.float32), rng.standard_normal(m, dtype=np.float32)
+    a64, x64, v64 = (t.astype(np.float64) for t in (a, x, v))
+    for got, want in ((hostpar.matvec64(a, x), a64 @ x64), (hostpar.rmatvec64(a, v), a64.T @ v64)):
+        assert got.dtype == np.float64 and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * np.abs(a64).sum())
+    if m * k <= 4 * hostpar.CHUNK:
+        np.testing.assert_array_equal(hostpar.outer64(v, x), np.outer(v64, x64))
+    np.testing.assert_array_equal(hostpar.by_rows(lambda r: r * 2 + r.sum(-1, keepdims=True), a, k),
+                                  a64 * 2 + a64.sum(-1, keepdims=True))

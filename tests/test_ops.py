@@ -46,6 +46,28 @@ def test_spec_is_well_formed(spec):
     assert work["bytes"] == 2.0 * (r + w) and work["flops"] >= 0
 
 
+@pytest.mark.parametrize("spec", [s for s in SPECS if s.values64 is not None], ids=_id)
+def test_values64_is_the_reference(spec):
+    """An op's block-by-block float64 reference (values64, from the float32 inputs) gives what its
+    reference gives on float64 copies, on its test shapes and its first quick shape, and the
+    Expected built from it checks the same as the one built from float64 copies."""
+    rng = np.random.default_rng(5)
+    for shape in (*spec.test_shapes, spec.shapes(True)[0]):
+        ins = spec.inputs(shape, rng)
+        want = np.asarray(spec.reference([a.astype(np.float64) for a in ins]), dtype=np.float64)
+        got = spec.values64(ins)
+        assert got.dtype == np.float64 and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13 * max(float(np.abs(want).max()), 1e-300))
+        k = int(spec.reduction(shape))
+        shared = spec.shared_scale(ins, shape, [DType.fp32])  # as bench.blas builds it
+        exp = spec.expected(ins, shape, scale=shared.for_dtype(DType.fp32) if shared else None)
+        out = want.astype(np.float32)
+        assert spec.check(out, exp, DType.fp32)[0]
+        out.ravel()[0] = np.nan
+        assert not spec.check(out, exp, DType.fp32)[0]
+        assert k >= 1
+
+
 #: work by hand on a small shape of each op's form, fp16 (2 bytes): flops, elements read + written
 HAND = {
     "copy": ({"n": 10}, 0.0, 10 + 10),

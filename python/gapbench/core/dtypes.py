@@ -229,12 +229,20 @@ def shared_scale(reference: Callable[[list[np.ndarray]], np.ndarray], inputs: li
 
 
 def expected(reference: Callable[[list[np.ndarray]], np.ndarray], inputs: list[np.ndarray], k: int,
-             scale: tuple[np.ndarray, float, float] | None = None) -> Expected:
+             scale: tuple[np.ndarray, float, float] | None = None,
+             values64: Callable[[list[np.ndarray]], np.ndarray] | None = None) -> Expected:
     """The reference of an op spec on the rounded inputs, in float64, with its bound's terms. A
     copy (k=0) is its input; one product per output (k=1) has |values| as its scale. `scale`: a
-    SharedScale's (values, factor, slack) for these inputs' dtype, instead of their magnitude."""
+    SharedScale's (values, factor, slack) for these inputs' dtype, instead of their magnitude.
+    `values64` (OpSpec.values64): the float64 values straight from these inputs, block by block,
+    where no float64 copy of them is needed (k=1, or a shared scale)."""
     if k <= 0:
         return Expected(np.asarray(reference(list(inputs))), None, 0)
+    if values64 is not None and (k == 1 or scale is not None):
+        values = np.asarray(values64(list(inputs)), dtype=np.float64)
+        if k == 1:
+            return Expected(values, None, 1)
+        return Expected(values, scale[0], int(k), scale_factor=scale[1], scale_slack=scale[2])
     inputs64 = [a if a.dtype == np.float64 else elementwise(lambda c: c, a, np.float64)
                 for a in map(np.asarray, inputs)]
     values = np.asarray(reference(inputs64), dtype=np.float64)

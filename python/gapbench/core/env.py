@@ -247,6 +247,13 @@ def host() -> dict:
 
 
 def collect() -> dict:
+    """The run's environment. The questions to other tools (nvidia-smi, git) and to NVML wait on
+    those, not on this process: they are asked at once, on threads, while the rest is read here;
+    the host's speed on a fixed loop (host(), a timing) is taken only once they have all answered,
+    with nothing else running in this process."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    started = now_iso()
     mem = None
     try:
         import psutil
@@ -254,23 +261,29 @@ def collect() -> dict:
         mem = psutil.virtual_memory().total
     except ImportError:
         pass
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="gapbench-env") as pool:
+        asked = {"git_sha_checkout": pool.submit(git_sha), "nvidia_smi": pool.submit(nvidia_smi),
+                 "gpu": pool.submit(gpu_in_use)}
+        here = {"provenance": provenance(), "build": build_info(), "os": platform.platform(),
+                "cpu": cpu_model(), "cpu_frequency": cpu_frequency(), "libraries": library_versions()}
+        answers = {k: f.result() for k, f in asked.items()}
     return {
-        "time": now_iso(),
+        "time": started,
         "gapbench": __version__,
-        **provenance(),
-        "git_sha_checkout": git_sha(),
-        "build": build_info(),
+        **here["provenance"],
+        "git_sha_checkout": answers["git_sha_checkout"],
+        "build": here["build"],
         "python": sys.version.split()[0],
         "python_executable": sys.executable,
-        "os": platform.platform(),
+        "os": here["os"],
         "machine": platform.machine(),
-        "cpu": cpu_model(),
+        "cpu": here["cpu"],
         "cpu_count": os.cpu_count(),
-        "cpu_frequency": cpu_frequency(),
-        "host_id": host(),
+        "cpu_frequency": here["cpu_frequency"],
+        "host_id": host(),  # after every thread above has ended: the speed loop runs alone
         "memory_bytes": mem,
-        "libraries": library_versions(),
-        "nvidia_smi": nvidia_smi(),
-        "gpu": gpu_in_use(),
+        "libraries": here["libraries"],
+        "nvidia_smi": answers["nvidia_smi"],
+        "gpu": answers["gpu"],
         "env_vars": {k: os.environ[k] for k in ENV_VARS if k in os.environ},
     }

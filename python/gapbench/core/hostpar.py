@@ -96,3 +96,73 @@ def uniform(rng: np.random.Generator, shape: tuple[int, ...], low: float = -1.0,
 def normal(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     """float32 values from the standard normal distribution, drawn in chunks on the host's cores."""
     return _draw(rng, shape, lambda g, view: g.standard_normal(out=view, dtype=np.float32))
+
+
+# Float64 references of large float32 inputs without a float64 copy of them: widening a 2^28-element
+# matrix first writes (and page-faults) 2 GB per dtype, which cost more than the product itself.
+# Each chunk is widened and multiplied on its own, with numpy's own loops (einsum: no BLAS thread
+# team inside these threads). The values are those of the whole float64 product up to the order of
+# its float64 sums (relative differences of order 1e-16, far inside every check's bound).
+def _f64(a) -> np.ndarray:
+    return np.asarray(a, dtype=np.float64)
+
+
+def matvec64(a: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """a @ x in float64 for a (m, k) and x (k,) of any float type, by blocks of rows."""
+    a, x64 = np.asarray(a), _f64(x)
+    m, k = a.shape
+    out = np.empty(m, dtype=np.float64)
+
+    def part(lo, hi):
+        out[lo:hi] = np.einsum("ij,j->i", _f64(a[lo:hi]), x64)
+
+    map_chunks(part, m, max(1, CHUNK // max(k, 1)))
+    return out
+
+
+def rmatvec64(a: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """a.T @ v in float64 for a (m, k) and v (m,) of any float type: by blocks of rows, each a
+    partial sum of k values, added in block order (by blocks of columns where those partial sums
+    would take more than 8 chunks of memory)."""
+    a, v64 = np.asarray(a), _f64(v)
+    m, k = a.shape
+    rows = max(1, CHUNK // max(k, 1))
+    if -(-m // rows) * k <= 8 * CHUNK:
+        parts = map_chunks(lambda lo, hi: np.einsum("i,ij->j", v64[lo:hi], _f64(a[lo:hi])), m, rows)
+        out = np.zeros(k, dtype=np.float64)
+        for p in parts:
+            out += p
+        return out
+    out = np.empty(k, dtype=np.float64)
+
+    def part(lo, hi):
+        out[lo:hi] = np.einsum("ij,i->j", _f64(a[:, lo:hi]), v64)
+
+    map_chunks(part, k, max(1, CHUNK // max(m, 1)))
+    return out
+
+
+def outer64(v: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """np.outer(v, x) in float64, by blocks of rows (the same values as the whole outer product)."""
+    v64, x64 = _f64(v).ravel(), _f64(x).ravel()
+    out = np.empty((v64.size, x64.size), dtype=np.float64)
+
+    def part(lo, hi):
+        np.multiply.outer(v64[lo:hi], x64, out=out[lo:hi])
+
+    map_chunks(part, v64.size, max(1, CHUNK // max(x64.size, 1)))
+    return out
+
+
+def by_rows(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray, width: int) -> np.ndarray:
+    """fn(rows of x widened to float64) for blocks of rows of a 2-D x, into one float64 array of
+    x's shape: for a row-wise op (each output row depends on its input row only), the same values
+    as fn on the whole of x in float64."""
+    x = np.asarray(x)
+    out = np.empty(x.shape, dtype=np.float64)
+
+    def part(lo, hi):
+        out[lo:hi] = fn(_f64(x[lo:hi]))
+
+    map_chunks(part, x.shape[0], max(1, CHUNK // max(width, 1)))
+    return out

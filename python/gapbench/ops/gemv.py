@@ -1,5 +1,6 @@
 """gemv: y = A x, A row-major m x k (paper Figure 6). Memory-bound: held against the copy
 bandwidth. Kernels: cuda/ and metal/ (csrc/ops.def). Run: python -m bench.blas --ops gemv"""
+from gapbench.core import hostpar
 from gapbench.ops.spec import C, FrameworkImpl, M, OpSpec, T, draw, from_ops_def
 
 SQUARE = [256, 1024, 4096, 16384]
@@ -17,6 +18,7 @@ SPEC = OpSpec(
     shapes=shapes,
     inputs=lambda s, rng: [draw(rng, s["m"], s["k"]), draw(rng, s["k"])],
     reference=lambda a: a[0] @ a[1],
+    values64=lambda a: hostpar.matvec64(a[0], a[1]),
     reduction=lambda s: s["k"],
     flops=lambda s: 2.0 * s["m"] * s["k"],
     frameworks=(

@@ -4,7 +4,7 @@ y): held against the copy bandwidth. Kernels: cuda/ and metal/ (csrc/ops.def); n
 has it. Run: python -m bench.blas --ops rmsnorm"""
 import numpy as np
 
-from gapbench.core import opdecl
+from gapbench.core import hostpar, opdecl
 from gapbench.ops.spec import C, FrameworkImpl, M, OpSpec, T, draw, from_ops_def
 
 EPS = opdecl.get("rmsnorm").scalar
@@ -29,6 +29,18 @@ def _rms(x: np.ndarray, sum_sq: np.ndarray) -> np.ndarray:
 def reference(a):
     x, w = a
     return x / _rms(x, np.sum(x * x, axis=-1, keepdims=True)) * w
+
+
+def values64(a):
+    """reference in float64, block by block of rows (each row is normalised on its own: the same
+    values as on whole float64 copies)."""
+    x, w = a
+    w64 = np.asarray(w, dtype=np.float64)
+    return hostpar.by_rows(lambda rows: reference([rows, w64]), x, x.shape[-1])
+
+
+def _scale(a, values, k):
+    return hostpar.elementwise(lambda c: np.abs(c) * (1 + NORM_ROUNDINGS), values, np.float64)
 
 
 def dropped(a, j):
@@ -78,6 +90,7 @@ SPEC = OpSpec(
     shapes=shapes,
     inputs=lambda s, rng: [draw(rng, s["m"], s["k"]), draw(rng, s["k"])],
     reference=reference,
+    values64=values64,
     reduction=lambda s: s["k"],
     flops=lambda s: 4.0 * s["m"] * s["k"],  # square-add, and two products per element
     frameworks=(
@@ -92,5 +105,5 @@ SPEC = OpSpec(
     # 256 rows of 32: one dropped square moves a whole row by ~1% (x^2 / (2 k mean(x^2)))
     fault_shape={"m": 256, "k": 32},
     dropped=dropped,
-    scale=lambda a, values, k: np.abs(values) * (1 + NORM_ROUNDINGS),
+    scale=_scale,
 )

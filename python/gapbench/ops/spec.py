@@ -78,7 +78,8 @@ class OpSpec:
     #: (float64 inputs, j) -> the output with term j of the reduction left out (a kernel bug); by
     #: default reference - term
     dropped: Callable[[Arrays, int], np.ndarray] | None = None
-    #: (float64 inputs, float64 values, k) -> the magnitude each output's error is proportional to;
+    #: (inputs, float64 values, k) -> the magnitude each output's error is proportional to (inputs:
+    #: float64 copies, or the float32 inputs themselves where the op has values64);
     #: by default the op on |inputs| (dtypes.magnitude): right for multilinear ops
     scale: Callable[[Arrays, np.ndarray, int], np.ndarray] | None = None
     #: a stated error model instead of the reduction's: dtype -> (rtol, atol), |out - ref| <= atol +
@@ -86,6 +87,10 @@ class OpSpec:
     tolerance: dict | None = None
     #: the dtypes the op runs in (None: every one the run asks for)
     dtypes: tuple | None = None
+    #: (float32 inputs) -> `reference` of them in float64, computed block by block on the host's
+    #: cores without a float64 copy of each input (gapbench.core.hostpar: matvec64, outer64, by_rows);
+    #: the same values up to the order of float64 sums. None: `reference` on float64 copies
+    values64: Callable[[Arrays], np.ndarray] | None = None
     #: an fp32 framework row that fails the fp32 bound but meets TF32's is timed as `<row>@tf32` (a
     #: framework's matmul on TF32 tensor cores); a user's case states its contract: off
     tf32_fallback: bool = True
@@ -117,9 +122,13 @@ class OpSpec:
             return dtypes.Stated(values, None, 1, tolerance=self.tolerance)
         k = int(self.reduction(shape))
         if self.scale is None or k <= 0:
-            return dtypes.expected(self.reference, list(rounded), k, scale=scale)
-        ins = [np.asarray(a, dtype=np.float64) for a in rounded]
-        values = np.asarray(self.reference(ins), dtype=np.float64)
+            return dtypes.expected(self.reference, list(rounded), k, scale=scale, values64=self.values64)
+        if self.values64 is not None:  # the inputs as they are (float32 holds the rounded values exactly)
+            ins = list(rounded)
+            values = np.asarray(self.values64(ins), dtype=np.float64)
+        else:
+            ins = [np.asarray(a, dtype=np.float64) for a in rounded]
+            values = np.asarray(self.reference(ins), dtype=np.float64)
         return dtypes.Expected(values, np.asarray(self.scale(ins, values, k), dtype=np.float64), k)
 
     def check(self, out, expected: dtypes.Expected, precision: Precision | DType) -> tuple[bool, str]:

@@ -4,6 +4,7 @@ mx.vjp); CuPy computes it directly. Kernels: cuda/ and metal/ (csrc/ops.def).
 Run: python -m bench.blas --ops vjp_dw (or vjp)"""
 import numpy as np
 
+from gapbench.core import hostpar
 from gapbench.ops.gemv import shapes
 from gapbench.ops.spec import C, FrameworkImpl, M, OpSpec, T, draw, from_ops_def
 
@@ -35,6 +36,7 @@ SPEC = OpSpec(
     shapes=dw_shapes,
     inputs=lambda s, rng: [draw(rng, s["m"]), draw(rng, s["k"])],
     reference=lambda a: np.outer(a[0], a[1]),
+    values64=lambda a: hostpar.outer64(a[0], a[1]),
     reduction=lambda s: 1,
     flops=lambda s: 1.0 * s["m"] * s["k"],
     frameworks=(

@@ -2,6 +2,7 @@
 (paper Figure 7). Frameworks use their own autodiff (torch.func.vjp, mx.vjp; mx.vjp also
 recomputes the forward product, as MLX has no separate backward call); CuPy computes it directly.
 Kernels: cuda/ and metal/ (csrc/ops.def). Run: python -m bench.blas --ops vjp_dx (or vjp)"""
+from gapbench.core import hostpar
 from gapbench.ops.gemv import shapes
 from gapbench.ops.spec import C, FrameworkImpl, M, OpSpec, T, draw, from_ops_def
 
@@ -26,6 +27,7 @@ SPEC = OpSpec(
     shapes=shapes,
     inputs=lambda s, rng: [draw(rng, s["m"], s["k"]), draw(rng, s["m"])],
     reference=lambda a: a[0].T @ a[1],
+    values64=lambda a: hostpar.rmatvec64(a[0], a[1]),
     reduction=lambda s: s["m"],
     flops=lambda s: 2.0 * s["m"] * s["k"],
     frameworks=(
