@@ -77,6 +77,12 @@ STARTS = {
                                               for b in ("blas", "launch") for k in ("a1", "a2")],
         "2026-11-26 22:35 (A/A, 8 streams)": [f"git:9c1b2e2520c7:docs/results/calib/streams-2026-11-26/h100-2235/aa-{b}-{k}.json.gz"
                                               for b in ("blas", "launch") for k in ("a1", "a2")],
+        "2026-11-27 00:26 (A/A, run --repeat 3, 8c92f95)": [
+            f"git:72d1d1f:docs/results/calib/h100-2026-11-27a/{f}-{b}-{k}.json.gz" for b in ("blas", "launch")
+            for f, ks in (("aa", ("a1", "a2", "a3", "b1", "b2", "b3")), ("repeat", (1, 2, 3))) for k in ks],
+        "2026-11-27 00:50 (A/A, run --repeat 3, 8c92f95)": [
+            f"git:72d1d1f:docs/results/calib/h100-2026-11-27b/{f}-{b}-{k}.json.gz" for b in ("blas", "launch")
+            for f, ks in (("aa", ("a1", "a2")), ("repeat", (1, 2, 3))) for k in ks],
     },
     "h200": {
         "2026-11-25 15:10 (99c7ee1, calibration)": ["blas-h200-2026-11-25-default.json.gz",
@@ -286,6 +292,17 @@ def held_out_model(allp: list[tuple[File, File]], start: str) -> noise.NoiseMode
     return _models[start]
 
 
+def alarm_lines(title: str, alarms: list[str]) -> list[str]:
+    """The report's list of rows called faster or slower in A/A pairs ([] where there is none)."""
+    return [title, ""] + [f"- {x}" for x in sorted(set(alarms))] + [""] if alarms else []
+
+
+def shares(n: dict) -> tuple[str, str, str]:
+    """(same, faster or slower, can't tell) of verdict counts, each as pct."""
+    total = sum(n.values())
+    return pct(n[cmp.SAME], total), pct(n[cmp.FASTER] + n[cmp.SLOWER], total), pct(n[cmp.CANT_TELL], total)
+
+
 def pct(k: int, total: int) -> str:
     return f"{k}/{total} ({100 * k / total:.1f}%)" if total else "0/0"
 
@@ -341,14 +358,10 @@ def main() -> None:
                               "for each)."]
                 for scope, what in (("within it", "two runs of one machine start (a before/after on one machine)"),
                                     ("with others", "runs of two machine starts")):
-                    sn = by_scope[scope]
-                    st = sum(sn.values())
-                    if st:
-                        lines.append(f"- {what}: {pct(sn[cmp.SAME], st)} same, "
-                                     f"{pct(sn[cmp.FASTER] + sn[cmp.SLOWER], st)} faster or slower")
-                lines.append("")
-                if all_alarms:
-                    lines += ["False alarms (row, B/A, runs):", ""] + [f"- {x}" for x in sorted(set(all_alarms))] + [""]
+                    if sum(by_scope[scope].values()):
+                        same, alarm, _ = shares(by_scope[scope])
+                        lines.append(f"- {what}: {same} same, {alarm} faster or slower")
+                lines += [""] + alarm_lines("False alarms (row, B/A, runs):", all_alarms)
     lines += repeat_sections(files, allp)
     doc = fit_model(allp)
     lines += ["## The shipped model (every pair)", "",
@@ -401,23 +414,18 @@ def repeat_sections(files: list[File], allp: list[tuple[File, File]]) -> list[st
                     if not test:
                         continue
                     res = judge_groups(model, test)
-                    n, total = res["n"], sum(res["n"].values())
+                    n = res["n"]
                     for v in n:
                         tot[scope][v] += n[v]
                     alarms += res["alarms"]
+                    cells = " | ".join(shares(n))
                     lines.append(f"| {gpu}, {probe} | {start}: {'within it' if scope == 'within' else 'with others'} | "
-                                 f"{len(test)} | {pct(n[cmp.SAME], total)} | {pct(n[cmp.FASTER] + n[cmp.SLOWER], total)} | "
-                                 f"{pct(n[cmp.CANT_TELL], total)} |")
+                                 f"{len(test)} | {cells} |")
             for scope, what in (("within", "groups of one start"), ("across", "groups of two starts")):
-                sn = tot[scope]
-                st = sum(sn.values())
-                if st:
-                    lines.append(f"| **{gpu}, {probe}: all {what}** | | | **{pct(sn[cmp.SAME], st)}** | "
-                                 f"**{pct(sn[cmp.FASTER] + sn[cmp.SLOWER], st)}** | {pct(sn[cmp.CANT_TELL], st)} |")
-    lines.append("")
-    if alarms:
-        lines += ["False alarms (row, B/A [interval], groups):", ""] + [f"- {x}" for x in sorted(set(alarms))] + [""]
-    return lines
+                if sum(tot[scope].values()):
+                    same, alarm, cant = shares(tot[scope])
+                    lines.append(f"| **{gpu}, {probe}: all {what}** | | | **{same}** | **{alarm}** | {cant} |")
+    return lines + [""] + alarm_lines("False alarms (row, B/A [interval], groups):", alarms)
 
 
 if __name__ == "__main__":
