@@ -695,11 +695,11 @@ def test_a_repeat_interval_across_starts_adds_what_a_start_shares():
         b = true * np.exp(rng.normal(0, ss) + rng.normal(0, sp, 3))
         r, lo, hi = cmp.process_ratio_ci(a, b, prior_scale=sp * np.sqrt(2))
         plain += lo <= true <= hi
-        lo, hi, covers = cmp._beyond_processes(m, "h100-80gb-hbm3", cls, False, None, r, lo, hi, "p")
+        lo, hi, covers = cmp.beyond_processes(m, "h100-80gb-hbm3", cls, False, None, r, lo, hi, "p")
         widened += lo <= true <= hi
     assert plain / trials < 0.80 and 0.93 <= widened / trials <= 0.99, (plain, widened)
     assert "machine starts" in covers
-    assert cmp._beyond_processes(m, "h100-80gb-hbm3", cls, True, None, 1.0, 0.99, 1.01, "p") == (0.99, 1.01, "p")
+    assert cmp.beyond_processes(m, "h100-80gb-hbm3", cls, True, None, 1.0, 0.99, 1.01, "p") == (0.99, 1.01, "p")
 
 
 def test_a_heavy_tailed_class_keeps_one_run_a_sides_half_width_under_repeat():
@@ -709,8 +709,8 @@ def test_a_heavy_tailed_class_keeps_one_run_a_sides_half_width_under_repeat():
 
     m = NoiseModel({"devices": {}})
     host = ("launch", "submit", "torch", "host", "many", "e-6.0")
-    lo, hi, covers = cmp._beyond_processes(m, "gpu", host, True, 0.2, 1.0, 0.95, 1.05, "p")
+    lo, hi, covers = cmp.beyond_processes(m, "gpu", host, True, 0.2, 1.0, 0.95, 1.05, "p")
     assert lo == pytest.approx(np.exp(-cmp.Z95 * 0.2)) and hi == pytest.approx(np.exp(cmp.Z95 * 0.2))
     assert "heavy-tailed" in covers
     device = ("launch", "graph_node", "torch", "graph", "many", "e-6.0")
-    assert cmp._beyond_processes(m, "gpu", device, True, 0.2, 1.0, 0.95, 1.05, "p") == (0.95, 1.05, "p")
+    assert cmp.beyond_processes(m, "gpu", device, True, 0.2, 1.0, 0.95, 1.05, "p") == (0.95, 1.05, "p")

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
-from gapbench.core.compare import process_ratio_ci  # noqa: E402
+from gapbench.core.ratio_ci import process_ratio_ci  # noqa: E402
 from gapbench.core.result import OK, load_run  # noqa: E402
 
 BACKEND = os.environ.get("PARITY_BACKEND", "torch-cuda")

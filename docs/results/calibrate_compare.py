@@ -395,7 +395,7 @@ def repeat_sections(files: list[File], allp: list[tuple[File, File]]) -> list[st
              f"Each machine start's default A/A runs of a benchmark, in the order they ran, in groups of {REPEAT} (the "
              f"rest left out); a group stands for one side of `gapbench run --repeat {REPEAT}`. compare's interval is "
              "then the t interval on the processes' log medians with the held-out model's class as its prior "
-             "(core/compare.py process_ratio_ci).", "",
+             "(core/ratio_ci.py process_ratio_ci).", "",
              "| GPU model, benchmark | held-out start | group pairs | same | faster or slower | can't tell |",
              "|---|---|---|---|---|---|"]
     alarms = []

@@ -53,18 +53,16 @@ from gapbench.core.conditions import Conditions, mismatch
 from gapbench.core.names import Backend
 from gapbench.core.floors import (EVENT_ROWS, HOST_BOUND, cold_start_differs, floor_moves, host_differences, is_floor,
                                   plain_floor, same_start)
-from gapbench.core.noise import Z95, NoiseModel, device_class, row_class, shipped, t975
+from gapbench.core.noise import Z95, NoiseModel, device_class, row_class, shipped
+from gapbench.core.ratio_ci import K0, beyond_processes, median_ratio_ci, process_ratio_ci  # noqa: F401 (API)
 from gapbench.core.result import OK, Record, Run
 
 SAME, FASTER, SLOWER, CANT_TELL, NOT_COMPARABLE = "same", "faster", "slower", "can't tell", "not comparable"
-#: the most prior weight (degrees of freedom) the noise model's rms gets in a --repeat interval
-K0 = 4
 
 #: default smallest change called faster or slower, and the band "same" must lie within (3%: rows
 #: of 3-10 us move by 1-2% between two processes on one machine, so a narrower band could not
 #: call most of them "same" from one run a side; docs/results/compare-calibration-*.md)
 MIN_EFFECT = 0.03
-BOOTSTRAP = 2000
 @dataclass(frozen=True)
 class Noise:
     """How one run a side is widened for the noise between runs: by the per-row noise model
@@ -95,19 +93,6 @@ def row_key(r: Record) -> tuple[str, ...]:
 
 def key_text(k: Sequence[str]) -> str:
     return " ".join(x for x in (k[0], k[4], f"{k[1]}/{k[2]}", k[3]) if x)
-
-
-def median_ratio_ci(a: np.ndarray, b: np.ndarray, n: int = BOOTSTRAP, seed: int = 0,
-                    confidence: float = 0.95) -> tuple[float, float, float]:
-    """(median(b) / median(a), lo, hi): the ratio of medians and its percentile-bootstrap interval,
-    each side resampled with replacement on its own (the two runs are independent)."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    rng = np.random.default_rng(seed)
-    ma = np.median(a[rng.integers(0, a.size, (n, a.size))], axis=1)
-    mb = np.median(b[rng.integers(0, b.size, (n, b.size))], axis=1)
-    r = mb / ma
-    tail = (1 - confidence) / 2
-    return float(np.median(b) / np.median(a)), float(np.quantile(r, tail)), float(np.quantile(r, 1 - tail))
 
 
 def classify(lo: float, hi: float, min_effect: float = MIN_EFFECT) -> str:
@@ -211,13 +196,13 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
         note, reason = "", ""
         if len(ma) >= 2 and len(mb) >= 2:
             # the prior is of the spread between processes (of one start: within); what another start
-            # adds is its own term (_beyond_processes)
+            # adds is its own term (ratio_ci.beyond_processes)
             prior = model.prior(dev_a, cls, True) if model is not None and dev_a == dev_b else None
             ratio, lo, hi = process_ratio_ci(ma, mb, prior_scale=prior[0] if prior else None,
                                              k0=min(K0, prior[1]) if prior else K0)
             covers = f"between processes ({len(ma)} + {len(mb)})"
             if model is not None and dev_a == dev_b:
-                lo, hi, covers = _beyond_processes(model, dev_a, cls, one_start, scale[0], ratio, lo, hi, covers)
+                lo, hi, covers = beyond_processes(model, dev_a, cls, one_start, scale[0], ratio, lo, hi, covers)
         else:
             ratio, lo, hi = median_ratio_ci(qa, qb, seed=seed) if intervals else (float(np.median(qb) / np.median(qa)),) * 3
             if widen != 1:  # on the log scale, so the interval stays positive and symmetric in ratio terms
@@ -313,55 +298,6 @@ def _scale(model: NoiseModel | None, dev_a: str, dev_b: str, cls, one_start: boo
     if sb[0] is None:
         return sb
     return (sa, sb)[sb[0] > sa[0]]
-
-
-def _beyond_processes(model: NoiseModel, device: str, cls, one_start: bool, single_scale: float | None,
-                      ratio: float, lo: float, hi: float, covers: str) -> tuple[float, float, str]:
-    """(lo, hi, what it covers) of a --repeat interval widened for what the processes of one side
-    share, where the noise model knows it (else as it came):
-    - across machine starts, the start's own term (NoiseModel.start_term: another host, another GPU
-      unit), added in quadrature: the processes of one start all ran on it, so their spread never
-      sees it (held out, 3-vs-3 groups of two H200 starts called 1.3% of BLAS rows faster or slower
-      without it, GEMVs of two units 5% apart);
-    - a heavy-tailed class (host-bound, single-sample) keeps at least one run a side's half-width:
-      processes started one after another share what ran before them (within one H200 start
-      the host-bound launch rows of two groups of three differed 1.4-1.5x)."""
-    half = max(math.log(hi / ratio), math.log(ratio / lo))
-    notes = []
-    if not one_start:
-        term = model.start_term(device, cls)
-        if term > 0:
-            half = math.sqrt(half ** 2 + (Z95 * term) ** 2)
-            notes.append(f"+ machine starts +-{100 * math.expm1(Z95 * term):.2g}%")
-    if model.is_heavy(cls) and single_scale is not None and Z95 * single_scale > half:
-        half = min(Z95 * single_scale, 10.0)
-        notes.append(f"at least one run a side's +-{100 * math.expm1(half):.2g}% (heavy-tailed class)")
-    if not notes:
-        return lo, hi, covers
-    return ratio * math.exp(-half), ratio * math.exp(half), f"{covers} {'; '.join(notes)}"
-
-
-def process_ratio_ci(a_meds: Sequence[float], b_meds: Sequence[float], prior_scale: float | None = None,
-                     k0: int = K0) -> tuple[float, float, float]:
-    """(B/A of the geometric means of the processes' medians, lo, hi): a 95% t interval on the log
-    medians of several fresh processes a side, with the pooled variance of the processes. It covers
-    the spread between processes (placement, clocks, allocator state), which one run's samples never
-    see. `prior_scale`: the noise model's rms shift of the row's class (of a difference of two single
-    runs, so s^2 / 2 per run), pooled in as k0 extra degrees of freedom (at most the number of
-    groups it was fitted on); without it, the processes alone (at least two a side)."""
-    la, lb = np.log(np.asarray(a_meds, dtype=np.float64)), np.log(np.asarray(b_meds, dtype=np.float64))
-    na, nb = la.size, lb.size
-    ss = float(((la - la.mean()) ** 2).sum() + ((lb - lb.mean()) ** 2).sum())
-    df = na + nb - 2
-    if prior_scale is not None:
-        ss += k0 * prior_scale ** 2 / 2
-        df += k0
-    if df < 1:
-        raise ValueError("a between-process interval needs at least two processes a side, or a noise model")
-    d = float(lb.mean() - la.mean())
-    se = math.sqrt(ss / df * (1 / na + 1 / nb))
-    half = t975(df) * se
-    return math.exp(d), math.exp(d - half), math.exp(d + half)
 
 
 def compare_groups(a_runs: list[Run], b_runs: list[Run], min_effect: float = MIN_EFFECT, widen: float = 1.0,

@@ -1,0 +1,77 @@
+"""The intervals of gapbench compare's ratios B/A: the bootstrap of one run a side's medians, the t
+interval on several fresh processes a side (`gapbench run --repeat N`), and what that interval must
+add for what a side's processes share (gapbench.core.compare says which applies to a row)."""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from gapbench.core.noise import Z95, NoiseModel, t975
+
+#: the most prior weight (degrees of freedom) the noise model's rms gets in a --repeat interval
+K0 = 4
+BOOTSTRAP = 2000
+
+
+def median_ratio_ci(a: np.ndarray, b: np.ndarray, n: int = BOOTSTRAP, seed: int = 0,
+                    confidence: float = 0.95) -> tuple[float, float, float]:
+    """(median(b) / median(a), lo, hi): the ratio of medians and its percentile-bootstrap interval,
+    each side resampled with replacement on its own (the two runs are independent)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    ma = np.median(a[rng.integers(0, a.size, (n, a.size))], axis=1)
+    mb = np.median(b[rng.integers(0, b.size, (n, b.size))], axis=1)
+    r = mb / ma
+    tail = (1 - confidence) / 2
+    return float(np.median(b) / np.median(a)), float(np.quantile(r, tail)), float(np.quantile(r, 1 - tail))
+
+
+def beyond_processes(model: NoiseModel, device: str, cls, one_start: bool, single_scale: float | None,
+                      ratio: float, lo: float, hi: float, covers: str) -> tuple[float, float, str]:
+    """(lo, hi, what it covers) of a --repeat interval widened for what the processes of one side
+    share, where the noise model knows it (else as it came):
+    - across machine starts, the start's own term (NoiseModel.start_term: another host, another GPU
+      unit), added in quadrature: the processes of one start all ran on it, so their spread never
+      sees it (held out, 3-vs-3 groups of two H200 starts called 1.3% of BLAS rows faster or slower
+      without it, GEMVs of two units 5% apart);
+    - a heavy-tailed class (host-bound, single-sample) keeps at least one run a side's half-width:
+      processes started one after another share what ran before them (within one H200 start
+      the host-bound launch rows of two groups of three differed 1.4-1.5x)."""
+    half = max(math.log(hi / ratio), math.log(ratio / lo))
+    notes = []
+    if not one_start:
+        term = model.start_term(device, cls)
+        if term > 0:
+            half = math.sqrt(half ** 2 + (Z95 * term) ** 2)
+            notes.append(f"+ machine starts +-{100 * math.expm1(Z95 * term):.2g}%")
+    if model.is_heavy(cls) and single_scale is not None and Z95 * single_scale > half:
+        half = min(Z95 * single_scale, 10.0)
+        notes.append(f"at least one run a side's +-{100 * math.expm1(half):.2g}% (heavy-tailed class)")
+    if not notes:
+        return lo, hi, covers
+    return ratio * math.exp(-half), ratio * math.exp(half), f"{covers} {'; '.join(notes)}"
+
+
+def process_ratio_ci(a_meds: Sequence[float], b_meds: Sequence[float], prior_scale: float | None = None,
+                     k0: int = K0) -> tuple[float, float, float]:
+    """(B/A of the geometric means of the processes' medians, lo, hi): a 95% t interval on the log
+    medians of several fresh processes a side, with the pooled variance of the processes. It covers
+    the spread between processes (placement, clocks, allocator state), which one run's samples never
+    see. `prior_scale`: the noise model's rms shift of the row's class (of a difference of two single
+    runs, so s^2 / 2 per run), pooled in as k0 extra degrees of freedom (at most the number of
+    groups it was fitted on); without it, the processes alone (at least two a side)."""
+    la, lb = np.log(np.asarray(a_meds, dtype=np.float64)), np.log(np.asarray(b_meds, dtype=np.float64))
+    na, nb = la.size, lb.size
+    ss = float(((la - la.mean()) ** 2).sum() + ((lb - lb.mean()) ** 2).sum())
+    df = na + nb - 2
+    if prior_scale is not None:
+        ss += k0 * prior_scale ** 2 / 2
+        df += k0
+    if df < 1:
+        raise ValueError("a between-process interval needs at least two processes a side, or a noise model")
+    d = float(lb.mean() - la.mean())
+    se = math.sqrt(ss / df * (1 / na + 1 / nb))
+    half = t975(df) * se
+    return math.exp(d), math.exp(d - half), math.exp(d + half)
