@@ -82,6 +82,11 @@ def row_class(r: Record, median_s: float) -> tuple[str, ...]:
     return (r.probe, r.metric, family, clock_kind(r), single, decade(median_s))
 
 
+def is_heavy(cls: Sequence[str]) -> bool:
+    """A class whose shifts are heavy-tailed: single samples, or a host-bound clock (HEAVY_CLOCKS)."""
+    return cls[4] == "single" or cls[3] in HEAVY_CLOCKS
+
+
 def levels(cls: Sequence[str]) -> list[tuple[str, ...]]:
     """The class, then coarser ones (any framework; any time scale; any metric), most specific first."""
     probe, metric, family, clock, single, dec = cls
@@ -214,7 +219,7 @@ def fit(shifts: Iterable[tuple], min_pairs: int = MIN_PAIRS) -> dict[str, dict]:
         ad = sorted(abs(x) for x in ds)
         q95, q99 = (ad[min(n - 1, math.ceil(q * n) - 1)] for q in (0.95, 0.99))
         parts = k.split("/")
-        if parts[4] == "single" or parts[3] in HEAVY_CLOCKS:  # heavy tails: bounds, not a normal prediction
+        if is_heavy(parts):  # heavy tails: bounds, not a normal prediction
             g = len(groups)
             scale = max(rms * math.sqrt(g / chi2_quantile(1 - UPPER, g)), q99 / Z95)
         else:
@@ -278,10 +283,6 @@ class NoiseModel:
             if w is not None and a is not None:
                 return math.sqrt(max(0.0, float(a["rms"]) ** 2 - float(w["rms"]) ** 2))
         return 0.0
-
-    def is_heavy(self, cls: Sequence[str]) -> bool:
-        """A class whose shifts are heavy-tailed: host-bound clocks, single samples (fit)."""
-        return cls[4] == "single" or cls[3] in HEAVY_CLOCKS
 
     def describe(self) -> str:
         if not self.devices:

@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from gapbench.core.noise import Z95, NoiseModel, t975
+from gapbench.core.noise import Z95, NoiseModel, is_heavy, t975
 
 #: the most prior weight (degrees of freedom) the noise model's rms gets in a --repeat interval
 K0 = 4
@@ -46,7 +46,7 @@ def beyond_processes(model: NoiseModel, device: str, cls, one_start: bool, singl
         if term > 0:
             half = math.sqrt(half ** 2 + (Z95 * term) ** 2)
             notes.append(f"+ machine starts +-{100 * math.expm1(Z95 * term):.2g}%")
-    if model.is_heavy(cls) and single_scale is not None and Z95 * single_scale > half:
+    if is_heavy(cls) and single_scale is not None and Z95 * single_scale > half:
         half = min(Z95 * single_scale, 10.0)
         notes.append(f"at least one run a side's +-{100 * math.expm1(half):.2g}% (heavy-tailed class)")
     if not notes:
