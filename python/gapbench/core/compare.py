@@ -51,9 +51,9 @@ import numpy as np
 
 from gapbench.core.conditions import Conditions, mismatch
 from gapbench.core.names import Backend
-from gapbench.core.floors import (EVENT_ROWS, HOST_BOUND, cold_start_differs, floor_moves, host_differences, is_floor,
+from gapbench.core.floors import (EVENT_ROWS, HOST_BOUND, HOST_CPU, cold_start_differs, floor_moves, host_differences, is_floor,
                                   plain_floor, same_start)
-from gapbench.core.noise import Z95, NoiseModel, device_class, row_class, shipped
+from gapbench.core.noise import Z95, NoiseModel, device_class, row_class, row_key, shipped  # noqa: F401 (row_key: API)
 from gapbench.core.ratio_ci import K0, beyond_processes, median_ratio_ci, process_ratio_ci  # noqa: F401 (API)
 from gapbench.core.result import OK, Record, Run
 
@@ -82,13 +82,6 @@ def noise_for(choice: str | float = "auto", model: NoiseModel | None = None) -> 
     if choice == "none":
         return Noise(note="none (--margin none): the noise within the runs only")
     return Noise(margin=math.log1p(float(choice)), note=f"+-{100 * float(choice):.3g}% for every row (--margin)")
-
-
-def row_key(r: Record) -> tuple[str, ...]:
-    """What a row is, whatever run it is in: benchmark, backend, variant, metric and its case."""
-    p = r.params or {}
-    case = str(p.get("label") or " ".join(str(p.get(k) or "") for k in ("op", "dtype", "shape_text")).strip())
-    return (r.probe, r.backend, r.variant, r.metric, case)
 
 
 def key_text(k: Sequence[str]) -> str:
@@ -236,9 +229,16 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
                 reason = f"the {ev.text()} moved, and rows this short move with it"
         if r.probe == "launch" and clock in HOST_BOUND and (not reason or is_floor(r)):
             f = moves.get(f"plain {r.metric}") if one_start else plain_floor(a, b, r.metric)
-            if is_floor(r) and (f is not None or not one_start):
+            cpu = moves.get(HOST_CPU) if one_start else None
+            if is_floor(r) and (f is not None or cpu is not None or not one_start):
                 reason = ("a floor of the host, which moved (see the floors)" if one_start else
                           "a floor of the host, on another machine start")
+            elif cpu is not None and f is None and plain_floor(a, b, r.metric) is None:
+                # within one start the host itself ran at another speed (its CPU's no-op 2.09x between
+                # two processes of one H100 start, 2026-11-27): a row with no plain loop of its
+                # metric moves with it, by an amount no floor measures
+                reason = (f"the host's CPU moved ({cpu.text()}): a host-bound row with no plain loop of its metric "
+                          "(context, cold, import, first warm, CPU calls) moves with it")
             elif f is not None:
                 absolute = ratio
                 ratio, lo, hi = ratio / f.ratio, lo / f.ratio, hi / f.ratio

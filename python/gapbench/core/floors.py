@@ -16,6 +16,8 @@ from gapbench.core.result import OK, Record, Run
 FLOOR_TOL = 0.10
 #: device-timed rows shorter than this many empty event pairs move with the event-pair floor
 EVENT_ROWS = 50
+#: the floor of the host's CPU itself: native-cpu's bound no-op, one call through the binding
+HOST_CPU = "native-cpu no-op"
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,9 @@ def floors(run: Run) -> dict[str, tuple[float, str]]:
         if r.status == OK and r.samples_s and r.probe == "launch":
             if r.backend == Backend.plain_cuda.value:
                 out[f"plain {r.metric}"] = (float(np.median(r.per_op())), "us")
-            elif r.backend == Backend.native_cpu.value and r.metric == "roundtrip":
-                out["native-cpu no-op"] = (float(np.median(r.per_op())), "us")
+            elif r.backend == Backend.native_cpu.value and r.metric == "roundtrip" and r.variant in ("noop", ""):
+                # the bound no-op (its Python-function sibling, py-noop, is a row, not this floor)
+                out[HOST_CPU] = (float(np.median(r.per_op())), "us")
     return out
 
 

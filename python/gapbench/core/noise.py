@@ -41,6 +41,8 @@ HEAVY_CLOCKS = ("host", "issued", "plain")
 UPPER = 0.95
 #: a class is used only when fitted on at least this many A/A row pairs (else a coarser one)
 MIN_PAIRS = 10
+#: a row's own level only with at least this many (else its class)
+ROW_MIN_PAIRS = 20
 _CLOCK = {Clock.GATED: "gated", Clock.ISSUED: "issued", Clock.GRAPH: "graph", Clock.HOST: "host",
           Clock.GPU_TIMESTAMPS: "gpu-ts"}
 #: clocks that see only the device's work: the queue held behind the gate, or one graph launch
@@ -64,10 +66,18 @@ def decade(seconds: float) -> str:
     return f"e{math.floor(half)}.{5 if half % 1 else 0}"
 
 
+def row_key(r: Record) -> tuple[str, ...]:
+    """What a row is, whatever run it is in: benchmark, backend, variant, metric and its case."""
+    p = r.params or {}
+    case = str(p.get("label") or " ".join(str(p.get(k) or "") for k in ("op", "dtype", "shape_text")).strip())
+    return (r.probe, r.backend, r.variant, r.metric, case)
+
+
 def row_class(r: Record, median_s: float) -> tuple[str, ...]:
-    """What a row is, for its noise: (benchmark, metric, framework, clock, single|many, decade); the
-    framework carries the number of streams its rows were timed on where that is more than one
-    ("native-streams8")."""
+    """What a row is, for its noise: (benchmark, metric, framework, clock, single|many, decade, row);
+    the framework carries the number of streams its rows were timed on where that is more than one
+    ("native-streams8"); the row is its backend, variant and case (row_key), for the row's own level
+    (levels)."""
     try:
         family = Backend(r.backend).family.value
     except ValueError:  # a name this version does not know: its own class
@@ -79,7 +89,8 @@ def row_class(r: Record, median_s: float) -> tuple[str, ...]:
         # class than the same backend's rows timed on one stream (every run before 6afacf0)
         family = f"{family}-streams{int(streams)}"
     single = "single" if len(r.samples_s or ()) <= 1 else "many"
-    return (r.probe, r.metric, family, clock_kind(r), single, decade(median_s))
+    k = row_key(r)
+    return (r.probe, r.metric, family, clock_kind(r), single, decade(median_s), "|".join((k[1], k[2], k[4])))
 
 
 def is_heavy(cls: Sequence[str]) -> bool:
@@ -88,10 +99,12 @@ def is_heavy(cls: Sequence[str]) -> bool:
 
 
 def levels(cls: Sequence[str]) -> list[tuple[str, ...]]:
-    """The class, then coarser ones (any framework; any time scale; any metric), most specific first."""
-    probe, metric, family, clock, single, dec = cls
-    return [(probe, metric, family, clock, single, dec), (probe, metric, "*", clock, single, dec),
-            (probe, metric, "*", clock, single, "*"), (probe, "*", "*", clock, single, "*")]
+    """The row itself (any time scale: its own shifts, where it was seen on enough pairs), then its
+    class and coarser ones (any framework; any time scale; any metric), most specific first."""
+    probe, metric, family, clock, single, dec = cls[:6]
+    row = [(probe, metric, family, clock, single, "*", cls[6])] if len(cls) > 6 and cls[6] else []
+    return row + [(probe, metric, family, clock, single, dec), (probe, metric, "*", clock, single, dec),
+                  (probe, metric, "*", clock, single, "*"), (probe, "*", "*", clock, single, "*")]
 
 
 def key(cls: Sequence[str]) -> str:
@@ -211,7 +224,7 @@ def fit(shifts: Iterable[tuple], min_pairs: int = MIN_PAIRS) -> dict[str, dict]:
     for k, groups in sorted(by.items()):
         ds = [x for v in groups.values() for x in v]
         n = len(ds)
-        if n < min_pairs:
+        if n < (max(min_pairs, ROW_MIN_PAIRS) if len(k.split("/")) > 6 else min_pairs):
             continue
         vc, vr, rms, dfc, dfr = components(groups)
         den = (vc * vc / dfc if dfc else 0.0) + vr * vr / dfr
@@ -222,11 +235,26 @@ def fit(shifts: Iterable[tuple], min_pairs: int = MIN_PAIRS) -> dict[str, dict]:
         if is_heavy(parts):  # heavy tails: bounds, not a normal prediction
             g = len(groups)
             scale = max(rms * math.sqrt(g / chi2_quantile(1 - UPPER, g)), q99 / Z95)
+        elif len(parts) > 6:  # one row: its own prediction (the 95th percentile of a few dozen shifts is its noise)
+            scale = rms * t975(max(df, 1.0)) / Z95
         else:
             scale = max(rms * t975(max(df, 1.0)), q95) / Z95
         out[k] = {"n": n, "groups": len(groups), "rms": round(rms, 6), "common": round(math.sqrt(vc), 6),
                   "df": round(df, 1), "q95": round(q95, 6), "q99": round(q99, 6), "scale": round(scale, 6)}
     return out
+
+
+def _lookup(cls: Sequence[str], same_start: bool) -> list[tuple[str, tuple[str, ...]]]:
+    """(scope, level) in the order a scale is looked up: across starts, the levels most specific
+    first; within one start, at each level the start's own scope, then across starts (a row's scale
+    across starts bounds what it does within one), except for host-bound classes, whose rows are
+    judged across starts as gaps to the host floor (another quantity): all their within-start
+    levels first."""
+    if not same_start:
+        return [("across", lv) for lv in levels(cls)]
+    if cls[3] in HEAVY_CLOCKS:
+        return [("within", lv) for lv in levels(cls)] + [("across", lv) for lv in levels(cls)]
+    return [(scope, lv) for lv in levels(cls) for scope in ("within", "across")]
 
 
 class NoiseModel:
@@ -246,28 +274,27 @@ class NoiseModel:
     def scale(self, device: str, cls: Sequence[str], same_start: bool = False) -> tuple[float | None, str]:
         """(the between-run scale (log) of a row of class `cls` on `device`, the class it came from),
         or (None, why there is none). `same_start`: both runs on one machine start (one boot of one
-        host), where rows move less than across starts; the scales across starts serve where the
-        within-start ones lack the class."""
+        host), where rows move less than across starts. The most specific level fitted wins (the row
+        itself, then its class, then coarser ones), within one start before across starts at each
+        level: a row's own scale across starts bounds what it does within one (starts add to it),
+        where too few pairs of one start saw it, better than a class whose loudest rows set its tail."""
         dev = self.devices.get(device)
         if dev is None:
             have = ", ".join(sorted(self.devices)) or "none"
             return None, f"uncalibrated on {device} (calibrated: {have}): use --repeat"
-        for scope in (("within", "across") if same_start else ("across",)):
-            classes = dev.get(scope, {})
-            for lv in levels(cls):
-                hit = classes.get(key(lv))
-                if hit is not None:
-                    return float(hit["scale"]), f"{scope} starts: {key(lv)}" if scope == "across" else f"one start: {key(lv)}"
+        for scope, lv in _lookup(cls, same_start):
+            hit = dev.get(scope, {}).get(key(lv))
+            if hit is not None:
+                return float(hit["scale"]), f"{scope} starts: {key(lv)}" if scope == "across" else f"one start: {key(lv)}"
         return None, f"no calibrated class for {key(cls)} on {device}: use --repeat"
 
     def prior(self, device: str, cls: Sequence[str], same_start: bool = False) -> tuple[float, int] | None:
         """(rms of the class's shifts, groups behind it) for a --repeat interval's prior, or None."""
         dev = self.devices.get(device) or {}
-        for scope in (("within", "across") if same_start else ("across",)):
-            for lv in levels(cls):
-                hit = dev.get(scope, {}).get(key(lv))
-                if hit is not None:
-                    return float(hit["rms"]), int(hit.get("groups", 1))
+        for scope, lv in _lookup(cls, same_start):
+            hit = dev.get(scope, {}).get(key(lv))
+            if hit is not None:
+                return float(hit["rms"]), int(hit.get("groups", 1))
         return None
 
     def start_term(self, device: str, cls: Sequence[str]) -> float:
