@@ -384,7 +384,32 @@ def main() -> None:
             cells.append(" / ".join(parts))
         lines.append(f"| {k} | " + " | ".join(cells) + " |")
     print("\n".join(lines))
-    OUT.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    OUT.write_text(dump(doc))
+
+
+def dump(doc: dict) -> str:
+    """The model as JSON, one fitted level a line (the file holds one per row and class)."""
+    out = ["{"]
+    for i, (k, v) in enumerate(sorted(doc.items())):
+        sep = "," if i < len(doc) - 1 else ""
+        if k != "devices":
+            out.append(f" {json.dumps(k)}: {json.dumps(v, sort_keys=True)}{sep}")
+            continue
+        out.append(' "devices": {')
+        for j, (dev, d) in enumerate(sorted(v.items())):
+            out.append(f"  {json.dumps(dev)}: {{")
+            items = sorted(d.items())
+            for m, (field, val) in enumerate(items):
+                tail = "," if m < len(items) - 1 else ""
+                if field in ("within", "across"):
+                    rows = [f"    {json.dumps(c)}: {json.dumps(e, sort_keys=True, separators=(',', ':'))}"
+                            for c, e in sorted(val.items())]
+                    out.append(f"   {json.dumps(field)}: {{\n" + ",\n".join(rows) + f"\n   }}{tail}")
+                else:
+                    out.append(f"   {json.dumps(field)}: {json.dumps(val, sort_keys=True)}{tail}")
+            out.append("  }" + ("," if j < len(v) - 1 else ""))
+        out.append(" }" + sep)
+    return "\n".join(out) + "\n}\n"
 
 
 def repeat_sections(files: list[File], allp: list[tuple[File, File]]) -> list[str]:
