@@ -34,9 +34,10 @@ the plain C++ launch loops, a fixed host loop). Where a floor moved between A an
 so; across machine starts host-timed launch rows are then compared as gaps to their host floor
 (the absolute change shown beside), within one start they get no verdict (there they do not keep
 their gap), nor do host rows without a plain loop of their metric where the host's CPU floor moved;
-device-timed rows short enough to move with the event-pair floor get no verdict. Host differences (another CPU, kernel, machine or boot; a first run after a machine
-start) are listed, and single-sample rows get no verdict across a first run or across compile
-caches (CuPy's kernels, torch's bytecode) empty for one run and filled for the other.
+device-timed rows short enough to move with the event-pair floor get no verdict (host_bound_rule).
+Host differences (another CPU, kernel, machine or boot; a first run after a machine start) are
+listed, and single-sample rows get no verdict across a first run or across compile caches (CuPy's
+kernels, torch's bytecode) empty for one run and filled for the other.
 
 nvbench_compare and pyperf's compare_to were the models: both classify from each side's noise and
 hold a minimum effect; this adds the conditions, the machines' floors and the noise model.
@@ -52,8 +53,8 @@ import numpy as np
 
 from gapbench.core.conditions import Conditions, mismatch
 from gapbench.core.names import Backend
-from gapbench.core.floors import (EVENT_ROWS, HOST_BOUND, HOST_CPU, cold_start_differs, floor_moves, host_differences, is_floor,
-                                  plain_floor, same_start)
+from gapbench.core.floors import (EVENT_ROWS, HOST_BOUND, HOST_CPU, FloorMove, cold_start_differs, floor_moves,
+                                  host_differences, is_floor, plain_floor, same_start)
 from gapbench.core.noise import Z95, NoiseModel, device_class, row_class, row_key, shipped  # noqa: F401 (row_key: API)
 from gapbench.core.ratio_ci import K0, beyond_processes, median_ratio_ci, process_ratio_ci  # noqa: F401 (API)
 from gapbench.core.result import OK, Record, Run
@@ -229,30 +230,12 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
             if quant["A"][0] < EVENT_ROWS * max(ev.a, ev.b):
                 reason = f"the {ev.text()} moved, and rows this short move with it"
         if r.probe == "launch" and clock in HOST_BOUND and (not reason or is_floor(r)):
-            f = moves.get(f"plain {r.metric}") if one_start else plain_floor(a, b, r.metric)
-            cpu = moves.get(HOST_CPU) if one_start else None
-            if is_floor(r) and (f is not None or cpu is not None or not one_start):
-                reason = ("a floor of the host, which moved (see the floors)" if one_start else
-                          "a floor of the host, on another machine start")
-            elif cpu is not None and f is None and plain_floor(a, b, r.metric) is None:
-                # within one start the host itself ran at another speed (its CPU's no-op 2.09x between
-                # two processes of one H100 start, 2026-11-27): a row with no plain loop of its
-                # metric moves with it, by an amount no floor measures
-                reason = (f"the host's CPU moved ({cpu.text()}): a host-bound row with no plain loop of its metric "
-                          "(context, cold, import, first warm, CPU calls) moves with it")
-            elif f is not None and one_start:
-                # within one start a host-bound row does not keep its gap to a plain loop that moved:
-                # judged so, the committed starts' 282 such rows were none same and 11 faster or
-                # slower (native back-to-back 0.73x where the plain loop ran 1.13x slower)
-                reason = (f"the host's issue rate moved within this start ({f.text()}): host-bound rows move "
-                          "with it by amounts of their own here")
-            elif f is not None:
+            why, floor = host_bound_rule(r, a, b, moves, one_start)
+            reason = why or reason
+            if floor is not None:
                 absolute = ratio
-                ratio, lo, hi = ratio / f.ratio, lo / f.ratio, hi / f.ratio
-                note = f"gap to the host floor ({f.text()}); absolute B/A {absolute:.3f}"
-            elif not one_start:
-                reason = ("another machine start: a host-bound row with no plain loop of its metric to judge it "
-                          "against (context, cold, import, first warm) moves with the host")
+                ratio, lo, hi = ratio / floor.ratio, lo / floor.ratio, hi / floor.ratio
+                note = f"gap to the host floor ({floor.text()}); absolute B/A {absolute:.3f}"
         frac = {}
         if dev_a != dev_b:
             fa, fb = _ceiling_fraction(a, ra), _ceiling_fraction(b, r)
@@ -265,6 +248,38 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
         out.append(RowChange(k, ra, r, verdict, ratio, lo, hi, why=reason, quantiles=quant, of_ceiling=frac,
                              covers=covers, absolute=absolute, note=note))
     return out
+
+
+def host_bound_rule(r: Record, a: Run, b: Run, moves: dict[str, FloorMove],
+                    one_start: bool) -> tuple[str, FloorMove | None]:
+    """How a host-bound launch row of runs A and B is judged, given the floors that moved
+    (floor_moves by name): (why it gets no verdict, "" if it gets one; the plain loop whose gap it
+    is judged as, or None for its absolute time)."""
+    f = moves.get(f"plain {r.metric}") if one_start else plain_floor(a, b, r.metric)
+    cpu = moves.get(HOST_CPU) if one_start else None
+    if is_floor(r):
+        if f is not None or cpu is not None or not one_start:
+            return ("a floor of the host, which moved (see the floors)" if one_start else
+                    "a floor of the host, on another machine start"), None
+        return "", None
+    if not one_start:  # across starts: the gap to the plain loop of its metric, where there is one
+        if f is not None:
+            return "", f
+        return ("another machine start: a host-bound row with no plain loop of its metric to judge it against "
+                "(context, cold, import, first warm) moves with the host"), None
+    if f is not None:
+        # within one start a host-bound row does not keep its gap to a plain loop that moved: judged
+        # so, the committed starts' 282 such rows were none same and 11 faster or slower (native
+        # back-to-back 0.73x where the plain loop ran 1.13x slower)
+        return (f"the host's issue rate moved within this start ({f.text()}): host-bound rows move with it by "
+                "amounts of their own here"), None
+    if cpu is not None and plain_floor(a, b, r.metric) is None:
+        # the host itself ran at another speed (its CPU's no-op 2.09x between two processes of one
+        # H100 start, 2026-11-27): a row with no plain loop of its metric moves with it, by an
+        # amount no floor measures
+        return (f"the host's CPU moved ({cpu.text()}): a host-bound row with no plain loop of its metric "
+                "(context, cold, import, first warm, CPU calls) moves with it"), None
+    return "", None
 
 
 def judged_shifts(a: Run, b: Run, one_start: bool | None = None) -> list[tuple[tuple, float]]:
