@@ -147,17 +147,18 @@ def source(rel: str) -> Path:
 
 
 class File:
-    def __init__(self, rel: str, start: str, gpu: str):
-        self.rel, self.start, self.gpu = rel, start, gpu
+    def __init__(self, rel: str, start: str, gpu: str | None = None):
+        self.rel, self.start = rel, start
         self.run = load_run(source(rel))
+        self.key = noise.device_class(self.run)  # the model's unit: GPU model, /quick for quick runs
+        self.gpu = gpu or self.key.split("/")[0]
         cmd = str(self.run.run.get("command") or "")
         self.probe = self.run.run.get("probe")
         self.mode = "quick" if "--quick" in cmd.split() else "default"
         self.injected = float(((self.run.run.get("config") or {}).get("inject_delay_us") or {}).get(INJECTED) or 0)
         self.medians = {cmp.row_key(r): (float(np.median(r.per_op())), r)
                         for r in self.run.records if r.status == OK and r.samples_s}
-        self.key = noise.device_class(self.run)  # the model's unit: GPU model, /quick for quick runs
-        assert self.key.split("/")[0] == gpu, (rel, self.key)
+        assert self.key.split("/")[0] == self.gpu, (rel, self.key)
 
 
 def load() -> list[File]:

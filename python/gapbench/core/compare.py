@@ -54,7 +54,7 @@ import numpy as np
 from gapbench.core.conditions import Conditions, mismatch
 from gapbench.core.names import Backend
 from gapbench.core.floors import (EVENT_ROWS, HOST_BOUND, HOST_CPU, FloorMove, cold_start_differs, floor_moves,
-                                  host_differences, is_floor, plain_floor, same_start)
+                                  host_differences, is_floor, plain_floors, same_start)
 from gapbench.core.noise import Z95, NoiseModel, device_class, row_class, row_key, shipped  # noqa: F401 (row_key: API)
 from gapbench.core.ratio_ci import K0, beyond_processes, median_ratio_ci, process_ratio_ci  # noqa: F401 (API)
 from gapbench.core.result import OK, Record, Run
@@ -168,6 +168,7 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
     if widen < 1:
         raise ValueError(f"widen must be >= 1 (a factor on the interval's half-widths), got {widen}")
     moves = {m.name: m for m in floor_moves(a, b)}
+    plains = plain_floors(a, b)
     cold_why = cold_start_differs(a, b)
     units = next((h for h in host_differences(a, b) if h.startswith("another GPU")), "")
     dev_a, dev_b = device_class(a), device_class(b)
@@ -230,7 +231,7 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
             if quant["A"][0] < EVENT_ROWS * max(ev.a, ev.b):
                 reason = f"the {ev.text()} moved, and rows this short move with it"
         if r.probe == "launch" and clock in HOST_BOUND and (not reason or is_floor(r)):
-            why, floor = host_bound_rule(r, a, b, moves, one_start)
+            why, floor = host_bound_rule(r, moves, plains, one_start)
             reason = why or reason
             if floor is not None:
                 absolute = ratio
@@ -250,12 +251,12 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
     return out
 
 
-def host_bound_rule(r: Record, a: Run, b: Run, moves: dict[str, FloorMove],
+def host_bound_rule(r: Record, moves: dict[str, FloorMove], plains: dict[str, FloorMove],
                     one_start: bool) -> tuple[str, FloorMove | None]:
-    """How a host-bound launch row of runs A and B is judged, given the floors that moved
-    (floor_moves by name): (why it gets no verdict, "" if it gets one; the plain loop whose gap it
-    is judged as, or None for its absolute time)."""
-    f = moves.get(f"plain {r.metric}") if one_start else plain_floor(a, b, r.metric)
+    """How a host-bound launch row of two runs is judged, given the floors that moved (floor_moves
+    by name) and the plain loops both ran (plain_floors, by metric): (why it gets no verdict, "" if
+    it gets one; the plain loop whose gap it is judged as, or None for its absolute time)."""
+    f = moves.get(f"plain {r.metric}") if one_start else plains.get(r.metric)
     cpu = moves.get(HOST_CPU) if one_start else None
     if is_floor(r):
         if f is not None or cpu is not None or not one_start:
@@ -273,7 +274,7 @@ def host_bound_rule(r: Record, a: Run, b: Run, moves: dict[str, FloorMove],
         # back-to-back 0.73x where the plain loop ran 1.13x slower)
         return (f"the host's issue rate moved within this start ({f.text()}): host-bound rows move with it by "
                 "amounts of their own here"), None
-    if cpu is not None and plain_floor(a, b, r.metric) is None:
+    if cpu is not None and r.metric not in plains:
         # the host itself ran at another speed (its CPU's no-op 2.09x between two processes of one
         # H100 start, 2026-11-27): a row with no plain loop of its metric moves with it, by an
         # amount no floor measures

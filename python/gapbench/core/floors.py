@@ -143,8 +143,9 @@ def is_floor(r: Record) -> bool:
     return r.backend == Backend.plain_cuda.value or (r.backend == Backend.native_cpu.value and r.metric == "roundtrip")
 
 
-def plain_floor(a: Run, b: Run, metric: str) -> FloorMove | None:
-    """The plain C++ loop's row of `metric` in both runs, as a floor (moved or not): across machine
-    starts a host-bound row is judged as its gap to it."""
-    fa, fb = floors(a).get(f"plain {metric}"), floors(b).get(f"plain {metric}")
-    return FloorMove(f"plain {metric}", fa[0], fb[0], fa[1]) if fa and fb and fa[0] > 0 and fb[0] > 0 else None
+def plain_floors(a: Run, b: Run) -> dict[str, FloorMove]:
+    """Per metric, the plain C++ loop's row in both runs, as a floor (moved or not): across machine
+    starts a host-bound row is judged as its gap to the one of its metric."""
+    fa, fb = floors(a), floors(b)
+    return {name[len("plain "):]: FloorMove(name, fa[name][0], fb[name][0], fa[name][1])
+            for name in fa.keys() & fb.keys() if name.startswith("plain ") and fa[name][0] > 0 and fb[name][0] > 0}

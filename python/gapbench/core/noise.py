@@ -226,14 +226,14 @@ def fit(shifts: Iterable[tuple], min_pairs: int = MIN_PAIRS) -> dict[str, dict]:
     for k, groups in sorted(by.items()):
         ds = [x for v in groups.values() for x in v]
         n = len(ds)
-        if n < (max(min_pairs, ROW_MIN_PAIRS) if len(k.split("/")) > 6 else min_pairs):
+        parts = k.split("/")
+        if n < (max(min_pairs, ROW_MIN_PAIRS) if len(parts) > 6 else min_pairs):
             continue
         vc, vr, rms, dfc, dfr = components(groups)
         den = (vc * vc / dfc if dfc else 0.0) + vr * vr / dfr
         df = (vc + vr) ** 2 / den if den > 0 else float(dfr)
         ad = sorted(abs(x) for x in ds)
         q95, q99 = (ad[min(n - 1, math.ceil(q * n) - 1)] for q in (0.95, 0.99))
-        parts = k.split("/")
         if is_heavy(parts):  # heavy tails: bounds, not a normal prediction
             g = len(groups)
             scale = max(rms * math.sqrt(g / chi2_quantile(1 - UPPER, g)), q99 / Z95)
@@ -278,23 +278,27 @@ class NoiseModel:
         itself, then its class, then coarser ones), within one start before across starts at each
         level: a row's own scale across starts bounds what it does within one (starts add to it),
         where too few pairs of one start saw it, better than a class whose loudest rows set its tail."""
-        dev = self.devices.get(device)
-        if dev is None:
+        if device not in self.devices:
             have = ", ".join(sorted(self.devices)) or "none"
             return None, f"uncalibrated on {device} (calibrated: {have}): use --repeat"
-        for scope, lv in _lookup(cls, same_start):
-            hit = dev.get(scope, {}).get(key(lv))
-            if hit is not None:
-                return float(hit["scale"]), f"{scope} starts: {key(lv)}" if scope == "across" else f"one start: {key(lv)}"
-        return None, f"no calibrated class for {key(cls)} on {device}: use --repeat"
+        found = self._fitted(device, cls, same_start)
+        if found is None:
+            return None, f"no calibrated class for {key(cls)} on {device}: use --repeat"
+        scope, k, hit = found
+        return float(hit["scale"]), f"{scope} starts: {k}" if scope == "across" else f"one start: {k}"
 
     def prior(self, device: str, cls: Sequence[str], same_start: bool = False) -> tuple[float, int] | None:
         """(rms of the class's shifts, groups behind it) for a --repeat interval's prior, or None."""
+        found = self._fitted(device, cls, same_start)
+        return (float(found[2]["rms"]), int(found[2].get("groups", 1))) if found else None
+
+    def _fitted(self, device: str, cls: Sequence[str], same_start: bool) -> tuple[str, str, dict] | None:
+        """(scope, level key, its fit) of the first level fitted, in _lookup's order, or None."""
         dev = self.devices.get(device) or {}
         for scope, lv in _lookup(cls, same_start):
             hit = dev.get(scope, {}).get(key(lv))
             if hit is not None:
-                return float(hit["rms"]), int(hit.get("groups", 1))
+                return scope, key(lv), hit
         return None
 
     def start_term(self, device: str, cls: Sequence[str]) -> float:
