@@ -556,6 +556,30 @@ def test_the_shipped_noise_model_is_what_the_committed_runs_give():
     assert doc == json.loads(MODEL_FILE.read_text())
 
 
+def test_the_calibration_counts_how_often_an_interval_holds_the_true_ratio_by_row_size():
+    """The calibration report says how often compare's 95% interval held 1 on A/A pairs (the true
+    ratio there), by row size: a row left without a verdict for a reason is not counted, an interval
+    that misses 1 is counted as a miss, and each row lands in the size of its A median."""
+    import importlib.util
+    from pathlib import Path
+    from types import SimpleNamespace as NS
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("calibrate_compare", root / "docs/results/calibrate_compare.py")
+    cal = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cal)
+    cover = cal.new_cover()
+    rows = [NS(why="", lo=0.98, hi=1.02, quantiles={"A": [5e-6]}),     # short, holds 1
+            NS(why="", lo=1.01, hi=1.05, quantiles={"A": [6e-6]}),     # short, misses
+            NS(why="", lo=0.99, hi=1.01, quantiles={"A": [2e-4]}),     # long, holds 1
+            NS(why="a floor moved", lo=1.2, hi=1.3, quantiles={"A": [2e-4]}),  # no verdict: not counted
+            NS(why="", lo=None, hi=None, quantiles={"A": [5e-5]})]     # no interval: not counted
+    for c in rows:
+        cal.covered(cover, c)
+    assert cover == {"< 10 us": [1, 2], "10-100 us": [0, 0], ">= 100 us": [1, 1]}
+    assert cal.cover_cell(cover) == "2/3 (66.7%) (< 10 us 50.0%, >= 100 us 100.0%)"
+
+
 def test_a_compute_bound_row_is_held_against_its_machines_flop_ceiling_not_the_copy(tmp_path):
     """Across machines each row is a fraction of its own roofline: min(FLOP ceiling, intensity x
     copy bandwidth). A GEMM-like row (high intensity) at its machine's GEMM rate is 100% on both

@@ -227,6 +227,7 @@ def judge(model: noise.NoiseModel, test: list[tuple[File, File]]) -> dict:
     n = {v: 0 for v in (cmp.SAME, cmp.FASTER, cmp.SLOWER, cmp.CANT_TELL)}
     alarms, det = [], {bk: [0, 0] for bk in BUCKETS}
     launch_rows = {"graph_node": [0, 0], "stream_b2b": [0, 0]}
+    cover = new_cover()
     for a, b in test:
         one_start = a.start == b.start
         if a.injected and b.injected:
@@ -245,12 +246,42 @@ def judge(model: noise.NoiseModel, test: list[tuple[File, File]]) -> dict:
                         det[bk][0] += c.verdict == cmp.SLOWER
                 continue
             n[c.verdict] += 1
+            covered(cover, c)
             if c.verdict in (cmp.FASTER, cmp.SLOWER):
                 alarms.append(f"{cmp.key_text(c.key)} {c.ratio:.3f} ({a.rel} / {b.rel})")
             if c.key[0] == "launch" and c.key[3] in launch_rows:
                 launch_rows[c.key[3]][1] += 1
                 launch_rows[c.key[3]][0] += c.verdict == cmp.SAME
-    return {"n": n, "alarms": alarms, "detected": det, "launch_same": launch_rows}
+    return {"n": n, "alarms": alarms, "detected": det, "launch_same": launch_rows, "cover": cover}
+
+
+#: row sizes (the A median) the coverage of the interval is counted by: (label, from, to) seconds
+SIZES = (("< 10 us", 0.0, 1e-5), ("10-100 us", 1e-5, 1e-4), (">= 100 us", 1e-4, math.inf))
+
+
+def new_cover() -> dict:
+    """Coverage counts by row size: {label: [intervals that hold 1, intervals]}."""
+    return {label: [0, 0] for label, _, _ in SIZES}
+
+
+def covered(cover: dict, c) -> None:
+    """Count an A/A row judged by its interval (not one left without a verdict for a reason) into
+    `cover` by its size: [intervals that hold 1, intervals]. An A/A pair's true ratio is 1, so a 95%
+    interval that says what it covers holds it in about 95% of pairs: much more, and it is wider
+    than the noise (fewer `same` than the data allow); less, and it claims more than it knows."""
+    if c.why or c.lo is None or c.hi is None:
+        return
+    for label, lo, hi in SIZES:
+        if lo <= c.quantiles["A"][0] < hi:
+            cover[label][1] += 1
+            cover[label][0] += c.lo <= 1.0 <= c.hi
+
+
+def cover_cell(cover: dict) -> str:
+    """The share of intervals that held 1, in all and by row size."""
+    held, total = sum(v[0] for v in cover.values()), sum(v[1] for v in cover.values())
+    by = ", ".join(f"{label} {100 * v[0] / v[1]:.1f}%" for label, v in cover.items() if v[1])
+    return f"{pct(held, total)}" + (f" ({by})" if by else "")
 
 
 #: processes a side in the --repeat section (`gapbench run --repeat 3`, the README's default)
@@ -270,17 +301,18 @@ def judge_groups(model: noise.NoiseModel, test: list[tuple[list[File], list[File
     """Verdict counts over the rows of pairs of run groups (several fresh processes a side: the
     interval on the spread of the processes' medians, with the model's class as its prior)."""
     n = {v: 0 for v in (cmp.SAME, cmp.FASTER, cmp.SLOWER, cmp.CANT_TELL)}
-    alarms = []
+    alarms, cover = [], new_cover()
     for ga, gb in test:
         one_start = ga[0].start == gb[0].start
         for c in cmp.compare_groups([f.run for f in ga], [f.run for f in gb], model=model, one_start=one_start):
             if c.ratio is None or c.verdict == cmp.NOT_COMPARABLE:
                 continue
             n[c.verdict] += 1
+            covered(cover, c)
             if c.verdict in (cmp.FASTER, cmp.SLOWER):
                 alarms.append(f"{cmp.key_text(c.key)} {c.ratio:.3f} [{c.lo:.3f}-{c.hi:.3f}] "
                               f"({', '.join(f.rel for f in ga)} / {', '.join(f.rel for f in gb)})")
-    return {"n": n, "alarms": alarms}
+    return {"n": n, "alarms": alarms, "cover": cover}
 
 
 _models: dict = {}
@@ -327,10 +359,12 @@ def main() -> None:
                     continue
                 lines += [f"## {gpu}, {probe} ({mode} runs)", "",
                           "| held-out start | pairs | run pairs | same | faster or slower | can't tell | injected found "
-                          "(3-5% / 5-10% / >=10%) |" + (" graph-node, back-to-back same |" if probe == "launch" else ""),
-                          "|---|---|---|---|---|---|---|" + ("---|" if probe == "launch" else "")]
+                          "(3-5% / 5-10% / >=10%) | 95% interval holds 1 |" +
+                          (" graph-node, back-to-back same |" if probe == "launch" else ""),
+                          "|---|---|---|---|---|---|---|---|" + ("---|" if probe == "launch" else "")]
                 tot = {v: 0 for v in (cmp.SAME, cmp.FASTER, cmp.SLOWER, cmp.CANT_TELL)}
                 by_scope = {sc: dict(tot) for sc in ("within it", "with others")}
+                cov_scope = {sc: new_cover() for sc in by_scope}
                 all_alarms = []
                 for start in STARTS[gpu]:
                     model = held_out_model(allp, start)
@@ -345,9 +379,14 @@ def main() -> None:
                             tot[v] += n[v]
                             by_scope[scope][v] += n[v]
                         all_alarms += res["alarms"]
+                        for sz, v in res["cover"].items():
+                            cov_scope[scope][sz][0] += v[0]
+                            cov_scope[scope][sz][1] += v[1]
                         det = " / ".join(pct(*res["detected"][bk]) for bk in BUCKETS)
+                        held = res["cover"]
                         row = (f"| {start} | {scope} | {len(test)} | {pct(n[cmp.SAME], total)} | "
-                               f"{pct(n[cmp.FASTER] + n[cmp.SLOWER], total)} | {pct(n[cmp.CANT_TELL], total)} | {det} |")
+                               f"{pct(n[cmp.FASTER] + n[cmp.SLOWER], total)} | {pct(n[cmp.CANT_TELL], total)} | {det} | "
+                               f"{pct(sum(v[0] for v in held.values()), sum(v[1] for v in held.values()))} |")
                         if probe == "launch":
                             ls = res["launch_same"]
                             row += f" {pct(*ls['graph_node'])}, {pct(*ls['stream_b2b'])} |"
@@ -361,7 +400,8 @@ def main() -> None:
                                     ("with others", "runs of two machine starts")):
                     if sum(by_scope[scope].values()):
                         same, alarm, _ = shares(by_scope[scope])
-                        lines.append(f"- {what}: {same} same, {alarm} faster or slower")
+                        lines.append(f"- {what}: {same} same, {alarm} faster or slower; the 95% interval held 1 "
+                                     f"in {cover_cell(cov_scope[scope])} of the rows it judged")
                 lines += [""] + alarm_lines("False alarms (row, B/A, runs):", all_alarms)
     lines += repeat_sections(files, allp)
     doc = fit_model(allp)
@@ -422,14 +462,16 @@ def repeat_sections(files: list[File], allp: list[tuple[File, File]]) -> list[st
              f"rest left out); a group stands for one side of `gapbench run --repeat {REPEAT}`. compare's interval is "
              "then the t interval on the processes' log medians with the held-out model's class as its prior "
              "(core/ratio_ci.py process_ratio_ci).", "",
-             "| GPU model, benchmark | held-out start | group pairs | same | faster or slower | can't tell |",
-             "|---|---|---|---|---|---|"]
+             "| GPU model, benchmark | held-out start | group pairs | same | faster or slower | can't tell | "
+             "95% interval holds 1 |",
+             "|---|---|---|---|---|---|---|"]
     alarms = []
     for gpu in STARTS:
         for probe in ("blas", "launch"):
             groups = {st: triples([f for f in files if f.gpu == gpu and f.probe == probe and f.start == st])
                       for st in STARTS[gpu]}
             tot = {sc: {v: 0 for v in (cmp.SAME, cmp.FASTER, cmp.SLOWER, cmp.CANT_TELL)} for sc in ("within", "across")}
+            cov = {sc: new_cover() for sc in tot}
             for start, mine in groups.items():
                 if not mine:
                     continue
@@ -443,14 +485,20 @@ def repeat_sections(files: list[File], allp: list[tuple[File, File]]) -> list[st
                     n = res["n"]
                     for v in n:
                         tot[scope][v] += n[v]
+                    for sz, v in res["cover"].items():
+                        cov[scope][sz][0] += v[0]
+                        cov[scope][sz][1] += v[1]
                     alarms += res["alarms"]
                     cells = " | ".join(shares(n))
+                    held = res["cover"]
                     lines.append(f"| {gpu}, {probe} | {start}: {'within it' if scope == 'within' else 'with others'} | "
-                                 f"{len(test)} | {cells} |")
+                                 f"{len(test)} | {cells} | "
+                                 f"{pct(sum(v[0] for v in held.values()), sum(v[1] for v in held.values()))} |")
             for scope, what in (("within", "groups of one start"), ("across", "groups of two starts")):
                 if sum(tot[scope].values()):
                     same, alarm, cant = shares(tot[scope])
-                    lines.append(f"| **{gpu}, {probe}: all {what}** | | | **{same}** | **{alarm}** | {cant} |")
+                    lines.append(f"| **{gpu}, {probe}: all {what}** | | | **{same}** | **{alarm}** | {cant} | "
+                                 f"{cover_cell(cov[scope])} |")
     return lines + [""] + alarm_lines("False alarms (row, B/A [interval], groups):", alarms)
 
 
