@@ -277,11 +277,22 @@ def covered(cover: dict, c) -> None:
             cover[label][0] += c.lo <= 1.0 <= c.hi
 
 
+def add_cover(into: dict, cover: dict) -> None:
+    """Add one judge's coverage counts to a running total (both by row size)."""
+    for label, (held, total) in cover.items():
+        into[label][0] += held
+        into[label][1] += total
+
+
+def cover_total(cover: dict) -> str:
+    """The share of intervals that held 1, over every row size."""
+    return pct(sum(v[0] for v in cover.values()), sum(v[1] for v in cover.values()))
+
+
 def cover_cell(cover: dict) -> str:
     """The share of intervals that held 1, in all and by row size."""
-    held, total = sum(v[0] for v in cover.values()), sum(v[1] for v in cover.values())
     by = ", ".join(f"{label} {100 * v[0] / v[1]:.1f}%" for label, v in cover.items() if v[1])
-    return f"{pct(held, total)}" + (f" ({by})" if by else "")
+    return cover_total(cover) + (f" ({by})" if by else "")
 
 
 #: processes a side in the --repeat section (`gapbench run --repeat 3`, the README's default)
@@ -379,14 +390,11 @@ def main() -> None:
                             tot[v] += n[v]
                             by_scope[scope][v] += n[v]
                         all_alarms += res["alarms"]
-                        for sz, v in res["cover"].items():
-                            cov_scope[scope][sz][0] += v[0]
-                            cov_scope[scope][sz][1] += v[1]
+                        add_cover(cov_scope[scope], res["cover"])
                         det = " / ".join(pct(*res["detected"][bk]) for bk in BUCKETS)
-                        held = res["cover"]
                         row = (f"| {start} | {scope} | {len(test)} | {pct(n[cmp.SAME], total)} | "
                                f"{pct(n[cmp.FASTER] + n[cmp.SLOWER], total)} | {pct(n[cmp.CANT_TELL], total)} | {det} | "
-                               f"{pct(sum(v[0] for v in held.values()), sum(v[1] for v in held.values()))} |")
+                               f"{cover_total(res['cover'])} |")
                         if probe == "launch":
                             ls = res["launch_same"]
                             row += f" {pct(*ls['graph_node'])}, {pct(*ls['stream_b2b'])} |"
@@ -485,15 +493,11 @@ def repeat_sections(files: list[File], allp: list[tuple[File, File]]) -> list[st
                     n = res["n"]
                     for v in n:
                         tot[scope][v] += n[v]
-                    for sz, v in res["cover"].items():
-                        cov[scope][sz][0] += v[0]
-                        cov[scope][sz][1] += v[1]
+                    add_cover(cov[scope], res["cover"])
                     alarms += res["alarms"]
                     cells = " | ".join(shares(n))
-                    held = res["cover"]
                     lines.append(f"| {gpu}, {probe} | {start}: {'within it' if scope == 'within' else 'with others'} | "
-                                 f"{len(test)} | {cells} | "
-                                 f"{pct(sum(v[0] for v in held.values()), sum(v[1] for v in held.values()))} |")
+                                 f"{len(test)} | {cells} | {cover_total(res['cover'])} |")
             for scope, what in (("within", "groups of one start"), ("across", "groups of two starts")):
                 if sum(tot[scope].values()):
                     same, alarm, cant = shares(tot[scope])
