@@ -676,6 +676,62 @@ def test_phases_keep_their_parts_apart_from_the_total(monkeypatch):
     assert wall == {"timing": 4.0, "setup and other": 6.0, "total": 10.0, "parts": {"rounds": 2.0}}
 
 
+def test_next_case_made_beside_the_device_work_gives_the_same_cases(monkeypatch):
+    """bench.blas makes the next case's inputs and float64 reference on a host thread while this
+    case is verified and timed (run.iterate, overlap): every case must get exactly the inputs and
+    reference it gets made in order on the main thread, the verdicts must be the same, and the
+    wall parts say which steps ran beside. Forced on here with torch-cpu (a CPU row would share
+    its cores with that thread: `overlaps_host` keeps it off for real runs); each case's inputs are
+    captured as the Case receives them."""
+    pytest.importorskip("torch")
+    from gapbench.benchmarks.blas import run as blas_run
+    from gapbench.benchmarks.blas.config import Config
+
+    seen: list = []
+    real_case = blas_run.rows.Case
+
+    def spy(spec, dtype, shape, rounded, expected, *a, **kw):
+        seen[-1].append((spec.name, dtype, blas_run.shape_text(shape), [x.copy() for x in rounded],
+                         np.asarray(expected.values).copy()))
+        return real_case(spec, dtype, shape, rounded, expected, *a, **kw)
+
+    monkeypatch.setattr(blas_run.rows, "Case", spy)
+    results = {}
+    for overlap in (False, True):
+        seen.append([])
+        cfg = Config(ops=[ops.get("gemv"), ops.get("copy")], dtypes=[DType.fp32, DType.bf16],
+                     shapes=parse_shapes("64x48,96x32,4096"), seed=7, samples=3, budget_s=0.05, min_rounds=2)
+        ph = blas_run.Phases()
+        recs = list(blas_run.iterate(cfg, [Backend.torch_cpu], phases=ph, overlap=overlap))
+        results[overlap] = ([(r.params.get("op"), r.params.get("dtype"), r.params.get("shape_text"), r.status,
+                              r.verified) for r in recs if r.metric == "time"], ph.parts)
+    (plain, plain_parts), (beside, beside_parts) = results[False], results[True]
+    assert len(seen[0]) == len(seen[1]) == 6  # gemv 2 shapes x 2 dtypes, copy 1 shape x 2 dtypes
+    for a, b in zip(*seen):
+        assert a[:3] == b[:3]
+        assert all(np.array_equal(x, y) for x, y in zip(a[3], b[3])) and np.array_equal(a[4], b[4])
+    assert plain == beside and all(st == OK and v for *_, st, v in plain)
+    assert not any(k.endswith(blas_run.BESIDE) for k in plain_parts)
+    assert "float64 references" in beside_parts  # the first case is made in order
+    assert "float64 references" + blas_run.BESIDE in beside_parts  # the others beside
+
+
+def test_next_case_is_made_beside_only_where_every_row_is_gated_on_the_device():
+    """Host threads busy beside the timing may share cores only with device-timed, gated rows."""
+    from types import SimpleNamespace
+
+    from gapbench.benchmarks.blas.run import overlaps_host
+
+    held, unheld = SimpleNamespace(can_hold=True), SimpleNamespace(can_hold=False)
+    s = lambda live, ads: SimpleNamespace(live=live, adapters=ads)  # noqa: E731
+    assert overlaps_host(s([Backend.native_cuda, Backend.torch_cuda, Backend.cupy],
+                           {Backend.torch_cuda: held, Backend.cupy: held}))
+    assert not overlaps_host(s([Backend.native_cuda, Backend.torch_cuda], {Backend.torch_cuda: unheld}))
+    assert not overlaps_host(s([Backend.native_cuda, Backend.torch_cpu], {Backend.torch_cpu: held}))
+    assert not overlaps_host(s([Backend.native_cuda, Backend.mlx_gpu], {}))
+    assert not overlaps_host(s([], {}))
+
+
 @pytest.mark.skipif(not registry.info(Backend.native_cuda).reason.lower().count("driver"),
                     reason="the CUDA part built, on a machine where it cannot run (no driver)")
 def test_plain_check_without_a_driver_gives_each_row_its_reason(tmp_path):

@@ -30,6 +30,23 @@ def test_map_chunks_in_order_and_covering():
     assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
 
 
+def test_background_work_runs_in_its_own_pool(monkeypatch):
+    """Work a thread does beside the main thread's (hostpar.background) goes to a second pool, so
+    the main thread's chunks never queue behind it; the results are the same and in order."""
+    import threading
+
+    monkeypatch.setattr(hostpar, "workers", lambda: 4)
+    n = 3 * hostpar.CHUNK + 5
+    name = lambda lo, hi: (lo, threading.current_thread().name)  # noqa: E731
+    main = hostpar.map_chunks(name, n)
+    with hostpar.background():
+        side = hostpar.map_chunks(name, n)
+    after = hostpar.map_chunks(name, n)
+    assert [p[0] for p in main] == [p[0] for p in side] == [p[0] for p in after] == [0, 1 << 20, 2 << 20, 3 << 20]
+    assert all(t.startswith("gapbench-host") for _, t in main + after)
+    assert all(t.startswith("gapbench-bg") for _, t in side)
+
+
 def test_elementwise_keeps_shape_and_values():
     x = np.arange(5 * (hostpar.CHUNK // 2 + 1), dtype=np.float32).reshape(5, -1)
     y = hostpar.elementwise(np.negative, x, np.float64)

@@ -9,8 +9,10 @@ partial results are combined in index order."""
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, TypeVar
+from contextlib import contextmanager
+from typing import Callable, Iterator, TypeVar
 
 import numpy as np
 
@@ -21,6 +23,10 @@ T = TypeVar("T")
 CHUNK = 1 << 20
 
 _pool: ThreadPoolExecutor | None = None
+#: a second, smaller pool for work done beside the main thread's (`background`): its chunks never
+#: queue ahead of the main thread's in one FIFO
+_bg_pool: ThreadPoolExecutor | None = None
+_local = threading.local()
 
 
 def workers() -> int:
@@ -36,15 +42,35 @@ def spans(n: int, chunk: int = CHUNK) -> list[tuple[int, int]]:
     return [(lo, min(n, lo + chunk)) for lo in range(0, n, chunk)]
 
 
+@contextmanager
+def background() -> Iterator[None]:
+    """Host work this thread does beside the main thread's (bench.blas prepares the next case while
+    the device times this one) goes to its own pool of half the workers, so the main thread's
+    chunks (its checks) never wait behind it in one queue."""
+    _local.background = True
+    try:
+        yield
+    finally:
+        _local.background = False
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool, _bg_pool
+    if getattr(_local, "background", False):
+        if _bg_pool is None:
+            _bg_pool = ThreadPoolExecutor(max_workers=max(1, workers() // 2), thread_name_prefix="gapbench-bg")
+        return _bg_pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="gapbench-host")
+    return _pool
+
+
 def map_chunks(fn: Callable[[int, int], T], n: int, chunk: int = CHUNK) -> list[T]:
     """[fn(lo, hi) for each chunk of range(n)], in order; on threads when there are several."""
     parts = spans(n, chunk)
     if len(parts) <= 1 or workers() == 1:
         return [fn(lo, hi) for lo, hi in parts]
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="gapbench-host")
-    return list(_pool.map(lambda s: fn(*s), parts))
+    return list(_executor().map(lambda s: fn(*s), parts))
 
 
 def elementwise(fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray, dtype, into: np.ndarray | None = None

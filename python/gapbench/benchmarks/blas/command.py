@@ -77,6 +77,10 @@ class BlasBenchmark(Benchmark):
                              "all: also every other kernel of the op as a row named by strategy, timed in the same "
                              "paired rounds: the library's (csrc/ops.def) and the kernel lab's that never shipped "
                              "(csrc/lab.def; rows saying why unless built with -Ccmake.define.GAPBENCH_LAB=ON)")
+        ap.add_argument("--no-overlap", action="store_true",
+                        help="make each case's inputs and float64 reference after the previous case, not on a host "
+                             "thread beside its device work (the default where every row is timed on the device "
+                             "behind the release gate)")
         ap.add_argument("--inject-delay-us", action="append", default=[], metavar="BACKEND=US",
                         type=injection(lambda b: b is Backend.torch_cuda, "torch-cuda only (torch.cuda._sleep), "
                                        "e.g. torch-cuda=2"),
@@ -88,7 +92,8 @@ class BlasBenchmark(Benchmark):
     @staticmethod
     def config(args) -> Config:
         cfg = Config(quick=args.quick, cold=args.cold or [], seed=args.seed, data=args.data,
-                     inject_delay_us=dict(args.inject_delay_us), graph=args.graph, kernels=args.variants == "all")
+                     inject_delay_us=dict(args.inject_delay_us), graph=args.graph, kernels=args.variants == "all",
+                     overlap=not args.no_overlap)
         if args.quick:
             cfg.samples, cfg.min_rounds, cfg.budget_s = 10, 5, 0.3
         cfg.ops = args.ops or cfg.ops

@@ -48,6 +48,10 @@ class Config:
     #: --variants all: every kernel of each op's library (csrc/ops.def) a row of its own, named by
     #: strategy, beside the dispatcher's (native CUDA; arms.kernel_rows)
     kernels: bool = False
+    #: False (--no-overlap): each case's inputs and float64 reference are made after the previous
+    #: case, never on a host thread beside its device work (run.iterate; by default they are where
+    #: every row is gated on the device)
+    overlap: bool = True
 
     def run_seed(self) -> int:
         """The seed of this run's input data: --seed, or one drawn now (and recorded)."""
@@ -72,7 +76,8 @@ class Config:
                 "seed": self.seed, "data": self.data.value,
                 **({"inject_delay_us": {b.value: us for b, us in self.inject_delay_us.items()}}
                    if self.inject_delay_us else {}),
-                **({"kernels": True} if self.kernels else {})}
+                **({"kernels": True} if self.kernels else {}),
+                **({"overlap": False} if not self.overlap else {})}
 
 
 def parse_shapes(text: str) -> list[Shape]:

@@ -42,7 +42,8 @@ def record(spec: OpSpec, dtype: DType, shape: Shape, backend: Backend, variant: 
 class Phases(dict):
     """Wall seconds of a run by phase (name -> seconds), shown at the end of a run and kept in its
     file: where a long run's time went (host preparation, verification, timing, checks). `parts`
-    splits a phase further (name -> seconds, inside the phases: not added to them)."""
+    splits a phase further (name -> seconds, inside the phases: not added to them; a part named
+    with BESIDE ran on a host thread beside the phases, as iterate's overlap does)."""
 
     def __init__(self):
         super().__init__()
@@ -147,40 +148,108 @@ class Session:
                 self.event_pair_s = event_pair_seconds(self.adapters[Backend.torch_cuda])
 
 
+class _Prepare:
+    """The host side of each case, in the run's order: a shape's inputs drawn once (and their
+    magnitude), rounded per dtype, and the float64 reference. Called in order, from one thread at a
+    time; `parts` receives the wall time of each step."""
+
+    def __init__(self, cfg: Config, seed: int):
+        self.cfg, self.seed, self.key, self.inputs, self.scale = cfg, seed, None, None, None
+
+    def __call__(self, spec: OpSpec, shape: Shape, dtype: DType, part) -> tuple[list[np.ndarray], object]:
+        key = (spec.name, shape_text(shape))
+        if key != self.key:
+            self.key, self.inputs, self.scale = key, None, None  # the last shape's inputs go first
+            with part("inputs drawn"):
+                self.inputs = spec.inputs(shape, Source(self.cfg.data, np.random.default_rng(self.seed)))
+            with part("magnitudes (one per shape)"):
+                self.scale = spec.shared_scale(self.inputs, shape, self.cfg.dtypes)
+        with part("inputs rounded"):
+            rounded = [round_to(a, dtype) for a in self.inputs]
+        with part("float64 references"):
+            expected = spec.expected(rounded, shape, scale=self.scale.for_dtype(dtype) if self.scale else None)
+        return rounded, expected
+
+
+#: the parts of the next case's preparation done beside this case's device work say so
+BESIDE = " (next case, beside device work)"
+
+
+def overlaps_host(s: "Session") -> bool:
+    """Whether the next case's host preparation may run beside this case's device work: only where
+    every timed row is device-timed behind the release gate (native CUDA, and CUDA frameworks that
+    hold their stream), so host threads busy beside the timing cannot reach a timed region. Rows
+    timed by the host clock (CPU frameworks, MLX) would share their cores with it: not then."""
+    return bool(s.live) and all(
+        b is Backend.native_cuda or (b in s.adapters and b.device_class is DeviceClass.cuda
+                                     and getattr(s.adapters[b], "can_hold", False))
+        for b in s.live)
+
+
+def _fits_twice(spec: OpSpec, shape: Shape) -> bool:
+    """Host memory for the next case's inputs and reference while this case still holds its own."""
+    r, w = spec.elements(shape)
+    avail, _ = memfit.host_available()
+    return avail is None or 2 * (r + w) * HOST_BYTES_PER_ELEMENT <= avail
+
+
 def iterate(cfg: Config, backends: list[Backend], on_case: Callable[[str], None] | None = None,
-            phases: Phases | None = None) -> Iterator[Record]:
-    """Every record of the run, case by case (each op, shape and dtype of `cfg`)."""
+            phases: Phases | None = None, overlap: bool | None = None) -> Iterator[Record]:
+    """Every record of the run, case by case (each op, shape and dtype of `cfg`). `overlap` (None:
+    where `overlaps_host` says it may): the next case's inputs and float64 reference are made on a
+    host thread while this case is verified and timed on the device; the phase "inputs and float64
+    references" is then the time the run waited for them, and their parts carry BESIDE."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    from gapbench.core.hostpar import background
+
     phases = Phases() if phases is None else phases
     seed = cfg.run_seed()
     s = Session(backends)
     yield from s.records
-    for spec in cfg.ops:
-        for shape in cfg.shapes_for(spec):
-            inputs, scale = None, None  # drawn once per shape, rounded per dtype
-            for dtype in [d for d in cfg.dtypes if spec.dtypes is None or d in spec.dtypes]:
-                too_big = memory_check(spec, shape, dtype, s.live)
-                for b, why in too_big.items():
-                    if on_case:
-                        on_case(f"{spec.name} {dtype} {shape_text(shape)} {b}")
-                    yield record(spec, dtype, shape, b, "-", status=ERROR, reason=why, device=s.infos[b].device)
-                if len(too_big) == len(s.live):
-                    continue
+    overlap = cfg.overlap and overlaps_host(s) if overlap is None else overlap
+    todo = [(spec, shape, dtype) for spec in cfg.ops for shape in cfg.shapes_for(spec)
+            for dtype in cfg.dtypes if spec.dtypes is None or dtype in spec.dtypes]
+    prepare = _Prepare(cfg, seed)
+
+    def beside(spec, shape, dtype):
+        with background():
+            return prepare(spec, shape, dtype, lambda name: phases.part(name + BESIDE))
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gapbench-prepare") if overlap else None
+    ahead: Future | None = None
+    try:
+        for i, (spec, shape, dtype) in enumerate(todo):
+            too_big = memory_check(spec, shape, dtype, s.live)
+            for b, why in too_big.items():
                 if on_case:
-                    on_case(f"{spec.name} {dtype} {shape_text(shape)}")
-                with phases("inputs and float64 references"):
-                    if inputs is None:
-                        with phases.part("inputs drawn"):
-                            inputs = spec.inputs(shape, Source(cfg.data, np.random.default_rng(seed)))
-                        with phases.part("magnitudes (one per shape)"):
-                            scale = spec.shared_scale(inputs, shape, cfg.dtypes)
-                    with phases.part("inputs rounded"):
-                        rounded = [round_to(a, dtype) for a in inputs]
-                    with phases.part("float64 references"):
-                        expected = spec.expected(rounded, shape, scale=scale.for_dtype(dtype) if scale else None)
-                c = rows.Case(spec, dtype, shape, rounded, expected,
-                              lambda b, v, p=None, _s=spec, _d=dtype, _sh=shape, **kw: record(_s, _d, _sh, b, v, p, **kw),
-                              data=cfg.data, seed=seed, part=phases.part)
-                yield from run_case(c, cfg, s, [b for b in s.live if b not in too_big], phases)
+                    on_case(f"{spec.name} {dtype} {shape_text(shape)} {b}")
+                yield record(spec, dtype, shape, b, "-", status=ERROR, reason=why, device=s.infos[b].device)
+            if len(too_big) == len(s.live):
+                if ahead is not None:
+                    ahead.result()  # made for nothing: the next shape is drawn in order after it
+                    ahead = None
+                continue
+            if on_case:
+                on_case(f"{spec.name} {dtype} {shape_text(shape)}")
+            with phases("inputs and float64 references"):
+                if ahead is not None:
+                    rounded, expected = ahead.result()
+                else:
+                    rounded, expected = prepare(spec, shape, dtype, phases.part)
+                ahead = None
+            if pool is not None and i + 1 < len(todo) and _fits_twice(*todo[i + 1][:2]):
+                ahead = pool.submit(beside, *todo[i + 1])
+            c = rows.Case(spec, dtype, shape, rounded, expected,
+                          lambda b, v, p=None, _s=spec, _d=dtype, _sh=shape, **kw: record(_s, _d, _sh, b, v, p, **kw),
+                          data=cfg.data, seed=seed, part=phases.part)
+            del rounded, expected
+            yield from run_case(c, cfg, s, [b for b in s.live if b not in too_big], phases)
+    finally:
+        if ahead is not None:
+            ahead.cancel()
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def run_case(c: rows.Case, cfg: Config, s: Session, live: list[Backend], phases: Phases | None = None) -> list[Record]:
