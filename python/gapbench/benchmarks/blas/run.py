@@ -197,8 +197,9 @@ def iterate(cfg: Config, backends: list[Backend], on_case: Callable[[str], None]
             phases: Phases | None = None, overlap: bool | None = None) -> Iterator[Record]:
     """Every record of the run, case by case (each op, shape and dtype of `cfg`). `overlap` (None:
     where `overlaps_host` says it may): the next case's inputs and float64 reference are made on a
-    host thread while this case is verified and timed on the device; the phase "inputs and float64
-    references" is then the time the run waited for them, and their parts carry BESIDE."""
+    host thread while this case's paired rounds run on the device (after its host checks, which
+    would share the cores); the phase "inputs and float64 references" is then the time the run
+    waited for them, and their parts carry BESIDE."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
     from gapbench.core.hostpar import background
@@ -238,13 +239,18 @@ def iterate(cfg: Config, backends: list[Backend], on_case: Callable[[str], None]
                 else:
                     rounded, expected = prepare(spec, shape, dtype, phases.part)
                 ahead = None
-            if pool is not None and i + 1 < len(todo) and _fits_twice(*todo[i + 1][:2]):
-                ahead = pool.submit(beside, *todo[i + 1])
+            nxt = todo[i + 1] if pool is not None and i + 1 < len(todo) and _fits_twice(*todo[i + 1][:2]) else None
+
+            def start_next(nxt=nxt):  # once this case's host checks are done: beside its paired rounds
+                nonlocal ahead
+                if nxt is not None:
+                    ahead = pool.submit(beside, *nxt)
+
             c = rows.Case(spec, dtype, shape, rounded, expected,
                           lambda b, v, p=None, _s=spec, _d=dtype, _sh=shape, **kw: record(_s, _d, _sh, b, v, p, **kw),
                           data=cfg.data, seed=seed, part=phases.part)
             del rounded, expected
-            yield from run_case(c, cfg, s, [b for b in s.live if b not in too_big], phases)
+            yield from run_case(c, cfg, s, [b for b in s.live if b not in too_big], phases, before_timing=start_next)
     finally:
         if ahead is not None:
             ahead.cancel()
@@ -252,9 +258,11 @@ def iterate(cfg: Config, backends: list[Backend], on_case: Callable[[str], None]
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def run_case(c: rows.Case, cfg: Config, s: Session, live: list[Backend], phases: Phases | None = None) -> list[Record]:
+def run_case(c: rows.Case, cfg: Config, s: Session, live: list[Backend], phases: Phases | None = None,
+             before_timing: Callable[[], None] | None = None) -> list[Record]:
     """Every live backend's rows of one case: verified arms first, then one paired timing per device
-    class (measure.py), so every ratio comes from interleaved rounds."""
+    class (measure.py), so every ratio comes from interleaved rounds. `before_timing()` is called
+    between the two (iterate starts the next case's host work there)."""
     phases = Phases() if phases is None else phases
     recs, arms, cases = [], [], []
     with phases("inputs to devices, verified before timing"):
@@ -262,6 +270,8 @@ def run_case(c: rows.Case, cfg: Config, s: Session, live: list[Backend], phases:
             r, a = _backend_rows(b, c, cfg, s, cases)
             recs += r
             arms += a
+    if before_timing is not None:
+        before_timing()
     with phases("paired timing, last runs verified"):
         recs += measure_case(c.record, arms, cfg.modes(), budget_s=cfg.budget_s, rel_hw=cfg.rel_hw,
                              max_rounds=cfg.samples, min_rounds=cfg.min_rounds, warmup=cfg.warmup, seed=cfg.seed or 0,
