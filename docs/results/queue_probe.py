@@ -15,6 +15,7 @@ processes under each setting and compare the spread across streams within a proc
 medians between processes:
 
     CUDA_DEVICE_MAX_CONNECTIONS=1 python docs/results/queue_probe.py OUT.json
+    python docs/results/queue_probe.py --summary OUT1.json OUT2.json ...   (the table, by setting)
 """
 from __future__ import annotations
 
@@ -89,5 +90,30 @@ def main(out_path: str) -> None:
               f"pool {np.median(p):.3f} us, range {100 * (p.max() / p.min() - 1):.1f}%", flush=True)
 
 
+def summary(paths: list[str]) -> None:
+    """By setting and kernel: the sd (of logs) of the processes' default-stream medians and of
+    their pool means, the mean sd across one process's pool streams, and of its repeats."""
+    by: dict[str, list[dict]] = {}
+    for p in paths:
+        with open(p) as f:
+            d = json.load(f)
+        by.setdefault(d["setting"], []).append(d)
+    print("| CUDA_DEVICE_MAX_CONNECTIONS | kernel | processes | default stream, median | between processes: "
+          "default stream | between processes: mean of the pool | within a process: across pool streams | "
+          "within a process: same stream repeated |\n|---|---|---|---|---|---|---|---|")
+    for setting, docs in sorted(by.items()):
+        for k in docs[0]["kernels"]:
+            ks = [d["kernels"][k] for d in docs]
+            dm = np.log([np.median(x["default"]) for x in ks])
+            pm = [np.mean(np.log(x["pool"])) for x in ks]
+            within = np.mean([np.std(np.log(x["pool"]), ddof=1) for x in ks])
+            rep = np.mean([np.std(np.log(x["default"]), ddof=1) for x in ks])
+            print(f"| {setting} | {k} | {len(ks)} | {np.exp(np.median(dm)):.3f} us | {100 * np.std(dm, ddof=1):.2f}% | "
+                  f"{100 * np.std(pm, ddof=1):.2f}% | {100 * within:.2f}% | {100 * rep:.2f}% |")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--summary":
+        summary(sys.argv[2:])
+    else:
+        main(sys.argv[1])
