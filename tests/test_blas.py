@@ -716,6 +716,41 @@ def test_next_case_made_beside_the_device_work_gives_the_same_cases(monkeypatch)
     assert "float64 references" + blas_run.BESIDE in beside_parts  # the others beside
 
 
+def test_a_case_that_fails_to_be_made_beside_fails_as_it_does_in_order(monkeypatch):
+    """An error while making a case's inputs or reference on the host thread reaches the run where
+    that case comes, as it does made in order: the same records before it, the same error, and
+    no thread left behind."""
+    pytest.importorskip("torch")
+    import threading
+
+    from gapbench.benchmarks.blas import run as blas_run
+    from gapbench.benchmarks.blas.config import Config
+
+    spec = ops.get("gemv")
+    real = type(spec).expected
+    calls = []
+
+    def expected(self, rounded, shape, **kw):
+        calls.append(blas_run.shape_text(shape))
+        if len(calls) == 3:
+            raise MemoryError("host out of memory (injected)")
+        return real(self, rounded, shape, **kw)
+
+    monkeypatch.setattr(type(spec), "expected", expected)
+    got = {}
+    for overlap in (False, True):
+        calls.clear()
+        cfg = Config(ops=[spec], dtypes=[DType.fp32], shapes=parse_shapes("64x48,96x32,32x32,48x48"), seed=3,
+                     samples=3, budget_s=0.05, min_rounds=2)
+        recs = []
+        with pytest.raises(MemoryError, match="injected"):
+            for r in blas_run.iterate(cfg, [Backend.torch_cpu], overlap=overlap):
+                recs.append(r)
+        got[overlap] = [(r.params.get("shape_text"), r.status) for r in recs if r.metric == "time"]
+    assert got[False] == got[True] == [("64x48", OK), ("96x32", OK)]
+    assert not [t for t in threading.enumerate() if t.name.startswith("gapbench-prepare")]
+
+
 def test_next_case_is_made_beside_only_where_every_row_is_gated_on_the_device():
     """Host threads busy beside the timing may share cores only with device-timed, gated rows."""
     from types import SimpleNamespace
