@@ -110,6 +110,24 @@ def summary(paths: list[str]) -> None:
             rep = np.mean([np.std(np.log(x["default"]), ddof=1) for x in ks])
             print(f"| {setting} | {k} | {len(ks)} | {np.exp(np.median(dm)):.3f} us | {100 * np.std(dm, ddof=1):.2f}% | "
                   f"{100 * np.std(pm, ddof=1):.2f}% | {100 * within:.2f}% | {100 * rep:.2f}% |")
+    # In nanoseconds: does a stream add the same offset to every kernel on it? Each process's pool
+    # streams' deviations from their kernel's mean, their sd, and how two kernels' deviations
+    # correlate stream by stream (median over processes), and across processes on the default stream.
+    print("\n| CUDA_DEVICE_MAX_CONNECTIONS | kernels | sd of a pool stream's offset, ns (each kernel) | "
+          "correlation of the offsets across one process's pool streams: median (range) | "
+          "correlation across processes, default stream |\n|---|---|---|---|---|")
+    for setting, docs in sorted(by.items()):
+        names = list(docs[0]["kernels"])
+        dev = [np.array([d["kernels"][k]["pool"] for k in names]) for d in docs]
+        dev = [x - x.mean(axis=1, keepdims=True) for x in dev]
+        sd = np.concatenate(dev, axis=1).std(axis=1) * 1e3
+        default = np.array([[np.median(d["kernels"][k]["default"]) for k in names] for d in docs])
+        across = np.corrcoef((default - default.mean(axis=0)).T)
+        for i in range(len(names)):
+            for j in range(i + 1, len(names)):
+                r = [float(np.corrcoef(x[i], x[j])[0, 1]) for x in dev]
+                print(f"| {setting} | {names[i]} / {names[j]} | {sd[i]:.0f} / {sd[j]:.0f} | {np.median(r):.2f} "
+                      f"({min(r):.2f} to {max(r):.2f}) | {across[i, j]:.2f} |")
 
 
 if __name__ == "__main__":
