@@ -716,6 +716,31 @@ def test_next_case_made_beside_the_device_work_gives_the_same_cases(monkeypatch)
     assert "float64 references" + blas_run.BESIDE in beside_parts  # the others beside
 
 
+def test_a_case_too_big_for_every_backend_is_skipped_alike_made_beside_or_in_order(monkeypatch):
+    """A case whose backends all lack the memory is an error row per backend and is not timed;
+    made ahead beside the previous case's rounds, its inputs are dropped and the cases after it get
+    the inputs they get in order."""
+    pytest.importorskip("torch")
+    from gapbench.benchmarks.blas import run as blas_run
+    from gapbench.benchmarks.blas.config import Config
+
+    real_check = blas_run.memory_check
+    monkeypatch.setattr(blas_run, "memory_check", lambda spec, shape, dtype, live: (
+        {b: "too big (injected)" for b in live} if blas_run.shape_text(shape) == "96x32" and dtype is DType.fp32
+        else real_check(spec, shape, dtype, live)))
+    got = {}
+    for overlap in (False, True):
+        cfg = Config(ops=[ops.get("gemv")], dtypes=[DType.fp32, DType.fp16], shapes=parse_shapes("64x48,96x32,32x32"),
+                     seed=5, samples=3, budget_s=0.05, min_rounds=2)
+        recs = [r for r in blas_run.iterate(cfg, [Backend.torch_cpu], overlap=overlap) if r.metric == "time"]
+        got[overlap] = [(r.params.get("shape_text"), r.params.get("dtype"), r.status, r.reason[:18]) for r in recs
+                        if r.status != OK] + [
+            (r.params.get("shape_text"), r.params.get("dtype"), r.status, r.verify_detail) for r in recs if r.status == OK]
+    assert got[False] == got[True]
+    assert ("96x32", "fp32", ERROR, "too big (injected)") in got[True]
+    assert sum(1 for g in got[True] if g[2] == OK) == 5  # 3 shapes x 2 dtypes, less the one skipped
+
+
 def test_a_case_that_fails_to_be_made_beside_fails_as_it_does_in_order(monkeypatch):
     """An error while making a case's inputs or reference on the host thread reaches the run where
     that case comes, as it does made in order: the same records before it, the same error, and

@@ -25,7 +25,7 @@ from gapbench.benchmarks.blas import arms as rows
 from gapbench.benchmarks.blas.config import PROBE, Config
 from gapbench.benchmarks.blas.measure import measure_case
 from gapbench.benchmarks.blas.params import BlasParams
-from gapbench.core.dtypes import round_to
+from gapbench.core.dtypes import Expected, round_to
 from gapbench.core.names import Backend, DeviceClass, DType
 from gapbench.core.result import ERROR, NOT_APPLICABLE, UNAVAILABLE, Record
 from gapbench.ops.spec import OpSpec, Shape, Source, shape_text
@@ -156,7 +156,7 @@ class _Prepare:
     def __init__(self, cfg: Config, seed: int):
         self.cfg, self.seed, self.key, self.inputs, self.scale = cfg, seed, None, None, None
 
-    def __call__(self, spec: OpSpec, shape: Shape, dtype: DType, part) -> tuple[list[np.ndarray], object]:
+    def __call__(self, spec: OpSpec, shape: Shape, dtype: DType, part) -> tuple[list[np.ndarray], Expected]:
         key = (spec.name, shape_text(shape))
         if key != self.key:
             self.key, self.inputs, self.scale = key, None, None  # the last shape's inputs go first
@@ -208,7 +208,7 @@ def iterate(cfg: Config, backends: list[Backend], on_case: Callable[[str], None]
     seed = cfg.run_seed()
     s = Session(backends)
     yield from s.records
-    overlap = cfg.overlap and overlaps_host(s) if overlap is None else overlap
+    overlap = (cfg.overlap and overlaps_host(s)) if overlap is None else overlap
     todo = [(spec, shape, dtype) for spec in cfg.ops for shape in cfg.shapes_for(spec)
             for dtype in cfg.dtypes if spec.dtypes is None or dtype in spec.dtypes]
     prepare = _Prepare(cfg, seed)
@@ -227,8 +227,8 @@ def iterate(cfg: Config, backends: list[Backend], on_case: Callable[[str], None]
                     on_case(f"{spec.name} {dtype} {shape_text(shape)} {b}")
                 yield record(spec, dtype, shape, b, "-", status=ERROR, reason=why, device=s.infos[b].device)
             if len(too_big) == len(s.live):
-                if ahead is not None:
-                    ahead.result()  # made for nothing: the next shape is drawn in order after it
+                if ahead is not None:  # made for nothing, but `prepare` is used by one thread at a time
+                    ahead.result()
                     ahead = None
                 continue
             if on_case:
