@@ -80,12 +80,18 @@ def _timed(store: dict, name: str):
 HOST_BYTES_PER_ELEMENT = 40
 
 
+def host_bytes(spec: OpSpec, shape: Shape) -> int:
+    """Host bytes one case holds: its inputs, their copies and the float64 reference."""
+    r, w = spec.elements(shape)
+    return (r + w) * HOST_BYTES_PER_ELEMENT
+
+
 def memory_check(spec: OpSpec, shape: Shape, dtype: DType, backends: list[Backend]) -> dict[Backend, str]:
     """Backends this case does not fit, each with the sentence saying so, asked before anything
     is allocated (gapbench.backends.memfit): the host must hold the inputs and the float64 reference,
     each device one set of inputs and output (a CPU backend both)."""
     r, w = spec.elements(shape)
-    host = (r + w) * HOST_BYTES_PER_ELEMENT
+    host = host_bytes(spec, shape)
     device = (r + w) * dtype.itemsize
     why = memfit.shortfall(host, memfit.host_available(), "host memory for the inputs and the float64 reference")
     if why:
@@ -181,16 +187,13 @@ def overlaps_host(s: "Session") -> bool:
     hold their stream), so host threads busy beside the timing cannot reach a timed region. Rows
     timed by the host clock (CPU frameworks, MLX) would share their cores with it: not then."""
     return bool(s.live) and all(
-        b is Backend.native_cuda or (b in s.adapters and b.device_class is DeviceClass.cuda
-                                     and getattr(s.adapters[b], "can_hold", False))
+        b is Backend.native_cuda or (b in s.adapters and b.device_class is DeviceClass.cuda and s.adapters[b].can_hold)
         for b in s.live)
 
 
 def _fits_twice(spec: OpSpec, shape: Shape) -> bool:
     """Host memory for the next case's inputs and reference while this case still holds its own."""
-    r, w = spec.elements(shape)
-    avail, _ = memfit.host_available()
-    return avail is None or 2 * (r + w) * HOST_BYTES_PER_ELEMENT <= avail
+    return not memfit.shortfall(2 * host_bytes(spec, shape), memfit.host_available(), "host memory")
 
 
 def iterate(cfg: Config, backends: list[Backend], on_case: Callable[[str], None] | None = None,
@@ -241,20 +244,17 @@ def iterate(cfg: Config, backends: list[Backend], on_case: Callable[[str], None]
                 ahead = None
             nxt = todo[i + 1] if pool is not None and i + 1 < len(todo) and _fits_twice(*todo[i + 1][:2]) else None
 
-            def start_next(nxt=nxt):  # once this case's host checks are done: beside its paired rounds
+            def start_next():  # once this case's host checks are done: beside its paired rounds
                 nonlocal ahead
-                if nxt is not None:
-                    ahead = pool.submit(beside, *nxt)
+                ahead = pool.submit(beside, *nxt)
 
             c = rows.Case(spec, dtype, shape, rounded, expected,
                           lambda b, v, p=None, _s=spec, _d=dtype, _sh=shape, **kw: record(_s, _d, _sh, b, v, p, **kw),
                           data=cfg.data, seed=seed, part=phases.part)
-            del rounded, expected
-            yield from run_case(c, cfg, s, [b for b in s.live if b not in too_big], phases, before_timing=start_next)
+            yield from run_case(c, cfg, s, [b for b in s.live if b not in too_big], phases,
+                                before_timing=start_next if nxt is not None else None)
     finally:
-        if ahead is not None:
-            ahead.cancel()
-        if pool is not None:
+        if pool is not None:  # a case not yet started is cancelled, one under way finished
             pool.shutdown(wait=True, cancel_futures=True)
 
 
