@@ -146,7 +146,8 @@ def test_cli_runs_one_vjp_cotangent(tmp_path):
                                       (["--cold", "flush"], "unknown --cold scrub"),
                                       (["--inject-delay-us", "torch-cpu=3"], "torch-cuda only"),
                                       (["--inject-delay-us", "torch-cuda=0"], "must be > 0 microseconds"),
-                                      (["--inject-delay-us", "torch-cuda"], "give BACKEND=MICROSECONDS")])
+                                      (["--inject-delay-us", "torch-cuda"], "give BACKEND=MICROSECONDS"),
+                                      (["--processes", "0"], "--processes 0: give 1")])
 def test_cli_errors(tmp_path, args, msg):
     p = run_module("bench.blas", *args, "--out", str(tmp_path / "x.json"))
     assert p.returncode == 2 and msg in p.stderr, p.stderr
@@ -820,3 +821,104 @@ def test_plain_check_without_a_driver_gives_each_row_its_reason(tmp_path):
     assert all(r.reason.startswith("plain loop failed: ") and len(r.reason) > 25 for r in got), [r.reason for r in got]
     assert {(r.params["op"], r.params["dtype"]) for r in got} == {(o, d) for o in ("gemm", "gemv") for d in ("fp32", "fp16")}
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+
+
+def test_more_processes_run_the_short_cases_first_and_alone_on_the_same_data():
+    """--processes K: short cases (by size) come first in the run's order, each op's shapes and
+    dtypes in their own order; a more process runs them alone; the config it is handed is the run's
+    (Config.from_dict of to_dict), seed and injection included."""
+    from gapbench.benchmarks.blas.config import Config, is_short
+    from gapbench.ops.spec import shape_text
+
+    cfg = Config(ops=[ops.get("gemv"), ops.get("copy")], dtypes=[DType.fp32, DType.bf16],
+                 shapes=parse_shapes("4096x4096,64x48,16777216,1024"), seed=7,
+                 inject_delay_us={Backend.torch_cuda: 2.0})
+    one = cfg.cases()
+    cfg.processes = 3
+    many = cfg.cases()
+    name = [(s.name, d, shape_text(sh)) for s, sh, d in many]
+    short = [c for c in name if c[2] in ("64x48", "n=1024")]
+    assert sorted(name) == sorted((s.name, d, shape_text(sh)) for s, sh, d in one)
+    assert name[:len(short)] == short and all(is_short(s, sh) for s, sh, _ in many[:len(short)])
+    assert not any(is_short(s, sh) for s, sh, _ in many[len(short):])
+    assert [c for c in name if c not in short] == [(s.name, d, shape_text(sh)) for s, sh, d in one
+                                                    if not is_short(s, sh)]
+    child = Config.from_dict({**cfg.to_dict(), "short_only": True})
+    assert [(s.name, d, shape_text(sh)) for s, sh, d in child.cases()] == short
+    assert child.to_dict() == {**cfg.to_dict(), "short_only": True}
+
+
+def _short_rows(n, seconds=5e-6, conditions=None):
+    return [Record(probe="blas", backend="torch-cuda", variant="torch", metric="time", status=OK,
+                   samples_s=[seconds * (1 + 0.001 * k) for k in range(20)], inner=1,
+                   params={"op": "gemv", "dtype": "fp16", "shape": {"m": 256, "k": 256 + i},
+                           "shape_text": f"256x{256 + i}", "cache": "rotated"},
+                   conditions=conditions or {"cache": "rotated", "data": "randn", "clock": "device events, gated"})
+            for i in range(n)]
+
+
+def test_more_processes_add_their_medians_and_say_what_they_could_not():
+    """more_processes: each more process's median joins this run's row (this process's first); a
+    process that fails, and a row a process failed or timed under other conditions, are named in the
+    row and in the run's entry, and the other processes' medians are kept."""
+    from gapbench.benchmarks.blas.config import Config
+    from gapbench.benchmarks.blas.processes import more_processes, spread_text
+    from gapbench.core.worker import WorkerError
+
+    cfg = Config(ops=[ops.get("gemv")], dtypes=[DType.fp16], shapes=parse_shapes("256x256"), seed=1, processes=4)
+    mine = _short_rows(3)
+    long_row = _short_rows(1)[0]
+    long_row.params.update(shape={"m": 8192, "k": 8192}, shape_text="8192x8192")
+    calls = []
+
+    def fake_run(target, payload, timeout_s, on_progress=None, fast_exit=False):
+        calls.append(payload)
+        on_progress("gemv fp16 256x256")
+        if len(calls) == 2:
+            raise WorkerError("crash", "killed by signal 9")
+        rows = _short_rows(3, seconds=5.1e-6)
+        if len(calls) == 3:
+            rows[1].status, rows[1].reason, rows[1].samples_s = FAILED, "rel. error 3e-1", []
+            rows[2].conditions = {**rows[2].conditions, "cache": "l2-resident"}
+        return {"records": [r.to_dict() for r in rows]}
+
+    seen, done = [], []
+    info = more_processes(cfg, [Backend.torch_cuda], mine + [long_row], seen.append, on_done=lambda: done.append(1),
+                          run=fake_run)
+    assert len(calls) == 3 and all(p["config"]["short_only"] and p["config"]["seed"] == 1 for p in calls)
+    assert seen[0] == "process 2/4: gemv fp16 256x256" and len(done) == 3
+    assert info["short_rows"] == 3 and info["more"][0] == {"process": 2, "rows": 3}
+    assert "crash" in info["more"][1]["error"] and info["more"][2] == {"process": 4, "rows": 1}
+    meds = [r.params["process_medians_s"] for r in mine]
+    assert [len(m) for m in meds] == [3, 2, 2]
+    assert all(m[0] == pytest.approx(float(np.median(r.per_op()))) for m, r in zip(meds, mine))
+    assert all(x == pytest.approx(5.1e-6 * 1.0095) for m in meds for x in m[1:])
+    assert "process_medians_s" not in long_row.params
+    fails = [r.params.get("process_failures") for r in mine]
+    assert all(any("process 3: crash" in f for f in fs) for fs in fails)
+    assert any("rel. error" in f for f in fails[1]) and any("cache" in f for f in fails[2])
+    assert "3 rows" in spread_text(mine)
+
+
+def test_cli_times_the_short_cases_in_more_processes(tmp_path):
+    """bench.blas --processes 2 for real on torch-cpu: the short case's row carries two process
+    medians, the long case's one process only, the run file says what ran, and gapbench compare
+    judges the short row between processes."""
+    if not registry.info(Backend.torch_cpu).available:
+        pytest.skip("torch-cpu not available")
+    out = tmp_path / "p.json"
+    p = run_module("bench.blas", "--no-progress", "--no-plots", "--no-plain", "--ops", "gemv", "--dtypes", "fp32",
+                   "--shapes", "64x64,2048x2048", "--samples", "5", "--budget", "0.05", "--backends", "torch-cpu",
+                   "--processes", "2", "--out", str(out))
+    assert p.returncode == 0, p.stderr + p.stdout
+    run = load_run(out)
+    timed = {r.params["shape_text"]: r for r in run.records if r.status == OK and r.samples_s}
+    assert set(timed) == {"64x64", "2048x2048"}
+    assert len(timed["64x64"].params["process_medians_s"]) == 2 and "process_failures" not in timed["64x64"].params
+    assert "process_medians_s" not in timed["2048x2048"].params
+    assert run.run["processes"] == {"processes": 2, "short_rows": 1, "more": [{"process": 2, "rows": 1}]}
+    assert run.run["config"]["processes"] == 2 and "short cases in 2 processes: 1 rows" in p.stdout
+    from gapbench.core import compare as cmp
+
+    covers = {c.key[4]: c.covers for c in cmp.compare_runs(run, run)}
+    assert covers == {"gemv fp32 64x64": "between processes (2 + 2)", "gemv fp32 2048x2048": "within-run"}

@@ -15,7 +15,8 @@ the ratio of medians, B time / A time (below 1: B is faster), with a 95% interva
   no verdict ("can't tell": uncalibrated here, use --repeat). `--margin N%` replaces the model by
   one fixed margin, `--margin none` keeps the noise within the runs only (a row of one sample a
   side then gets no verdict: it has no interval).
-- several fresh processes a side (`gapbench run --repeat N`): a t interval on the log medians of
+- several fresh processes a side (`gapbench run --repeat N`, or the short cases of a `bench.blas
+  --processes K` run, whose rows carry their processes' medians): a t interval on the log medians of
   the processes (process_ratio_ci), which covers the spread between processes; where the noise
   model has the row's class, its scale enters as prior information worth K0 degrees of freedom, so
   three runs a side do not rest on a variance estimated from two. What every process of a side
@@ -156,6 +157,8 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
     """Every row present and measured in both runs, classified (module docstring). `between`: per
     row key, the medians of several fresh processes of each side (compare_groups); a row with at
     least two a side takes its interval from their spread instead of from the two runs' samples.
+    Rows that carry the medians of several processes of their own run (bench.blas --processes,
+    own_processes) are judged so too where both sides do and `between` is not given.
     One run a side: `model` gives each row its between-run scale (the interval's half-width is
     sqrt(bootstrap^2 + (1.96 s)^2) on the log scale); without a model, `margin` (log scale; a dict
     per metric, "*" for the others) widens the bootstrap interval on each side. `one_start`: whether
@@ -186,7 +189,7 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
         if why:
             out.append(RowChange(k, ra, r, NOT_COMPARABLE, why=why, quantiles=quant))
             continue
-        ma, mb = (between[0].get(k, []), between[1].get(k, [])) if between else ([], [])
+        ma, mb = (between[0].get(k, []), between[1].get(k, [])) if between else (own_processes(ra), own_processes(r))
         cls = row_class(ra, quant["A"][0])
         scale = _scale(model, dev_a, dev_b, cls, one_start)
         note, reason = "", ""
@@ -249,6 +252,13 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
         out.append(RowChange(k, ra, r, verdict, ratio, lo, hi, why=reason, quantiles=quant, of_ceiling=frac,
                              covers=covers, absolute=absolute, note=note))
     return out
+
+
+def own_processes(r: Record) -> list[float]:
+    """The medians of the fresh processes a row was timed in within its run (bench.blas
+    --processes: `params.process_medians_s`, its run's own process first); [] where there is one."""
+    m = (r.params or {}).get("process_medians_s") or []
+    return [float(x) for x in m] if len(m) >= 2 else []
 
 
 def host_bound_rule(r: Record, moves: dict[str, FloorMove], plains: dict[str, FloorMove],

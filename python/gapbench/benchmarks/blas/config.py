@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gapbench import ops
-from gapbench.core.names import CacheMode, ColdScrub, Data, DType, split_list
+from gapbench.core.names import Backend, CacheMode, ColdScrub, Data, DType, split_list
 from gapbench.ops.spec import OpSpec, Shape
 
 PROBE = "blas"
@@ -52,6 +52,12 @@ class Config:
     #: case, never on a host thread beside its device work (run.iterate; by default they are where
     #: every row is gated on the device)
     overlap: bool = True
+    #: --processes K: the short cases (`is_short`) are timed in K fresh processes in all, this run's
+    #: first and K-1 more after it (benchmarks/blas/processes.py), so their rows carry the medians of
+    #: K processes and compare's interval covers the spread between processes. 1: this process only
+    processes: int = 1
+    #: set in those more processes only: run the short cases and nothing else
+    short_only: bool = False
 
     def run_seed(self) -> int:
         """The seed of this run's input data: --seed, or one drawn now (and recorded)."""
@@ -68,6 +74,18 @@ class Config:
         """The shapes this op runs: --shapes entries of the op's own form, else the op's sweep."""
         return [s for s in (self.shapes or spec.shapes(self.quick)) if spec.fits(s)]
 
+    def cases(self) -> list[tuple[OpSpec, Shape, DType]]:
+        """The run's cases in the order they run: each op, its shapes, each dtype. With more than one
+        process the short cases come first, in that order, so every process times them after the
+        same cases (what ran before a row moves it: findings/between-runs.md); `short_only` keeps
+        only them."""
+        todo = [(spec, shape, dtype) for spec in self.ops for shape in self.shapes_for(spec)
+                for dtype in self.dtypes if spec.dtypes is None or dtype in spec.dtypes]
+        if self.processes > 1 or self.short_only:
+            short = [c for c in todo if is_short(c[0], c[1])]
+            todo = short if self.short_only else short + [c for c in todo if not is_short(c[0], c[1])]
+        return todo
+
     def to_dict(self) -> dict:
         """As the run file's config records it (names, not objects)."""
         return {"ops": [s.name for s in self.ops], "dtypes": [d.value for d in self.dtypes], "shapes": self.shapes,
@@ -77,7 +95,39 @@ class Config:
                 **({"inject_delay_us": {b.value: us for b, us in self.inject_delay_us.items()}}
                    if self.inject_delay_us else {}),
                 **({"kernels": True} if self.kernels else {}),
-                **({"overlap": False} if not self.overlap else {})}
+                **({"overlap": False} if not self.overlap else {}),
+                **({"processes": self.processes} if self.processes > 1 else {}),
+                **({"short_only": True} if self.short_only else {})}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Config":
+        """The Config a run file's config (to_dict) records: what --processes hands its more
+        processes, so they run the same cases on the same data."""
+        specs = [ops.get(n) for n in d["ops"]]
+        if any(s is None for s in specs):
+            raise ValueError(f"unknown op in {d['ops']}: only declared ops run in more than one process")
+        return cls(ops=specs, dtypes=[DType(x) for x in d["dtypes"]], shapes=d.get("shapes"), samples=d["samples"],
+                   warmup=d["warmup"], budget_s=d["budget_s"], rel_hw=d["rel_hw"], min_rounds=d["min_rounds"],
+                   cold=[ColdScrub(c) for c in d["cold"]], quick=d["quick"], seed=d["seed"], data=Data(d["data"]),
+                   inject_delay_us={Backend(b): us for b, us in (d.get("inject_delay_us") or {}).items()},
+                   kernels=bool(d.get("kernels")), overlap=d.get("overlap", True), processes=d.get("processes", 1),
+                   short_only=bool(d.get("short_only")))
+
+
+#: A case is short where it reads and writes at most SHORT_ELEMENTS elements and does at most
+#: SHORT_FLOPS: at the default shapes, the cases whose rows take under about 10 us on an H100 or
+#: H200 (copy 2^20, GEMV and VJP 256^2 and 1024^2, GEMM 8x256^3). Such rows move 1-2% between
+#: fresh processes, each its own way (findings/between-runs.md), more than a 3% band can hold from
+#: one process a side; their process medians are what --processes adds. By the case's size, not
+#: its measured time, so every run and every process picks the same cases.
+SHORT_ELEMENTS = 4 << 20
+SHORT_FLOPS = 1e9
+
+
+def is_short(spec: OpSpec, shape: Shape) -> bool:
+    """Whether a case is short (SHORT_ELEMENTS, SHORT_FLOPS)."""
+    r, w = spec.elements(shape)
+    return r + w <= SHORT_ELEMENTS and spec.flops(shape) <= SHORT_FLOPS
 
 
 def parse_shapes(text: str) -> list[Shape]:

@@ -212,8 +212,7 @@ def iterate(cfg: Config, backends: list[Backend], on_case: Callable[[str], None]
     s = Session(backends)
     yield from s.records
     overlap = (cfg.overlap and overlaps_host(s)) if overlap is None else overlap
-    todo = [(spec, shape, dtype) for spec in cfg.ops for shape in cfg.shapes_for(spec)
-            for dtype in cfg.dtypes if spec.dtypes is None or dtype in spec.dtypes]
+    todo = cfg.cases()
     prepare = _Prepare(cfg, seed)
 
     def beside(spec, shape, dtype):
