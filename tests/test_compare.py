@@ -893,5 +893,52 @@ def test_three_processes_a_side_call_more_rows_same_and_find_a_slowdown(tmp_path
     n_aa, n_slow = judged(a, aa), judged(a, slow)
     n_one = judged(run_of("a1", 1.0, own=False), run_of("aa1", 1.0, own=False))
     assert n_aa[cmp.FASTER] + n_aa[cmp.SLOWER] <= 2 and n_one[cmp.FASTER] + n_one[cmp.SLOWER] <= 2, (n_aa, n_one)
-    assert n_aa[cmp.SAME] >= 0.5 * 200 and n_aa[cmp.SAME] >= 2 * n_one[cmp.SAME], (n_aa, n_one)
+    assert n_aa[cmp.SAME] >= 0.4 * 200 and n_aa[cmp.SAME] >= 2 * n_one[cmp.SAME], (n_aa, n_one)
     assert n_slow[cmp.SLOWER] >= 0.95 * 200, n_slow
+
+
+def test_one_runs_processes_a_side_allow_for_what_the_run_shares():
+    """The processes of one bench.blas --processes run start within a minute of each other and
+    share what moves the whole run: here 0.8% rms a run beside 1.0% a process, so a single process
+    moves by s = sqrt(2 (0.8^2 + 1.0^2)) between two runs (the model's within-start rms). Their
+    spread shows only the 1.0%: the interval on it alone holds 1 in too few A/A pairs, with the
+    run term taken from the model (ratio_ci.run_term) about 95%, and the term it finds is the
+    0.8% put in."""
+    from gapbench.core.ratio_ci import run_term
+
+    rng = np.random.default_rng(21)
+    d, p, n = 0.008, 0.010, 400
+    s = np.sqrt(2 * (d * d + p * p))
+    m = _model(s, scope="within", rms=s, groups=200)
+
+    def run_of(path):
+        rows = []
+        for i in range(n):
+            shared = rng.normal(0, d)
+            meds = [5e-6 * np.exp(shared + rng.normal(0, p)) for _ in range(3)]
+            r = _row(f"op{i}", meds[0] * rng.lognormal(0, 0.001, 40))
+            r.params["process_medians_s"] = meds
+            rows.append(r)
+        return load_run(_write(path, rows))
+
+    def held(changes):
+        return np.mean([c.lo <= 1 <= c.hi for c in changes])
+
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        pairs = [(run_of(Path(tmp) / f"a{k}.json"), run_of(Path(tmp) / f"b{k}.json")) for k in range(3)]
+        with_term = np.mean([held(cmp.compare_runs(a, b, model=m, one_start=True)) for a, b in pairs])
+        spread = cmp.process_spread(*pairs[0])
+        (cls,) = set(spread)
+        found = run_term(m, "h100-80gb-hbm3", cls + ("",), spread[cls])
+        plain = []
+        for a, b in pairs:
+            for r in b.records:
+                ra = next(x for x in a.records if x.params["op"] == r.params["op"])
+                _, lo, hi = cmp.process_ratio_ci(ra.params["process_medians_s"], r.params["process_medians_s"],
+                                                 prior_scale=s, k0=4)
+                plain.append(lo <= 1 <= hi)
+    assert with_term >= 0.93 and np.mean(plain) < 0.90, (with_term, np.mean(plain))
+    assert found == pytest.approx(d, rel=0.35)

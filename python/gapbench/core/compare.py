@@ -57,7 +57,8 @@ from gapbench.core.names import Backend
 from gapbench.core.floors import (EVENT_ROWS, HOST_BOUND, HOST_CPU, FloorMove, cold_start_differs, floor_moves,
                                   host_differences, is_floor, plain_floors, same_start)
 from gapbench.core.noise import Z95, NoiseModel, device_class, row_class, row_key, shipped  # noqa: F401 (row_key: API)
-from gapbench.core.ratio_ci import K0, beyond_processes, median_ratio_ci, process_ratio_ci  # noqa: F401 (API)
+from gapbench.core.ratio_ci import (K0, beyond_processes, median_ratio_ci, process_ratio_ci,  # noqa: F401 (API)
+                                    run_term, within_run)
 from gapbench.core.result import OK, Record, Run
 
 SAME, FASTER, SLOWER, CANT_TELL, NOT_COMPARABLE = "same", "faster", "slower", "can't tell", "not comparable"
@@ -176,6 +177,7 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
     units = next((h for h in host_differences(a, b) if h.startswith("another GPU")), "")
     dev_a, dev_b = device_class(a), device_class(b)
     ia = {row_key(r): r for r in a.records if r.status == OK and r.samples_s}
+    spread = process_spread(a, b) if between is None else {}
     out = []
     for r in b.records:
         k = row_key(r)
@@ -200,6 +202,8 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
             ratio, lo, hi = process_ratio_ci(ma, mb, prior_scale=prior[0] if prior else None,
                                              k0=min(K0, prior[1]) if prior else K0)
             covers = f"between processes ({len(ma)} + {len(mb)})"
+            if between is None and model is not None and dev_a == dev_b:  # one run's processes a side
+                lo, hi, covers = within_run(run_term(model, dev_a, cls, spread.get(cls[:6])), ratio, lo, hi, covers)
             if model is not None and dev_a == dev_b:
                 lo, hi, covers = beyond_processes(model, dev_a, cls, one_start, scale[0], ratio, lo, hi, covers)
         else:
@@ -259,6 +263,22 @@ def own_processes(r: Record) -> list[float]:
     --processes: `params.process_medians_s`, its run's own process first); [] where there is one."""
     m = (r.params or {}).get("process_medians_s") or []
     return [float(x) for x in m] if len(m) >= 2 else []
+
+
+def process_spread(a: Run, b: Run) -> dict[tuple, float]:
+    """Per row class (noise.row_class without the row), the pooled variance of the log medians of
+    the processes each row of the two runs was timed in (own_processes): what a run's processes
+    show of a row's move (ratio_ci.run_term takes the rest from the noise model)."""
+    ss: dict[tuple, list[float]] = {}
+    for run in (a, b):
+        for r in run.records:
+            m = own_processes(r) if r.status == OK and r.samples_s else []
+            if m:
+                x = np.log(np.asarray(m))
+                acc = ss.setdefault(row_class(r, float(np.median(r.per_op())))[:6], [0.0, 0.0])
+                acc[0] += float(((x - x.mean()) ** 2).sum())
+                acc[1] += x.size - 1
+    return {k: v[0] / v[1] for k, v in ss.items() if v[1] > 0}
 
 
 def host_bound_rule(r: Record, moves: dict[str, FloorMove], plains: dict[str, FloorMove],

@@ -54,6 +54,34 @@ def beyond_processes(model: NoiseModel, device: str, cls, one_start: bool, singl
     return ratio * math.exp(-half), ratio * math.exp(half), f"{covers} {'; '.join(notes)}"
 
 
+def run_term(model: NoiseModel, device: str, cls, process_var: float | None) -> float:
+    """The part of a row's move between two runs of one machine start that the processes of one run
+    share (log scale, rms a run): bench.blas --processes K starts its processes one after another
+    within a minute, so what moves a whole run (the host's state then; a run's short rows moved
+    together by about 0.5% rms on the H100 start of 2026-11-27 08:4x) is not in their spread. The
+    noise model's within-start scale s of the row is the move of one process a side, so a process
+    varies by s^2 / 2 in all; what the run's processes do not show of it is the run's own term:
+    sqrt(max(s^2 / 2 - process_var, 0)), with process_var the pooled variance of the log process
+    medians of the row's class in both runs (many rows, so many degrees of freedom). 0 where the
+    model has no scale for the row."""
+    fit = model.prior(device, cls, True)
+    if fit is None or process_var is None:
+        return 0.0
+    s = fit[0]
+    return math.sqrt(max(s * s / 2 - process_var, 0.0))
+
+
+def within_run(term: float, ratio: float, lo: float, hi: float, covers: str) -> tuple[float, float, str]:
+    """(lo, hi, what it covers) of an interval on one run's processes a side widened for each run's
+    own term (run_term), in quadrature: two runs, so 2 term^2 on the log ratio."""
+    if term <= 0:
+        return lo, hi, covers
+    half = max(math.log(hi / ratio), math.log(ratio / lo))
+    half = min(math.sqrt(half ** 2 + 2 * (Z95 * term) ** 2), 10.0)
+    return (ratio * math.exp(-half), ratio * math.exp(half),
+            f"{covers} + each run's own +-{100 * math.expm1(Z95 * term):.2g}%")
+
+
 def process_ratio_ci(a_meds: Sequence[float], b_meds: Sequence[float], prior_scale: float | None = None,
                      k0: int = K0) -> tuple[float, float, float]:
     """(B/A of the geometric means of the processes' medians, lo, hi): a 95% t interval on the log
