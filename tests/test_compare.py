@@ -942,3 +942,16 @@ def test_one_runs_processes_a_side_allow_for_what_the_run_shares():
                 plain.append(lo <= 1 <= hi)
     assert with_term >= 0.93 and np.mean(plain) < 0.90, (with_term, np.mean(plain))
     assert found == pytest.approx(d, rel=0.35)
+
+
+def test_the_calibration_sees_one_process_a_side_of_a_processes_run(tmp_path):
+    """judged_shifts (what the noise model is fitted on) takes each run's first process, so runs
+    of bench.blas --processes keep the model a model of one process a side."""
+    rows_a, rows_b = _row("x", [1e-5] * 20), _row("x", [1.02e-5] * 20)
+    rows_a.params["process_medians_s"] = [1e-5, 1.04e-5, 0.98e-5]
+    rows_b.params["process_medians_s"] = [1.02e-5, 0.97e-5, 1.0e-5]
+    a, b = load_run(_write(tmp_path / "a.json", [rows_a])), load_run(_write(tmp_path / "b.json", [rows_b]))
+    ((_, shift),) = cmp.judged_shifts(a, b, one_start=True)
+    assert shift == pytest.approx(np.log(1.02))
+    (judged,) = cmp.compare_runs(a, b, intervals=False)
+    assert judged.ratio != pytest.approx(1.02)  # compare itself takes the processes' means

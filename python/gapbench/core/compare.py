@@ -154,7 +154,7 @@ def _ceiling_fraction(run: Run, r: Record) -> float | None:
 def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 1.0, seed: int = 0,
                  between: tuple[dict, dict] | None = None, margin: float | dict = 0.0,
                  model: NoiseModel | None = None, one_start: bool | None = None,
-                 intervals: bool = True) -> list[RowChange]:
+                 intervals: bool = True, processes: bool = True) -> list[RowChange]:
     """Every row present and measured in both runs, classified (module docstring). `between`: per
     row key, the medians of several fresh processes of each side (compare_groups); a row with at
     least two a side takes its interval from their spread instead of from the two runs' samples.
@@ -164,7 +164,9 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
     sqrt(bootstrap^2 + (1.96 s)^2) on the log scale); without a model, `margin` (log scale; a dict
     per metric, "*" for the others) widens the bootstrap interval on each side. `one_start`: whether
     the runs share a machine start (default: from their recorded boot and machine ids).
-    `intervals=False`: the ratios and what judges them, without the bootstrap (the calibration)."""
+    `intervals=False`: the ratios and what judges them, without the bootstrap (the calibration).
+    `processes=False`: rows judged on their run's first process even where they carry more (the
+    calibration: the model is of one process a side)."""
     one_start = same_start(a, b) if one_start is None else one_start
     margins = margin if isinstance(margin, dict) else {"*": margin}
     if any(not v >= 0 for v in margins.values()):
@@ -177,7 +179,7 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
     units = next((h for h in host_differences(a, b) if h.startswith("another GPU")), "")
     dev_a, dev_b = device_class(a), device_class(b)
     ia = {row_key(r): r for r in a.records if r.status == OK and r.samples_s}
-    spread = process_spread(a, b) if between is None else {}
+    spread = process_spread(a, b) if between is None and processes else {}
     out = []
     for r in b.records:
         k = row_key(r)
@@ -191,7 +193,8 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
         if why:
             out.append(RowChange(k, ra, r, NOT_COMPARABLE, why=why, quantiles=quant))
             continue
-        ma, mb = (between[0].get(k, []), between[1].get(k, [])) if between else (own_processes(ra), own_processes(r))
+        ma, mb = ((between[0].get(k, []), between[1].get(k, [])) if between else
+                  (own_processes(ra), own_processes(r)) if processes else ([], []))
         cls = row_class(ra, quant["A"][0])
         scale = _scale(model, dev_a, dev_b, cls, one_start)
         note, reason = "", ""
@@ -314,12 +317,13 @@ def host_bound_rule(r: Record, moves: dict[str, FloorMove], plains: dict[str, Fl
 
 
 def judged_shifts(a: Run, b: Run, one_start: bool | None = None) -> list[tuple[tuple, float]]:
-    """(row class, log shift) of every row compare_runs would judge by its noise class: rows whose
-    conditions match, not left without a verdict by a floor that moved (event pair), host-timed
+    """(row class, log shift) of every row compare_runs would judge by its noise class, each run's
+    first process (a --processes run's other processes aside: the model is of one process a side):
+    rows whose conditions match, not left without a verdict by a floor that moved (event pair), host-timed
     launch rows as gaps to their host floor. The calibration fits the noise model on these, so the
     model and compare see the same quantity."""
     out = []
-    for c in compare_runs(a, b, model=_ALL, one_start=one_start, intervals=False):
+    for c in compare_runs(a, b, model=_ALL, one_start=one_start, intervals=False, processes=False):
         if c.verdict == NOT_COMPARABLE or c.why or c.ratio is None:
             continue
         out.append((row_class(c.a, c.quantiles["A"][0]), math.log(c.ratio)))
