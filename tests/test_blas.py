@@ -917,7 +917,7 @@ def test_cli_times_the_short_cases_in_more_processes(tmp_path):
     assert len(timed["64x64"].params["process_medians_s"]) == 2 and "process_failures" not in timed["64x64"].params
     assert "process_medians_s" not in timed["2048x2048"].params
     assert run.run["processes"] == {"processes": 2, "short_rows": 1, "more": [{"process": 2, "rows": 1}]}
-    assert run.run["config"]["processes"] == 2 and "short cases in 2 processes: 1 rows" in p.stdout
+    assert run.run["config"]["processes"] == 2 and "short cases in 2 processes: 1 row, " in p.stdout
     from gapbench.core import compare as cmp
 
     covers = {c.key[4]: c.covers for c in cmp.compare_runs(run, run)}
