@@ -59,8 +59,8 @@ def run_term(model: NoiseModel, device: str, cls, process_var: float | None) -> 
     share (log scale, rms a run): bench.blas --processes K starts its processes one after another
     within a minute, so what moves a whole run (the host's state then; a run's short rows moved
     together by about 0.5% rms on the H100 start of 2026-11-27 08:4x) is not in their spread. The
-    noise model's within-start scale s of the row is the move of one process a side, so a process
-    varies by s^2 / 2 in all; what the run's processes do not show of it is the run's own term:
+    noise model's within-start rms s of the row's shifts (NoiseModel.prior) is the move of one
+    process a side, so a process varies by s^2 / 2 in all; what the run's processes do not show of it is the run's own term:
     sqrt(max(s^2 / 2 - process_var, 0)), with process_var the pooled variance of the log process
     medians of the row's class in both runs (many rows, so many degrees of freedom). 0 where the
     model has no scale for the row."""
