@@ -188,8 +188,7 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
         ra = ia[k]
         why = mismatch(Conditions.of(ra), Conditions.of(r))
         qa, qb = ra.per_op(), r.per_op()
-        quant = {"A": [float(np.quantile(qa, q)) for q in (0.5, 0.9, 0.99)],
-                 "B": [float(np.quantile(qb, q)) for q in (0.5, 0.9, 0.99)]}
+        quant = {"A": ra.quantiles((0.5, 0.9, 0.99)), "B": r.quantiles((0.5, 0.9, 0.99))}
         if why:
             out.append(RowChange(k, ra, r, NOT_COMPARABLE, why=why, quantiles=quant))
             continue
