@@ -57,8 +57,8 @@ from gapbench.core.names import Backend
 from gapbench.core.floors import (EVENT_ROWS, HOST_BOUND, HOST_CPU, FloorMove, cold_start_differs, floor_moves,
                                   host_differences, is_floor, plain_floors, same_start)
 from gapbench.core.noise import Z95, NoiseModel, device_class, row_class, row_key, shipped  # noqa: F401 (row_key: API)
-from gapbench.core.ratio_ci import (K0, beyond_processes, median_ratio_ci, process_ratio_ci,  # noqa: F401 (API)
-                                    run_term, within_run)
+from gapbench.core.ratio_ci import (K0, beyond_processes, median_ratio_ci, own_processes,  # noqa: F401 (API)
+                                    process_ratio_ci, process_spread, run_term, within_run)
 from gapbench.core.result import OK, Record, Run
 
 SAME, FASTER, SLOWER, CANT_TELL, NOT_COMPARABLE = "same", "faster", "slower", "can't tell", "not comparable"
@@ -258,29 +258,6 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
         out.append(RowChange(k, ra, r, verdict, ratio, lo, hi, why=reason, quantiles=quant, of_ceiling=frac,
                              covers=covers, absolute=absolute, note=note))
     return out
-
-
-def own_processes(r: Record) -> list[float]:
-    """The medians of the fresh processes a row was timed in within its run (bench.blas
-    --processes: `params.process_medians_s`, its run's own process first); [] where there is one."""
-    m = (r.params or {}).get("process_medians_s") or []
-    return [float(x) for x in m] if len(m) >= 2 else []
-
-
-def process_spread(a: Run, b: Run) -> dict[tuple, float]:
-    """Per row class (noise.row_class without the row), the pooled variance of the log medians of
-    the processes each row of the two runs was timed in (own_processes): what a run's processes
-    show of a row's move (ratio_ci.run_term takes the rest from the noise model)."""
-    ss: dict[tuple, list[float]] = {}
-    for run in (a, b):
-        for r in run.records:
-            m = own_processes(r) if r.status == OK and r.samples_s else []
-            if m:
-                x = np.log(np.asarray(m))
-                acc = ss.setdefault(row_class(r, float(np.median(r.per_op())))[:6], [0.0, 0.0])
-                acc[0] += float(((x - x.mean()) ** 2).sum())
-                acc[1] += x.size - 1
-    return {k: v[0] / v[1] for k, v in ss.items() if v[1] > 0}
 
 
 def host_bound_rule(r: Record, moves: dict[str, FloorMove], plains: dict[str, FloorMove],

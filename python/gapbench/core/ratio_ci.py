@@ -8,7 +8,8 @@ from typing import Sequence
 
 import numpy as np
 
-from gapbench.core.noise import Z95, NoiseModel, is_heavy, t975
+from gapbench.core.noise import Z95, NoiseModel, is_heavy, row_class, t975
+from gapbench.core.result import OK, Record, Run
 
 #: the most prior weight (degrees of freedom) the noise model's rms gets in a --repeat interval
 K0 = 4
@@ -52,6 +53,29 @@ def beyond_processes(model: NoiseModel, device: str, cls, one_start: bool, singl
     if not notes:
         return lo, hi, covers
     return ratio * math.exp(-half), ratio * math.exp(half), f"{covers} {'; '.join(notes)}"
+
+
+def own_processes(r: Record) -> list[float]:
+    """The medians of the fresh processes a row was timed in within its run (bench.blas
+    --processes: `params.process_medians_s`, its run's own process first); [] where there is one."""
+    m = (r.params or {}).get("process_medians_s") or []
+    return [float(x) for x in m] if len(m) >= 2 else []
+
+
+def process_spread(a: Run, b: Run) -> dict[tuple, float]:
+    """Per row class (noise.row_class without the row), the pooled variance of the log medians of
+    the processes each row of the two runs was timed in (own_processes): what a run's processes
+    show of a row's move (ratio_ci.run_term takes the rest from the noise model)."""
+    ss: dict[tuple, list[float]] = {}
+    for run in (a, b):
+        for r in run.records:
+            m = own_processes(r) if r.status == OK and r.samples_s else []
+            if m:
+                x = np.log(np.asarray(m))
+                acc = ss.setdefault(row_class(r, float(np.median(r.per_op())))[:6], [0.0, 0.0])
+                acc[0] += float(((x - x.mean()) ** 2).sum())
+                acc[1] += x.size - 1
+    return {k: v[0] / v[1] for k, v in ss.items() if v[1] > 0}
 
 
 def run_term(model: NoiseModel, device: str, cls, process_var: float | None) -> float:

@@ -59,7 +59,7 @@ def timed_short_rows(records: list[Record]) -> dict[tuple, Record]:
 def worker_timeout(cfg: Config) -> float:
     """Seconds one more process may take: its imports and set-up, then each short case's checks
     and paired rounds (cfg.budget_s a cache mode) with room for slow hosts."""
-    n = len(Config.from_dict({**cfg.to_dict(), "short_only": True}).cases())
+    n = sum(1 for spec, shape, _ in cfg.cases() if is_short(spec, shape))
     return 120.0 + 10.0 * n * len(cfg.modes()) * max(cfg.budget_s, 1.0)
 
 
