@@ -424,6 +424,7 @@ class _FakeHarness:
     def __call__(self) -> dict:
         r = len(self.t)
         self.t.append(time.monotonic())
+        time.sleep(0.02)  # a floor under the round's recorded wall time
         v = [2e-6 * (r + 1) * HARNESS_OVER_PLAIN[r % len(HARNESS_OVER_PLAIN)]] * 5
         return {m: v for m in WARM_METRICS}
 
@@ -459,6 +460,9 @@ def test_plain_pairing_runs_each_round_in_a_fresh_loop(tmp_path, monkeypatch):
     assert set(rt.params["order"]) <= {"hp", "ph"} and len(rt.params["order"]) == 6
     ratio, lo, hi = plaincheck.plain_ratio(rt)
     assert ratio == pytest.approx(1.1) and (lo, hi) == (pytest.approx(0.9), pytest.approx(1.3))
+    # what each round cost, [harness process, plain process]: the fake harness takes at least 20 ms
+    walls = rt.params["round_walls_s"]
+    assert len(walls) == 6 and all(h >= 0.02 and p > 0 for h, p in walls)
     rows = launch.plain_comparison(recs)
     assert [m for m, *_ in rows] == list(WARM_METRICS)
     assert all(r == pytest.approx(1.1) and lo == pytest.approx(0.9) for _, r, lo, _ in rows)

@@ -262,15 +262,28 @@ def plain_check(exe: str | Path | None, cfg: Config, harness_round: Callable[[],
         with PacedCommand(cmd, timeout=cfg.timeout, cpus=None if cfg.cpu is None else [cfg.cpu]) as loop:
             return loop.round()
 
+    walls: dict[str, list[float]] = {"plain": [], "harness": []}
+
+    def timed(name: str, f: Callable[[], dict]) -> Callable[[], dict]:
+        def call() -> dict:
+            t0 = perf_ns()
+            try:
+                return f()
+            finally:
+                walls[name].append((perf_ns() - t0) * 1e-9)
+        return call
+
     try:
-        got, order = interleave({"plain": plain_round, "harness": harness_round}, rounds, seed)
-        return plain_records(got["plain"], got["harness"], cfg, per, order, seed, Path(exe).name)
+        got, order = interleave({"plain": timed("plain", plain_round), "harness": timed("harness", harness_round)},
+                                rounds, seed)
+        return plain_records(got["plain"], got["harness"], cfg, per, order, seed, Path(exe).name,
+                             [[round(h, 3), round(p, 3)] for h, p in zip(walls["harness"], walls["plain"])])
     except (RuntimeError, KeyError, TypeError, ValueError) as e:
         return [plain_row(ERROR, f"plain check failed: {type(e).__name__}: {e}")]
 
 
 def plain_records(plain: list[dict], harness: list[dict], cfg: Config, per: int, order: list[list[str]], seed: int,
-                  binary: str) -> list[Record]:
+                  binary: str, walls: list[list[float]] | None = None) -> list[Record]:
     recs = []
     for metric, key, batched in PLAIN_METRICS:
         p_rounds = [[float(x) for x in doc[key]] for doc in plain]
@@ -297,5 +310,5 @@ def plain_records(plain: list[dict], harness: list[dict], cfg: Config, per: int,
                 processes="a fresh plain loop and a fresh harness process each round",
                 invalid_samples=sum(int(d.get("invalid_samples", 0)) for d in plain),
                 round_medians_s=[[None if math.isnan(v) else v for v in m] for m in medians],
-                harness_interleaved_s=[x for r in h_rounds for x in r]).to_dict()))
+                harness_interleaved_s=[x for r in h_rounds for x in r], round_walls_s=walls).to_dict()))
     return recs

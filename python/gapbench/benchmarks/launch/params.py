@@ -51,3 +51,6 @@ class LaunchParams(Params):
     order: list | None = None
     round_medians_s: list | None = None
     harness_interleaved_s: list | None = None
+    #: each round's [harness process, plain loop process] wall seconds, as the parent saw them
+    #: (start to answer): what the check costs, round by round
+    round_walls_s: list | None = None
