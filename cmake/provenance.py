@@ -88,8 +88,23 @@ def git_commit(root: Path) -> str | None:
     return sha if p.returncode == 0 and len(sha) == 40 else None
 
 
+_COMMIT_HASHES: dict = {}
+
+
 def commit_hash(root: Path, commit: str) -> str | None:
-    """source_hash of the files as they are in `commit` (symlinks left out, as on disk)."""
+    """source_hash of the files as they are in `commit` (symlinks left out, as on disk); a full
+    commit id's answer is kept (its files never change), so commit_for_hash walks each commit once
+    per process however many digests it looks for."""
+    key = (str(Path(root).resolve()), commit)
+    if len(commit) == 40 and key in _COMMIT_HASHES:
+        return _COMMIT_HASHES[key]
+    got = _commit_hash(root, commit)
+    if len(commit) == 40 and got is not None:
+        _COMMIT_HASHES[key] = got
+    return got
+
+
+def _commit_hash(root: Path, commit: str) -> str | None:
     try:
         ls = _git(root, "ls-tree", "-r", "-z", commit, "--", *SOURCE_DIRS, *SOURCE_FILES,
                   *{g.rsplit("/", 1)[0] for g in GENERATOR_GLOBS})

@@ -74,6 +74,21 @@ def test_no_git_is_dirty_with_the_same_hash(tree):
     assert prov.provenance(tree) == {"source_commit": "unknown", "source_hash": clean["source_hash"], "dirty": True}
 
 
+def test_a_result_names_the_commit_of_its_code_by_content(tree):
+    # the lent machine builds from a copy with stale git: its content hash finds the commit, the
+    # newer of two, and a commit's hash is kept for the next digest looked for
+    first = prov.provenance(tree)
+    f = tree / "cuda" / "ops" / "gemv.cuh"
+    f.write_bytes(f.read_bytes() + b"\n// second\n")
+    subprocess.run(GIT + ["commit", "-qam", "y"], cwd=tree, check=True)
+    second = prov.provenance(tree)
+    assert second["source_hash"] != first["source_hash"]
+    assert prov.commit_for_hash(tree, first["source_hash"]) == first["source_commit"]
+    assert prov.commit_for_hash(tree, second["source_hash"]) == second["source_commit"]
+    assert prov.commit_for_hash(tree, "0" * 64) is None
+    assert prov._COMMIT_HASHES[(str(tree.resolve()), first["source_commit"])] == first["source_hash"]
+
+
 def _well_formed(info: dict) -> None:
     assert re.fullmatch(r"[0-9a-f]{40}|unknown", info["source_commit"]), info
     assert re.fullmatch(r"[0-9a-f]{64}", info["source_hash"]), info

@@ -41,6 +41,26 @@ def test_rates_derived_from_declared_work():
     assert r.summary().median == pytest.approx(1e-3)
 
 
+def test_kept_values_follow_the_samples_and_conditions_they_were_made_of():
+    # compare reads a record once per pair of runs it is in, so its median, quantiles and
+    # conditions are kept on it; a change to what they were made of is seen, not served stale
+    from gapbench.core.conditions import Conditions
+
+    r = Record(probe="p", backend="b", metric="m", clock="host_wall", samples_s=[3.0, 1.0, 2.0, 4.0], inner=2,
+               conditions={"cache": "rotated", "seed": 1})
+    assert r.median() == float(np.median(np.array([3.0, 1.0, 2.0, 4.0]) / 2))
+    assert r.quantiles((0.5,)) == [float(np.quantile(np.array([3.0, 1.0, 2.0, 4.0]) / 2, 0.5))]
+    c = Conditions.of(r)
+    assert c.cache == "rotated" and Conditions.of(r) is c
+    r.samples_s = [8.0, 8.0, 9.0]
+    r.inner = 1
+    assert r.median() == 8.0 and r.quantiles((0.5,)) == [8.0]
+    r.conditions["cache"] = "l2-resident"  # changed in place: a new parse
+    assert Conditions.of(r).cache == "l2-resident"
+    r.conditions = {}
+    assert Conditions.of(r).cache is None
+
+
 def test_record_validation():
     with pytest.raises(ValueError, match="needs samples"):
         Record(probe="p", backend="b", metric="m", status=OK)

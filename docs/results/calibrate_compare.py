@@ -27,8 +27,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "python"))
@@ -156,7 +154,7 @@ class File:
         self.probe = self.run.run.get("probe")
         self.mode = "quick" if "--quick" in cmd.split() else "default"
         self.injected = float(((self.run.run.get("config") or {}).get("inject_delay_us") or {}).get(INJECTED) or 0)
-        self.medians = {cmp.row_key(r): (float(np.median(r.per_op())), r)
+        self.medians = {cmp.row_key(r): (r.median(), r)
                         for r in self.run.records if r.status == OK and r.samples_s}
         assert self.key.split("/")[0] == self.gpu, (rel, self.key)
 

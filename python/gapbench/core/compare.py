@@ -50,8 +50,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
-import numpy as np
-
 from gapbench.core.conditions import Conditions, mismatch
 from gapbench.core.names import Backend
 from gapbench.core.floors import (EVENT_ROWS, HOST_BOUND, HOST_CPU, FloorMove, cold_start_differs, floor_moves,
@@ -209,7 +207,7 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
             if model is not None and dev_a == dev_b:
                 lo, hi, covers = beyond_processes(model, dev_a, cls, one_start, scale[0], ratio, lo, hi, covers)
         else:
-            ratio, lo, hi = median_ratio_ci(qa, qb, seed=seed) if intervals else (float(np.median(qb) / np.median(qa)),) * 3
+            ratio, lo, hi = median_ratio_ci(qa, qb, seed=seed) if intervals else (r.median() / ra.median(),) * 3
             if widen != 1:  # on the log scale, so the interval stays positive and symmetric in ratio terms
                 lo, hi = ratio * (lo / ratio) ** widen, ratio * (hi / ratio) ** widen
             covers = "within-run"
@@ -351,7 +349,7 @@ def _process_medians(runs: list[Run]) -> dict:
     for run in runs:
         for r in run.records:
             if r.status == OK and r.samples_s:
-                out.setdefault(row_key(r), []).append(float(np.median(r.per_op())))
+                out.setdefault(row_key(r), []).append(r.median())
     return out
 
 

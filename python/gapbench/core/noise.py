@@ -195,7 +195,7 @@ def components(by_group: dict) -> tuple[float, float, float, int, int]:
     prediction 6x wider than the data, and no launch row could ever be `same`)."""
     n = sum(len(v) for v in by_group.values())
     g = len(by_group)
-    ss_within = sum(sum((x - sum(v) / len(v)) ** 2 for x in v) for v in by_group.values())
+    ss_within = sum(sum((x - m) ** 2 for x in v) for v, m in ((v, sum(v) / len(v)) for v in by_group.values()))
     df_row = n - g
     if df_row == 0:
         return 0.0, sum(x * x for v in by_group.values() for x in v) / n, \

@@ -72,7 +72,7 @@ def process_spread(a: Run, b: Run) -> dict[tuple, float]:
             m = own_processes(r) if r.status == OK and r.samples_s else []
             if m:
                 x = np.log(np.asarray(m))
-                acc = ss.setdefault(row_class(r, float(np.median(r.per_op())))[:6], [0.0, 0.0])
+                acc = ss.setdefault(row_class(r, r.median())[:6], [0.0, 0.0])
                 acc[0] += float(((x - x.mean()) ** 2).sum())
                 acc[1] += x.size - 1
     return {k: v[0] / v[1] for k, v in ss.items() if v[1] > 0}

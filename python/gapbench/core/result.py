@@ -95,6 +95,16 @@ class Record:
             self.__dict__["_summary"] = memo
         return memo[1]
 
+    def median(self) -> float:
+        """np.median of the per-op samples, kept as summary() is (compare's ratio without its
+        interval, the calibration's, takes two a row and pair of runs)."""
+        made_of = (self.inner, tuple(self.samples_s))
+        memo = self.__dict__.get("_median")
+        if memo is None or memo[0] != made_of:
+            memo = (made_of, float(np.median(self.per_op())))
+            self.__dict__["_median"] = memo
+        return memo[1]
+
     def quantiles(self, qs: tuple[float, ...] = (0.5, 0.9, 0.99)) -> list[float]:
         """The per-op quantiles `qs` of the samples, kept as summary() is (gapbench compare meets a
         record in every pair of runs it is in: the calibration's 1753 pairs, 1.8 million quantiles)."""

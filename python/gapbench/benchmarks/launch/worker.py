@@ -9,7 +9,6 @@ from importlib import resources
 
 import numpy as np
 
-from gapbench.backends import registry
 from gapbench.benchmarks.launch.params import LaunchParams, Pairing
 from gapbench.core.conditions import Conditions, Process, clock_of
 from gapbench.core.names import Backend
@@ -238,6 +237,8 @@ class _FrameworkAdd:
 def _unavailable_here(out: _Out) -> bool:
     """After the framework's import or setup raised: if bk.info says why it cannot run here, that
     is the answer (an unavailable row in the parent), not a crash; False if bk.info sees it fine."""
+    from gapbench.backends import registry
+
     info = registry.info(out.backend, refresh=True)
     if info.available:
         return False
@@ -246,6 +247,10 @@ def _unavailable_here(out: _Out) -> bool:
 
 
 def _worker_framework(cfg: Config, warm: bool, out: _Out) -> None:
+    # the adapters' registry is imported here, before the framework's import is timed, so native
+    # processes (native-cuda's seven a run) do not load it
+    from gapbench.backends import registry
+
     backend = out.backend
     t0 = perf_ns()
     try:
