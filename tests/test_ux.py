@@ -64,10 +64,14 @@ def test_report_out_must_be_a_writable_folder(tmp_path, capsys):
 
 
 def test_report_reads_a_folder_of_compact_result_files(tmp_path, capsys):
-    """docs/results holds .json.gz files only: the folder stands for them."""
+    """docs/results holds .json.gz files only: the folder stands for them. Piped (as here), the
+    report says what it is doing, a line a step (one report over the folder serves both checks)."""
     out = tmp_path / "rep"
-    assert _main("report", str(ROOT / "docs" / "results"), "--out", str(out)) == 0
+    assert _main("report", str(ROOT / "docs" / "results"), "--out", str(out), "--no-plots") == 0
     assert (out / "report.md").exists() and "H200" in (out / "report.md").read_text()
+    assert not list(out.glob("*.png"))  # --no-plots: the tables only
+    said = capsys.readouterr().out
+    assert re.search(r"^\[1/\d+\] report: read .*\.json\.gz", said, re.M) and "report: tables: blas" in said
 
 
 @pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
@@ -289,12 +293,6 @@ def test_a_piped_launch_prints_a_line_per_step_before_the_table(tmp_path):
     steps = [i for i, ln in enumerate(lines) if ln.startswith("[") and "launch: native-cpu" in ln]
     table = next(i for i, ln in enumerate(lines) if "Launch latency" in ln)
     assert len(steps) == 2 and steps[-1] < table
-
-
-def test_a_piped_report_says_what_it_is_doing(tmp_path, capsys):
-    assert _main("report", str(ROOT / "docs" / "results"), "--out", str(tmp_path / "rep")) == 0
-    out = capsys.readouterr().out
-    assert re.search(r"^\[1/\d+\] report: read .*\.json\.gz", out, re.M) and "report: tables: blas" in out
 
 
 # ------------------------------------------------------------------ item 10: implausible rows

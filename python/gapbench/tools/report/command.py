@@ -203,10 +203,10 @@ def figures_for(runs: list[Run], out: Path, step=None) -> list[Path]:
 
 
 def build(paths: list[str], out: Path, compare: bool = False, prices: dict[str, float] | None = None,
-          self_contained: bool = False, step=None) -> tuple[Path, Path]:
+          self_contained: bool = False, step=None, plots: bool = True) -> tuple[Path, Path]:
     """The report of the result files, bundles and bundle archives `paths` (gapbench.core.bundle) in the
     folder `out`; `step(text)` is told each step as it starts (the inputs read, a benchmark's
-    tables or figures)."""
+    tables or figures). `plots=False`: the tables only (no figure drawn)."""
     step = step or (lambda text: None)
     runs = load_inputs(paths)
     for run in runs:
@@ -220,7 +220,7 @@ def build(paths: list[str], out: Path, compare: bool = False, prices: dict[str, 
     for bench in _benchmarks():
         step(f"tables: {bench.name}")
         tables += bench.report_tables(runs)
-    figs = figures_for(runs, out, step)
+    figs = figures_for(runs, out, step) if plots else []
     md, page = out / "report.md", out / "report.html"
     atomic_write_text(md, to_markdown(tables, figs))
     atomic_write_text(page, to_html(tables, figs, self_contained))
@@ -242,6 +242,7 @@ class ReportBenchmark(Benchmark):
                         help="a machine's price for the Table 1 view, matched against its device name (repeatable)")
         ap.add_argument("--self-contained", action="store_true",
                         help="embed the figures in report.html (base64) instead of linking the PNG files beside it")
+        ap.add_argument("--no-plots", action="store_true", help="the tables only: draw no figure (faster)")
 
     def run(self, args, prog: str, argv: list[str] | None) -> int:
         prices = {}
@@ -268,13 +269,15 @@ class ReportBenchmark(Benchmark):
                 n_inputs = len(expand_inputs(files, Path(tmp)))
         except SchemaError as e:
             raise UsageError(str(e)) from None
-        with progress_bar(console, n_inputs + 2 * len(_benchmarks())) as bar:
+        n_steps = n_inputs + (1 if args.no_plots else 2) * len(_benchmarks())
+        with progress_bar(console, n_steps) as bar:
             def step(text):
                 bar.describe(f"report: {text}")
                 bar.advance()
 
             try:
-                md, page = build([str(f) for f in files], out, args.compare, prices, args.self_contained, step)
+                md, page = build([str(f) for f in files], out, args.compare, prices, args.self_contained, step,
+                                 plots=not args.no_plots)
             except SchemaError as e:
                 raise UsageError(str(e)) from None
         print(f"report: {md} and {page}")
