@@ -4,7 +4,9 @@ of another of the same GPU model (across). Rows are split by how compare judged 
 processes of each run (the short cases, params.process_medians_s) or one process a side by the
 model. Prints Markdown; every number comes from the files:
 
-    python docs/results/processes_judged.py START=FILE,FILE,... [START=...]
+    python docs/results/processes_judged.py [--first=K] START=FILE,FILE,... [START=...]
+
+--first=K: the same pairs also judged on each row's first K processes (runs of more than K).
 
 A file may be `git:REV:PATH` (calibrate_compare.source). The model must not have seen these starts.
 """
@@ -51,6 +53,25 @@ def first_only(run):
     return out
 
 
+def first_processes(k: int):
+    """A view of a run as `--processes k` would have it from the same processes: each row's first k
+    medians (its own process first), the later processes' left out (runs of a larger K judged both ways)."""
+    import copy
+
+    def view(run):
+        out = copy.copy(run)
+        out.records = []
+        for r in run.records:
+            r = copy.copy(r)
+            p = dict(r.params or {})
+            if len(p.get("process_medians_s") or []) > k:
+                p["process_medians_s"] = p["process_medians_s"][:k]
+            r.params = p
+            out.records.append(r)
+        return out
+    return view
+
+
 def cells(res: dict) -> str:
     parts = []
     for k in ("all", "processes", "one"):
@@ -67,6 +88,11 @@ def cells(res: dict) -> str:
 
 def main(args: list[str]) -> None:
     starts = {}
+    views = [("", lambda r: r)]
+    if args and args[0].startswith("--first="):  # also judged on each row's first K processes
+        k = int(args.pop(0).split("=", 1)[1])
+        views.append((f" (first {k} processes)", first_processes(k)))
+    views.append((" (first process only)", first_only))
     for arg in args:
         name, rels = arg.split("=", 1)
         starts[name] = [cc.File(rel, name).run for rel in rels.split(",")]
@@ -79,7 +105,7 @@ def main(args: list[str]) -> None:
           "same pairs with each run's first process only, as a run without --processes would have them.\n")
     print("| scope | run pairs | all: rows | same | faster or slower | short cases (processes): rows | same | "
           "faster or slower | the rest: rows | same | faster or slower |\n|---|---|---|---|---|---|---|---|---|---|---|")
-    for label, view in (("", lambda r: r), (" (first process only)", first_only)):
+    for label, view in views:
         for name, runs in starts.items():
             pairs = list(itertools.combinations([view(r) for r in runs], 2))
             print(f"| {name}: within it{label} | {len(pairs)} | {cells(judge(model, pairs, True))} |")
