@@ -34,8 +34,6 @@ INTEGRATION = (
     "test_compare.py::test_the_shipped_noise_model_is_what_the_committed_runs_give",
     "test_compare.py::test_a_between_run_shift_is_absorbed_by_the_margin_and_a_larger_slowdown_is_not",
     "test_compare.py::test_an_injected_slowdown_is_found_and_a_bad_injection_refused",
-    "test_ux.py::test_a_piped_report_says_what_it_is_doing",
-    "test_ux.py::test_report_reads_a_folder_of_compact_result_files",
     "test_blas.py::test_cpu_frameworks_verified_and_timed",
     "test_blas.py::test_cli_runs_one_vjp_cotangent",
     "test_launch.py::test_killed_run_keeps_completed_rows",
