@@ -834,6 +834,7 @@ def test_more_processes_run_the_short_cases_first_and_alone_on_the_same_data():
                  shapes=parse_shapes("4096x4096,64x48,16777216,1024"), seed=7,
                  inject_delay_us={Backend.torch_cuda: 2.0})
     one = cfg.cases()
+    assert cfg.to_dict()["processes"] == 1  # recorded even at 1: compare can say a run could have had more
     cfg.processes = 3
     many = cfg.cases()
     name = [(s.name, d, shape_text(sh)) for s, sh, d in many]

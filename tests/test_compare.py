@@ -18,11 +18,11 @@ def _row(op, samples, cache="rotated", backend="native-cuda"):
                   conditions={"cache": cache, "data": "randn", "clock": "device events, gated", "process": "paired"})
 
 
-def _write(path, rows, device="NVIDIA H100 80GB HBM3", roof=None, host=None):
+def _write(path, rows, device="NVIDIA H100 80GB HBM3", roof=None, host=None, config=None):
     env = {"nvidia_smi": [{"name": device, "driver_version": "580"}] if device else [], "cpu": "Test CPU",
            **({"host_id": host} if host else {})}
-    w = RunWriter(path, env=env,
-                  run={"probe": "blas", **({"roofline": roof} if roof else {})}, overhead=None)
+    w = RunWriter(path, env=env, run={"probe": "blas", **({"roofline": roof} if roof else {}),
+                                      **({"config": config} if config else {})}, overhead=None)
     w.extend(rows)
     w.finish()
     return path
@@ -42,6 +42,23 @@ def test_classification_of_known_changes(tmp_path):
     assert by["same"].verdict == cmp.SAME and by["slow"].verdict == cmp.SLOWER and by["fast"].verdict == cmp.FASTER
     assert by["noisy"].verdict == cmp.CANT_TELL
     assert by["slow"].lo <= 1.10 * np.exp(0) and by["slow"].ratio == pytest.approx(1.10, rel=0.01)
+
+
+def test_short_rows_left_cant_tell_point_to_more_processes_where_the_runs_could_have_them(tmp_path):
+    # rows of 2-5 us, 8% noise: can't tell one run a side; a benchmark whose configuration has
+    # `processes` (bench.blas) at 1 on both sides gets the note, counting those rows only
+    rng = np.random.default_rng(5)
+    rows = lambda: [_row(f"s{i}", _lognormal(rng, 0.2 + 0.1 * i, 0.08, 12)) for i in range(3)] + \
+        [_row("long", _lognormal(rng, 50, 0.08, 12))]  # noqa: E731
+    one = {"processes": 1}
+    a, b = (load_run(_write(tmp_path / f"{n}.json", rows(), config=one)) for n in "ab")
+    changes = cmp.compare_runs(a, b)
+    assert sum(c.verdict == cmp.CANT_TELL for c in changes) == 4
+    hint = [n for n in cmp.notes(a, b, changes) if "--processes 3" in n]
+    assert len(hint) == 1 and hint[0].startswith("3 of the can't-tell rows run under 10 us")
+    for cfg in ({"processes": 3}, None):  # runs that had them, or a benchmark without the option
+        c = load_run(_write(tmp_path / "c.json", rows(), config=cfg))
+        assert not any("--processes" in n for n in cmp.notes(a, c, cmp.compare_runs(a, c)))
 
 
 def test_false_alarms_and_detection_on_synthetic_runs(tmp_path):

@@ -468,6 +468,9 @@ def notes(a: Run, b: Run, changes: list[RowChange]) -> list[str]:
     hosts = host_differences(a, b)
     if hosts:
         out.append("hosts: " + "; ".join(hosts))
+    more = processes_note(a, b, changes)
+    if more:
+        out.append(more)
     why: dict[str, int] = {}
     for c in changes:
         if c.verdict == CANT_TELL and c.why:
@@ -475,6 +478,26 @@ def notes(a: Run, b: Run, changes: list[RowChange]) -> list[str]:
     for text, k in sorted(why.items(), key=lambda x: -x[1]):
         out.append(f"* {k} row(s) can't tell: {text}")
     return out
+
+
+#: rows under this per-op time are the ones one process a side leaves `can't tell` most (their
+#: process-to-process spread, findings/between-runs.md)
+SHORT_ROW_S = 10e-6
+
+
+def processes_note(a: Run, b: Run, changes: list[RowChange]) -> str:
+    """Where the benchmark can time its short cases in more processes of one run (its recorded
+    configuration has `processes`: bench.blas) and neither run did, how many `can't tell` rows
+    under 10 us that would give an interval between processes; "" otherwise."""
+    cfgs = [r.run.get("config") or {} for r in (a, b)]
+    if not all(isinstance(c, dict) and c.get("processes") == 1 for c in cfgs):
+        return ""
+    short = sum(1 for c in changes if c.verdict == CANT_TELL and not c.why and c.covers.startswith("within-run")
+                and (c.quantiles.get("A") or [1.0])[0] < SHORT_ROW_S)
+    if not short:
+        return ""
+    return (f"{short} of the can't-tell rows run under 10 us, each timed in one process a side: runs with "
+            f"--processes 3 time the short cases in 3 processes, and compare judges those rows between them")
 
 
 def fmt_ratio(c: RowChange) -> str:

@@ -96,7 +96,7 @@ class Config:
                    if self.inject_delay_us else {}),
                 **({"kernels": True} if self.kernels else {}),
                 **({"overlap": False} if not self.overlap else {}),
-                **({"processes": self.processes} if self.processes > 1 else {}),
+                "processes": self.processes,
                 **({"short_only": True} if self.short_only else {})}
 
     @classmethod
