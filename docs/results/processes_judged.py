@@ -40,19 +40,6 @@ def judge(model: noise.NoiseModel, pairs, one_start: bool) -> dict:
     return out
 
 
-def first_only(run):
-    """The run as one process a side would have it: its rows without the other processes' medians."""
-    import copy
-
-    out = copy.copy(run)
-    out.records = []
-    for r in run.records:
-        r = copy.copy(r)
-        r.params = {k: v for k, v in (r.params or {}).items() if k != "process_medians_s"}
-        out.records.append(r)
-    return out
-
-
 def first_processes(k: int):
     """A view of a run as `--processes k` would have it from the same processes: each row's first k
     medians (its own process first), the later processes' left out (runs of a larger K judged both ways)."""
@@ -92,7 +79,7 @@ def main(args: list[str]) -> None:
     if args and args[0].startswith("--first="):  # also judged on each row's first K processes
         k = int(args.pop(0).split("=", 1)[1])
         views.append((f" (first {k} processes)", first_processes(k)))
-    views.append((" (first process only)", first_only))
+    views.append((" (first process only)", first_processes(1)))  # one median: judged by the model
     for arg in args:
         name, rels = arg.split("=", 1)
         starts[name] = [cc.File(rel, name).run for rel in rels.split(",")]
