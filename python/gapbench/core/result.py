@@ -83,38 +83,31 @@ class Record:
     def per_op(self) -> np.ndarray:
         return np.asarray(self.samples_s, dtype=np.float64) / self.inner
 
+    def _kept(self, name: str, extra: tuple, make):
+        """make(), kept on the record under `name` for as long as the samples, `inner` and `extra`
+        are what it was made of (a result file is written many times in a run, and gapbench compare
+        meets a record in every pair of runs it is in: the calibration's 1753 pairs)."""
+        made_of = (self.inner, tuple(self.samples_s), extra)
+        memo = self.__dict__.get(name)
+        if memo is None or memo[0] != made_of:
+            memo = (made_of, make())
+            self.__dict__[name] = memo
+        return memo[1]
+
     def summary(self) -> stats.Summary | None:
-        """The samples' summary, kept for as long as the samples and `inner` are what it was made of
-        (a result file is written many times in a run, and every write states it)."""
+        """The samples' summary (kept: _kept)."""
         if self.status != OK or not self.samples_s:
             return None
-        made_of = (self.inner, tuple(self.samples_s))
-        memo = self.__dict__.get("_summary")
-        if memo is None or memo[0] != made_of:
-            memo = (made_of, stats.summarize(self.per_op()))
-            self.__dict__["_summary"] = memo
-        return memo[1]
+        return self._kept("_summary", (), lambda: stats.summarize(self.per_op()))
 
     def median(self) -> float:
-        """np.median of the per-op samples, kept as summary() is (compare's ratio without its
-        interval, the calibration's, takes two a row and pair of runs)."""
-        made_of = (self.inner, tuple(self.samples_s))
-        memo = self.__dict__.get("_median")
-        if memo is None or memo[0] != made_of:
-            memo = (made_of, float(np.median(self.per_op())))
-            self.__dict__["_median"] = memo
-        return memo[1]
+        """np.median of the per-op samples (kept: compare's ratio without its interval, the
+        calibration's, takes two a row and pair of runs)."""
+        return self._kept("_median", (), lambda: float(np.median(self.per_op())))
 
     def quantiles(self, qs: tuple[float, ...] = (0.5, 0.9, 0.99)) -> list[float]:
-        """The per-op quantiles `qs` of the samples, kept as summary() is (gapbench compare meets a
-        record in every pair of runs it is in: the calibration's 1753 pairs, 1.8 million quantiles)."""
-        made_of = (self.inner, tuple(self.samples_s), tuple(qs))
-        memo = self.__dict__.get("_quantiles")
-        if memo is None or memo[0] != made_of:
-            q = self.per_op()
-            memo = (made_of, [float(np.quantile(q, x)) for x in qs])
-            self.__dict__["_quantiles"] = memo
-        return memo[1]
+        """The per-op quantiles `qs` of the samples (kept: 1.8 million quantiles over the calibration)."""
+        return self._kept("_quantiles", tuple(qs), lambda: [float(np.quantile(self.per_op(), x)) for x in qs])
 
     def rates(self) -> dict:
         s = self.summary()
