@@ -888,6 +888,8 @@ def test_more_processes_add_their_medians_and_say_what_they_could_not():
                           run=fake_run)
     assert len(calls) == 3 and all(p["config"]["short_only"] and p["config"]["seed"] == 1 for p in calls)
     assert seen[0] == "process 2/4: gemv fp16 256x256" and len(done) == 3
+    walls = [m.pop("wall_s") for m in info["more"] if "error" not in m]
+    assert len(walls) == 2 and all(set(w) == {"process total"} and w["process total"] >= 0 for w in walls)
     assert info["short_rows"] == 3 and info["more"][0] == {"process": 2, "rows": 3}
     assert "crash" in info["more"][1]["error"] and info["more"][2] == {"process": 4, "rows": 1}
     meds = [r.params["process_medians_s"] for r in mine]
@@ -917,7 +919,10 @@ def test_cli_times_the_short_cases_in_more_processes(tmp_path):
     assert set(timed) == {"64x64", "2048x2048"}
     assert len(timed["64x64"].params["process_medians_s"]) == 2 and "process_failures" not in timed["64x64"].params
     assert "process_medians_s" not in timed["2048x2048"].params
+    wall = run.run["processes"]["more"][0].pop("wall_s")
     assert run.run["processes"] == {"processes": 2, "short_rows": 1, "more": [{"process": 2, "rows": 1}]}
+    assert wall["process total"] >= wall["total"] > 0 and "paired timing, last runs verified" in wall
+    assert 0 < run.run["wall_s"]["parts"]["short cases, this process"] < run.run["wall_s"]["total"]
     assert run.run["config"]["processes"] == 2 and "short cases in 2 processes: 1 row, " in p.stdout
     from gapbench.core import compare as cmp
 

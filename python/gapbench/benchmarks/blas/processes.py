@@ -14,9 +14,12 @@ each verifying its outputs before and after timing as every run does. Their medi
 this run's rows (`params.process_medians_s`, this process's first); a process that fails, or a row
 it could not time or timed under other recorded conditions, is named in the row
 (`params.process_failures`) and the run's `processes` entry, and the rows keep what the others gave.
+Each process's entry keeps where its time went (`wall_s`: its own phases, and "process total" from
+the parent's clock, the interpreter's start and imports included).
 """
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 import numpy as np
@@ -33,14 +36,20 @@ TARGET = "gapbench.benchmarks.blas.processes:short_cases"
 
 def short_cases(payload: dict) -> dict:
     """Worker side: the run's short cases alone (payload: the run's config, its backends), every
-    record as a dict."""
-    from gapbench.benchmarks.blas.run import iterate
+    record as a dict, and where the process's time went (`wall_s`, as the run's own: its set-up,
+    from this call on, is "setup and other")."""
+    import time
+
+    from gapbench.benchmarks.blas.run import Phases, iterate
     from gapbench.core.worker import progress
 
+    t0 = time.perf_counter()
     cfg = Config.from_dict(payload["config"])
     cfg.short_only = True
     backends = [Backend(b) for b in payload["backends"]]
-    return {"records": [r.to_dict() for r in iterate(cfg, backends, on_case=progress)]}
+    phases = Phases()
+    records = [r.to_dict() for r in iterate(cfg, backends, on_case=progress, phases=phases)]
+    return {"records": records, "wall_s": phases.wall(time.perf_counter() - t0)}
 
 
 def _short(r: Record) -> bool:
@@ -79,6 +88,7 @@ def more_processes(cfg: Config, backends: list[Backend], records: list[Record],
     payload = {"config": {**cfg.to_dict(), "short_only": True}, "backends": [b.value for b in backends]}
     log = []
     for i in range(2, cfg.processes + 1):
+        t0 = time.perf_counter()
         def progress(text: str, _i=i) -> None:
             if on_progress:
                 on_progress(f"process {_i}/{cfg.processes}: {text}")
@@ -109,7 +119,8 @@ def more_processes(cfg: Config, backends: list[Backend], records: list[Record],
         for k, mine in own.items():
             if k not in seen:
                 mine.params.setdefault("process_failures", []).append(f"process {i}: no such row")
-        log.append({"process": i, "rows": added})
+        wall = {**(doc.get("wall_s") or {}), "process total": round(time.perf_counter() - t0, 2)}
+        log.append({"process": i, "rows": added, "wall_s": wall})
         if on_done:
             on_done()
     return {"processes": cfg.processes, "short_rows": len(own), "more": log}

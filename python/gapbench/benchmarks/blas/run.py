@@ -22,7 +22,7 @@ from gapbench.backends import registry
 from gapbench.backends.base import Adapter, BackendInfo
 from gapbench.backends import memfit
 from gapbench.benchmarks.blas import arms as rows
-from gapbench.benchmarks.blas.config import PROBE, Config
+from gapbench.benchmarks.blas.config import PROBE, Config, is_short
 from gapbench.benchmarks.blas.measure import measure_case
 from gapbench.benchmarks.blas.params import BlasParams
 from gapbench.core.dtypes import Expected, round_to
@@ -37,6 +37,10 @@ def record(spec: OpSpec, dtype: DType, shape: Shape, backend: Backend, variant: 
     p = (params or BlasParams()).replace(op=spec.name, dtype=dtype, shape=shape, shape_text=shape_text(shape))
     return Record(probe=PROBE, backend=backend.value, variant=variant, metric=kw.pop("metric", "time"),
                   params=p.to_dict(), work=spec.work(shape, dtype), **kw)
+
+
+#: Phases part: this process's time on the short cases, which --processes runs first
+SHORT_HERE = "short cases, this process"
 
 
 class Phases(dict):
@@ -221,8 +225,13 @@ def iterate(cfg: Config, backends: list[Backend], on_case: Callable[[str], None]
 
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gapbench-prepare") if overlap else None
     ahead: Future | None = None
+    # with more processes the short cases come first: this process's time on them, for the run file
+    t_short = time.perf_counter() if cfg.processes > 1 and not cfg.short_only else None
     try:
         for i, (spec, shape, dtype) in enumerate(todo):
+            if t_short is not None and not is_short(spec, shape):
+                phases.parts[SHORT_HERE] = time.perf_counter() - t_short
+                t_short = None
             too_big = memory_check(spec, shape, dtype, s.live)
             for b, why in too_big.items():
                 if on_case:
@@ -252,6 +261,8 @@ def iterate(cfg: Config, backends: list[Backend], on_case: Callable[[str], None]
                           data=cfg.data, seed=seed, part=phases.part)
             yield from run_case(c, cfg, s, [b for b in s.live if b not in too_big], phases,
                                 before_timing=start_next if nxt is not None else None)
+        if t_short is not None:
+            phases.parts[SHORT_HERE] = time.perf_counter() - t_short
     finally:
         if pool is not None:  # a case not yet started is cancelled, one under way finished
             pool.shutdown(wait=True, cancel_futures=True)
