@@ -159,6 +159,13 @@ class File:
         assert self.key.split("/")[0] == self.gpu, (rel, self.key)
 
 
+def labelled_runs(arg: str) -> tuple[str, list]:
+    """A command line's `LABEL=RUN,RUN,...` (each a path under docs/results or `git:REV:PATH`, as
+    `source` reads it) as (label, the runs loaded)."""
+    label, rels = arg.split("=", 1)
+    return label, [load_run(source(rel)) for rel in rels.split(",")]
+
+
 def load() -> list[File]:
     return [File(rel, start, gpu) for gpu, starts in STARTS.items() for start, rels in starts.items() for rel in rels]
 

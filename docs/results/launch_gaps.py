@@ -17,8 +17,6 @@ import math
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import calibrate_compare as cc  # noqa: E402
 from gapbench.core.result import OK  # noqa: E402
@@ -33,7 +31,7 @@ def rows(run) -> dict[tuple[str, str, str], tuple[float, float | None]]:
         if r.status == OK and r.samples_s and r.metric in METRICS:
             paired = (r.params or {}).get("paired") or {}
             x = paired.get("x_floor") if isinstance(paired, dict) else None
-            out[(r.backend, r.variant, r.metric)] = (float(np.median(r.per_op())), float(x) if x else None)
+            out[(r.backend, r.variant, r.metric)] = (r.median(), float(x) if x else None)
     return out
 
 
@@ -51,8 +49,8 @@ def main(args: list[str]) -> None:
           "hand. Per row: absolute median (us) in each run, its spread and rms shift between two runs; then the "
           "same for its in-process gap to the floor (x_floor) where it has one.\n")
     for arg in args:
-        label, rels = arg.split("=", 1)
-        got = [rows(cc.File(rel, label).run) for rel in rels.split(",")]
+        label, runs = cc.labelled_runs(arg)
+        got = [rows(run) for run in runs]
         keys = sorted({k for g in got for k in g})
         print(f"## {label}\n\n| backend | variant | metric | absolute (us) | spread | rms shift | gap to floor "
               "| spread | rms shift |\n|---|---|---|---|---|---|---|---|---|")

@@ -22,8 +22,6 @@ from __future__ import annotations
 import json
 import sys
 
-import numpy as np
-
 ROWS = (("gemv", "16384x1024"), ("vjp_dx", "1024x16384"))
 
 
@@ -33,7 +31,7 @@ def medians(records) -> dict[str, float]:
         p = r.params or {}
         if (r.status == "ok" and r.samples_s and r.metric == "time" and p.get("dtype") == "fp16"
                 and (p.get("op"), p.get("shape_text")) in ROWS):
-            out[f"{p['op']} {p['shape_text']} {r.backend}/{r.variant}"] = float(np.median(r.per_op()))
+            out[f"{p['op']} {p['shape_text']} {r.backend}/{r.variant}"] = r.median()
     return out
 
 

@@ -38,8 +38,6 @@ def short_cases(payload: dict) -> dict:
     """Worker side: the run's short cases alone (payload: the run's config, its backends), every
     record as a dict, and where the process's time went (`wall_s`, as the run's own: its set-up,
     from this call on, is "setup and other")."""
-    import time
-
     from gapbench.benchmarks.blas.run import Phases, iterate
     from gapbench.core.worker import progress
 
