@@ -504,6 +504,26 @@ def test_launch_groups():
     assert launch_groups(["p2p"], "cpu") == []
 
 
+def test_a_rung_whose_package_is_absent_is_a_row_and_starts_no_ranks():
+    from gapbench.benchmarks.collectives.command import plan_groups
+    from gapbench.benchmarks.collectives.rungs.base import absent, not_installed
+
+    rungs = ["p2p", "nccl", "torch", "cupy", "mlx"]
+    groups, rows = plan_groups(rungs, "cuda", why_absent=lambda r: "gone" if r == "mlx" else None)
+    assert groups == [["nccl", "torch", "cupy"]]  # MLX's group, its NCCL reference alone, is not started
+    assert [(r.backend, r.metric, r.status, r.reason) for r in rows] == [("mlx", "rung", "unavailable", "gone")]
+    groups, rows = plan_groups(rungs, "cuda", why_absent=lambda r: "gone" if r == "cupy" else None)
+    assert groups == [["nccl", "torch"], ["nccl", "mlx"]] and [r.backend for r in rows] == ["cupy"]
+    groups, rows = plan_groups(["torch", "cupy", "mlx"], "cuda", why_absent=lambda r: "gone" if r != "mlx" else None)
+    assert groups == [["mlx"]] and [r.backend for r in rows] == ["torch", "cupy"]
+    groups, rows = plan_groups(rungs, "cuda", why_absent=lambda r: None)
+    assert groups == [["nccl", "torch", "cupy"], ["nccl", "mlx"]] and rows == []
+    # the default asks the package index of this interpreter, without importing
+    assert absent("nccl") is None and absent("p2p") is None
+    assert absent("torch") is None  # installed here (the suite runs it)
+    assert not_installed("mlx", "No module named 'mlx'").startswith("mlx is not installed (No module named 'mlx'); pip install")
+
+
 # ---------------------------------------------------------------- bench.report's communication section
 def test_report_has_the_gap_table_and_the_scaling_table_beside_its_prediction(tmp_path):
     from gapbench.benchmarks.collectives.command import BENCHMARK

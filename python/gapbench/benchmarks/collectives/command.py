@@ -169,7 +169,9 @@ class DistBenchmark(Benchmark):
             writer.extend(_with_sheet(self._p2p(args, cfg, rank_root / "p2p", console), sheet))
             stages["p2p"], t = round(time.time() - t, 2), time.time()
         seen: set[str] = set()
-        for group in launch_groups(rungs, cfg.device):
+        groups, missing = plan_groups(rungs, cfg.device)
+        writer.extend(missing)
+        for group in groups:
             d = rank_root / "+".join(group)
             d.mkdir(parents=True, exist_ok=True)
             cfg_path = d / "config.json"
@@ -291,6 +293,27 @@ def launch_groups(rungs: list[str], device: str) -> list[list[str]]:
     if Rung.mlx in rungs:
         groups.append(([Rung.nccl] if Rung.nccl in rungs else []) + [Rung.mlx])
     return groups
+
+
+def plan_groups(rungs: list[str], device: str, why_absent=None) -> tuple[list[list[str]], list[Record]]:
+    """launch_groups, less the rungs whose package is not installed (`why_absent(rung)`: the reason,
+    or None; default rungs.base.absent), each a row saying why, without starting ranks for them; a
+    group left with nothing new (MLX's group without MLX is its NCCL reference, measured already)
+    is not started."""
+    from gapbench.benchmarks.collectives.merge import PROBE
+    from gapbench.benchmarks.collectives.rungs.base import absent
+    from gapbench.core.result import UNAVAILABLE
+
+    why_absent = why_absent or absent
+    gone = {r: why for r in rungs if (why := why_absent(r))}
+    rows = [Record(probe=PROBE, backend=r, metric="rung", status=UNAVAILABLE, reason=why) for r, why in gone.items()]
+    groups, covered = [], set()
+    for group in launch_groups(rungs, device):
+        left = [r for r in group if r not in gone]
+        if left and not set(left) <= covered:
+            groups.append(left)
+            covered.update(left)
+    return groups, rows
 
 
 def _with_sheet(recs: list[Record], sheet) -> list[Record]:

@@ -12,6 +12,42 @@ class Unavailable(RuntimeError):
     """The rung cannot run here (library absent, no GPU, ...): one row saying why."""
 
 
+#: the package each framework rung imports
+PACKAGES = {"torch": "torch", "cupy": "cupy", "mlx": "mlx"}
+
+
+def install_hint(rung: str) -> str:
+    """How to install `rung`'s package: its backend adapter's own words."""
+    if rung == "mlx":
+        from gapbench.backends.mlx import install_hint as mlx_hint
+
+        return mlx_hint()
+    if rung == "cupy":
+        from gapbench.backends.cupy import INSTALL
+    else:
+        from gapbench.backends.torch import INSTALL
+    return INSTALL
+
+
+def not_installed(rung: str, error: object) -> str:
+    """The row's reason when `rung`'s package cannot be imported (`error`: the ImportError, or the
+    message it would give)."""
+    return f"{rung} is not installed ({error}); {install_hint(rung)}"
+
+
+def absent(rung: str) -> str | None:
+    """Why `rung` cannot run here because its package is not installed (not_installed's reason), or
+    None: found without importing it, so a run can say so before starting its ranks (MLX's own group
+    of rank processes took 3.3 s on an H200 to say it). A broken install passes: only its import in
+    the rank can tell what is wrong."""
+    from gapbench.backends.base import installed
+
+    pkg = PACKAGES.get(rung)
+    if pkg is None or installed(pkg):
+        return None
+    return not_installed(rung, f"No module named '{pkg}'")
+
+
 @dataclass
 class RankContext:
     rank: int

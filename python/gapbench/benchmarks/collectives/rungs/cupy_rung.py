@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from gapbench.benchmarks.collectives import pattern
-from gapbench.benchmarks.collectives.rungs.base import RankContext, Rung, Unavailable, idempotent
+from gapbench.benchmarks.collectives.rungs.base import RankContext, Rung, Unavailable, idempotent, not_installed
 from gapbench.core.names import DType
 from gapbench.core.names import Rung as Engine
 
@@ -23,7 +23,7 @@ class CupyRung(Rung):
             import cupy
             from cupy.cuda import nccl
         except ImportError as e:
-            raise Unavailable(f"CuPy is not installed ({e}); pip install cupy-cuda13x") from None
+            raise Unavailable(not_installed("cupy", e)) from None
         if not getattr(nccl, "available", True):
             raise Unavailable("CuPy was built without NCCL")
         import torch.distributed as dist
