@@ -74,10 +74,16 @@ def summary(paths: list[str]) -> str:
         doc = json.load(open(path))
         for op in ("gemv", "vjp_dx"):
             t = np.array([p[f"{op}_us"] for p in doc["placements"]])
-            q = np.percentile(t, [10, 50, 90])
-            lines.append(f"| {i + 1} ({doc['device']}) | {op} | {len(t)} | {t.min():.2f} | {q[0]:.2f} | {q[1]:.2f} | "
-                         f"{q[2]:.2f} | {t.max():.2f} |")
+            lines.append(f"| {i + 1} ({doc['device']}) | {op} | {spread_cells(t)} |")
     return "\n".join(lines) + "\n"
+
+
+def spread_cells(t) -> str:
+    """A table's cells for one set of medians (us): how many, min, 10th percentile, median, 90th, max."""
+    import numpy as np
+
+    q = np.percentile(t, [10, 50, 90])
+    return f"{len(t)} | {t.min():.2f} | {q[0]:.2f} | {q[1]:.2f} | {q[2]:.2f} | {t.max():.2f}"
 
 
 if __name__ == "__main__":
