@@ -6,23 +6,34 @@ import socket
 from dataclasses import dataclass, field
 
 from gapbench.benchmarks.collectives.config import DistConfig
+from gapbench.core.names import Rung as Engine
 
 
 class Unavailable(RuntimeError):
     """The rung cannot run here (library absent, no GPU, ...): one row saying why."""
 
 
-#: the package each framework rung imports
-PACKAGES = {"torch": "torch", "cupy": "cupy", "mlx": "mlx"}
+def package(rung: str) -> str | None:
+    """The package a framework rung imports (its backend adapter's MODULE, top level), or None for
+    the rungs gapbench brings itself (p2p, nccl)."""
+    if rung == Engine.torch:
+        from gapbench.backends.torch import MODULE
+    elif rung == Engine.cupy:
+        from gapbench.backends.cupy import MODULE
+    elif rung == Engine.mlx:
+        from gapbench.backends.mlx import MODULE
+    else:
+        return None
+    return MODULE.split(".")[0]
 
 
 def install_hint(rung: str) -> str:
     """How to install `rung`'s package: its backend adapter's own words."""
-    if rung == "mlx":
+    if rung == Engine.mlx:
         from gapbench.backends.mlx import install_hint as mlx_hint
 
         return mlx_hint()
-    if rung == "cupy":
+    if rung == Engine.cupy:
         from gapbench.backends.cupy import INSTALL
     else:
         from gapbench.backends.torch import INSTALL
@@ -32,7 +43,7 @@ def install_hint(rung: str) -> str:
 def not_installed(rung: str, error: object) -> str:
     """The row's reason when `rung`'s package cannot be imported (`error`: the ImportError, or the
     message it would give)."""
-    return f"{rung} is not installed ({error}); {install_hint(rung)}"
+    return f"{Engine(rung).value} is not installed ({error}); {install_hint(rung)}"
 
 
 def absent(rung: str) -> str | None:
@@ -42,7 +53,7 @@ def absent(rung: str) -> str | None:
     the rank can tell what is wrong."""
     from gapbench.backends.base import installed
 
-    pkg = PACKAGES.get(rung)
+    pkg = package(rung)
     if pkg is None or installed(pkg):
         return None
     return not_installed(rung, f"No module named '{pkg}'")

@@ -7,8 +7,7 @@ import time
 
 from gapbench.benchmarks.collectives import pattern
 from gapbench.benchmarks.collectives.rungs.base import RankContext, Rung, Unavailable, idempotent, not_installed
-from gapbench.core.names import DType
-from gapbench.core.names import Rung as Engine
+from gapbench.core.names import DType, Rung as Engine
 
 
 class CupyRung(Rung):
@@ -23,7 +22,7 @@ class CupyRung(Rung):
             import cupy
             from cupy.cuda import nccl
         except ImportError as e:
-            raise Unavailable(not_installed("cupy", e)) from None
+            raise Unavailable(not_installed(Engine.cupy, e)) from None
         if not getattr(nccl, "available", True):
             raise Unavailable("CuPy was built without NCCL")
         import torch.distributed as dist

@@ -10,7 +10,7 @@ import time
 
 from gapbench.benchmarks.collectives import pattern
 from gapbench.benchmarks.collectives.rungs.base import RankContext, Rung, Unavailable, not_installed
-from gapbench.core.names import DType
+from gapbench.core.names import DType, Rung as Engine
 
 _DT = {DType.fp32: "float32", DType.fp16: "float16", DType.bf16: "bfloat16"}
 
@@ -24,7 +24,7 @@ class MlxRung(Rung):
         try:
             import mlx.core as mx
         except ImportError as e:
-            raise Unavailable(not_installed("mlx", e)) from None
+            raise Unavailable(not_installed(Engine.mlx, e)) from None
         self.mx, self.ctx = mx, ctx
         self.backend = os.environ.get("GAPBENCH_MLX_BACKEND") or ("nccl" if ctx.cuda else "ring")
         if ctx.cuda and not (hasattr(mx, "cuda") and mx.cuda.is_available()):

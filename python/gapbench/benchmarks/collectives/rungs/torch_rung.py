@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from gapbench.benchmarks.collectives import pattern
 from gapbench.benchmarks.collectives.rungs.base import RankContext, Rung, Unavailable, idempotent, not_installed
-from gapbench.core.names import DType
+from gapbench.core.names import DType, Rung as Engine
 
 _DT = {DType.fp32: "float32", DType.fp16: "float16", DType.bf16: "bfloat16"}
 
@@ -24,7 +24,7 @@ class TorchRung(Rung):
             import torch
             import torch.distributed as dist
         except ImportError as e:
-            raise Unavailable(not_installed("torch", e)) from None
+            raise Unavailable(not_installed(Engine.torch, e)) from None
         self.torch, self.dist, self.ctx = torch, dist, ctx
         if ctx.cuda:
             if not torch.cuda.is_available():
