@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import abc
+import importlib
 import socket
 from dataclasses import dataclass, field
 
@@ -13,31 +14,25 @@ class Unavailable(RuntimeError):
     """The rung cannot run here (library absent, no GPU, ...): one row saying why."""
 
 
-def package(rung: str) -> str | None:
-    """The package a framework rung imports (its backend adapter's MODULE, top level), or None for
-    the rungs gapbench brings itself (p2p, nccl)."""
-    if rung == Engine.torch:
-        from gapbench.backends.torch import MODULE
-    elif rung == Engine.cupy:
-        from gapbench.backends.cupy import MODULE
-    elif rung == Engine.mlx:
-        from gapbench.backends.mlx import MODULE
-    else:
+def _adapter(rung: str):
+    """The backend adapter module of a framework rung (gapbench.backends.torch, .cupy, .mlx: each
+    knows its package and how to install it), or None for the rungs gapbench brings itself (p2p,
+    nccl). Importing it does not import the framework."""
+    if rung not in (Engine.torch, Engine.cupy, Engine.mlx):
         return None
-    return MODULE.split(".")[0]
+    return importlib.import_module(f"gapbench.backends.{Engine(rung).value}")
+
+
+def package(rung: str) -> str | None:
+    """The package a framework rung imports (its adapter's MODULE, top level), or None."""
+    adapter = _adapter(rung)
+    return adapter.MODULE.split(".")[0] if adapter is not None else None
 
 
 def install_hint(rung: str) -> str:
     """How to install `rung`'s package: its backend adapter's own words."""
-    if rung == Engine.mlx:
-        from gapbench.backends.mlx import install_hint as mlx_hint
-
-        return mlx_hint()
-    if rung == Engine.cupy:
-        from gapbench.backends.cupy import INSTALL
-    else:
-        from gapbench.backends.torch import INSTALL
-    return INSTALL
+    adapter = _adapter(rung)
+    return adapter.install_hint() if callable(getattr(adapter, "install_hint", None)) else adapter.INSTALL
 
 
 def not_installed(rung: str, error: object) -> str:
