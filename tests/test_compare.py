@@ -972,3 +972,27 @@ def test_the_calibration_sees_one_process_a_side_of_a_processes_run(tmp_path):
     assert shift == pytest.approx(np.log(1.02))
     (judged,) = cmp.compare_runs(a, b, intervals=False)
     assert judged.ratio != pytest.approx(1.02)  # compare itself takes the processes' means
+
+
+def test_the_bootstrap_medians_are_numpys_medians_of_the_same_resamples():
+    """compare's bootstrap finds each resample's median from how often each rank was drawn instead
+    of sorting the resample (ratio_ci.resampled_medians): the numbers must be numpy's, to the bit,
+    for odd and even sizes, ties (event timers tick in 32 ns) and a single sample, and the interval
+    median_ratio_ci gives must be the one the plain resampling gives for the same seed."""
+    from gapbench.core import ratio_ci
+
+    rng = np.random.default_rng(21)
+    for size in (1, 2, 3, 10, 21, 40):
+        for ties in (False, True):
+            x = rng.normal(5e-6, 1e-7, size)
+            if ties:
+                x = np.round(x / 3.2e-8) * 3.2e-8
+            idx = rng.integers(0, size, (257, size))
+            assert np.array_equal(ratio_ci.resampled_medians(x, ratio_ci.draw_counts(idx)), np.median(x[idx], axis=1))
+    a, b = rng.normal(5e-6, 1e-7, 12), rng.normal(5.2e-6, 1e-7, 17)
+    draw = np.random.default_rng(3)
+    ma = np.median(a[draw.integers(0, a.size, (ratio_ci.BOOTSTRAP, a.size))], axis=1)
+    mb = np.median(b[draw.integers(0, b.size, (ratio_ci.BOOTSTRAP, b.size))], axis=1)
+    plain = (float(np.median(b) / np.median(a)), float(np.quantile(mb / ma, 0.025)), float(np.quantile(mb / ma, 0.975)))
+    assert ratio_ci.median_ratio_ci(a, b, seed=3) == plain
+    assert ratio_ci.median_ratio_ci(a, b, seed=3) == plain  # again, from the remembered draws
