@@ -2,7 +2,7 @@
 (issue 35). Writes the model compare applies by default (python/gapbench/core/compare_noise.json)
 and prints the Markdown report (docs/results/compare-calibration-*.md):
 
-    python docs/results/calibrate_compare.py > docs/results/compare-calibration-2026-11-26.md
+    python docs/results/calibrate_compare.py > docs/results/compare-calibration.md
 
 The runs: STARTS below names, per machine start of a lent GPU, the committed result files made on
 it, in the tree or `git:REV:PATH` (committed at REV, then kept in git history only for the docs
@@ -85,6 +85,25 @@ STARTS = {
         "2026-11-27 00:50 (A/A, run --repeat 3, 8c92f95)": [
             f"git:72d1d1f:docs/results/calib/h100-2026-11-27b/{f}-{b}-{k}.json.gz" for b in ("blas", "launch")
             for f, ks in (("aa", ("a1", "a2")), ("repeat", (1, 2, 3))) for k in ks],
+        "2026-11-27 01:4x (A/A, run --repeat 3, 55dba86)": [
+            f"git:23f9511:docs/results/calib/h100-2026-11-27c/{f}-{b}-{k}.json.gz" for b in ("blas", "launch")
+            for f, ks in (("aa", ("a1", "a2", "a3")), ("repeat", (1, 2, 3))) for k in ks],
+        "2026-11-27 02:4x (A/A, run --repeat 3, 129012b)": [
+            f"git:39b6445:docs/results/calib/h100-2026-11-27d/{f}-{b}-{k}.json.gz" for b in ("blas", "launch")
+            for f, ks in (("aa", ("a1", "a2", "a3")), ("repeat", (1, 2, 3))) for k in ks],
+        "2026-11-27 03:1x (A/A, run --repeat 3, 0bc4fe7)": [
+            f"git:b941a35:docs/results/calib/h100-2026-11-27e/{f}-{b}-{k}.json.gz" for b in ("blas", "launch")
+            for f, ks in (("aa", ("a1", "a2", "a3")), ("repeat", (1, 2, 3))) for k in ks],
+        "2026-11-27 03:33 (A/A, 1147fa7)": [f"git:bea69d3:docs/results/calib/h100-2026-11-27f/aa-{b}-{k}.json.gz"
+                                            for b in ("blas", "launch") for k in ("a1", "a2")],
+        "2026-11-27 05:08 (run --repeat 3, ad2c491)": [f"git:ef99847:docs/results/calib/h100-2026-11-27g/repeat-{b}-{k}.json.gz"
+                                                      for b in ("blas", "launch") for k in (1, 2, 3)],
+        "2026-11-27 05:15 (A/A, ad2c491)": [f"git:ef99847:docs/results/calib/h100-2026-11-27h/aa-{b}-{k}.json.gz"
+                                            for b in ("blas", "launch") for k in ("a1", "a2", "a3", "a4")],
+        "2026-11-27 15:58 (run --repeat 3, 5793259)": [f"git:2181ab4:docs/results/calib/h100-2026-11-27x/repeat-{b}-{k}.json.gz"
+                                                      for b in ("blas", "launch") for k in (1, 2, 3)],
+        "2026-11-27 16:19 (run --repeat 3, 7531cf2)": [f"git:2181ab4:docs/results/calib/h100-2026-11-27y/repeat-{b}-{k}.json.gz"
+                                                      for b in ("blas", "launch") for k in (1, 2, 3)],
     },
     "h200": {
         "2026-11-25 15:10 (99c7ee1, calibration)": ["blas-h200-2026-11-25-default.json.gz",
@@ -114,6 +133,12 @@ STARTS = {
                                               for b in ("blas", "launch") for k in ("a1", "a2", "a3")],
         "2026-11-26 22:39 (A/A, 8 streams)": [f"git:9c1b2e2520c7:docs/results/calib/streams-2026-11-26/h200-2239/aa-{b}-{k}.json.gz"
                                               for b in ("blas", "launch") for k in ("a1", "a2")],
+        "2026-11-27 04:59 (A/A, ad2c491)": [f"git:ef99847:docs/results/calib/h200-2026-11-27a/aa-{b}-{k}.json.gz"
+                                            for b in ("blas", "launch") for k in ("a1", "a2", "a3")],
+        "2026-11-27 16:08 (run --repeat 3, b0f5810)": [f"git:2181ab4:docs/results/calib/h200-2026-11-27g/repeat-{b}-{k}.json.gz"
+                                                      for b in ("blas", "launch") for k in (1, 2, 3)],
+        "2026-11-27 16:29 (run --repeat 3, 7531cf2)": [f"git:2181ab4:docs/results/calib/h200-2026-11-27h/repeat-{b}-{k}.json.gz"
+                                                      for b in ("blas", "launch") for k in (1, 2, 3)],
     },
 }
 #: detection is counted by the injected slowdown a row must show at least (delay / its A median)
@@ -306,7 +331,7 @@ def judge(model: noise.NoiseModel, test: list[tuple[File, File]]) -> dict:
             n[c.verdict] += 1
             covered(cover, c)
             if c.verdict in (cmp.FASTER, cmp.SLOWER):
-                alarms.append(f"{cmp.key_text(c.key)} {c.ratio:.3f} ({a.rel} / {b.rel})")
+                alarms.append((cmp.key_text(c.key), c.ratio, f"({a.rel} / {b.rel})"))
             if c.key[0] == "launch" and c.key[3] in launch_rows:
                 launch_rows[c.key[3]][1] += 1
                 launch_rows[c.key[3]][0] += c.verdict == cmp.SAME
@@ -379,8 +404,8 @@ def judge_groups(model: noise.NoiseModel, test: list[tuple[list[File], list[File
             n[c.verdict] += 1
             covered(cover, c)
             if c.verdict in (cmp.FASTER, cmp.SLOWER):
-                alarms.append(f"{cmp.key_text(c.key)} {c.ratio:.3f} [{c.lo:.3f}-{c.hi:.3f}] "
-                              f"({', '.join(f.rel for f in ga)} / {', '.join(f.rel for f in gb)})")
+                alarms.append((cmp.key_text(c.key), c.ratio, f"[{c.lo:.3f}-{c.hi:.3f}] "
+                               f"({', '.join(f.rel for f in ga)} / {', '.join(f.rel for f in gb)})"))
     return {"n": n, "alarms": alarms, "cover": cover}
 
 
@@ -394,9 +419,23 @@ def held_out_model(allp: list[tuple[File, File]], start: str) -> noise.NoiseMode
     return _models[start]
 
 
-def alarm_lines(title: str, alarms: list[str]) -> list[str]:
-    """The report's list of rows called faster or slower in A/A pairs ([] where there is none)."""
-    return [title, ""] + [f"- {x}" for x in sorted(set(alarms))] + [""] if alarms else []
+def alarm_lines(title: str, alarms: list[tuple[str, float, str]]) -> list[str]:
+    """The report's rows called faster or slower in A/A pairs, one line a row: (row, B/A, which
+    runs) each; a row alarmed in several pairs gives how many, its range of B/A and the pair
+    farthest from 1 ([] where there is none)."""
+    by: dict[str, set] = {}
+    for row, ratio, where in alarms:
+        by.setdefault(row, set()).add((ratio, where))
+    out = []
+    for row in sorted(by):
+        seen = sorted(by[row])
+        far = max(seen, key=lambda x: (abs(math.log(x[0])), x[1]))
+        if len(seen) == 1:
+            out.append(f"- {row} {far[0]:.3f} {far[1]}")
+        else:
+            out.append(f"- {row}: {len(seen)} pairs, B/A {seen[0][0]:.3f}-{seen[-1][0]:.3f}; farthest from 1: "
+                       f"{far[0]:.3f} {far[1]}")
+    return [title, ""] + out + [""] if out else []
 
 
 def shares(n: dict) -> tuple[str, str, str]:
@@ -470,7 +509,7 @@ def main() -> None:
                         same, alarm, _ = shares(by_scope[scope])
                         lines.append(f"- {what}: {same} same, {alarm} faster or slower; the 95% interval held 1 "
                                      f"in {cover_cell(cov_scope[scope])} of the rows it judged")
-                lines += [""] + alarm_lines("False alarms (row, B/A, runs):", all_alarms)
+                lines += [""] + alarm_lines("False alarms (row, B/A, runs; a row alarmed in several pairs once):", all_alarms)
     lines += repeat_sections(files, allp)
     doc = fit_model(allp)
     lines += ["## The shipped model (every pair)", "",
@@ -563,7 +602,7 @@ def repeat_sections(files: list[File], allp: list[tuple[File, File]]) -> list[st
                     same, alarm, cant = shares(tot[scope])
                     lines.append(f"| **{gpu}, {probe}: all {what}** | | | **{same}** | **{alarm}** | {cant} | "
                                  f"{cover_cell(cov[scope])} |")
-    return lines + [""] + alarm_lines("False alarms (row, B/A [interval], groups):", alarms)
+    return lines + [""] + alarm_lines("False alarms (row, B/A [interval], groups; a row alarmed in several pairs once):", alarms)
 
 
 if __name__ == "__main__":

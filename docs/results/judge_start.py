@@ -38,7 +38,7 @@ def main(rels: list[str]) -> None:
               f"{len(group_pairs)}, {', '.join(cc.shares(groups['n']))} | {cc.cover_cell(single['cover'])}; "
               f"{cc.cover_cell(groups['cover'])} |")
     print()
-    print("\n".join(cc.alarm_lines("Faster or slower (row, B/A, runs):", alarms)))
+    print("\n".join(cc.alarm_lines("Faster or slower (row, B/A, runs; a row in several pairs once):", alarms)))
 
 
 if __name__ == "__main__":
