@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT / "python"))
 from gapbench.core import compare as cmp  # noqa: E402
 from gapbench.core import noise  # noqa: E402
 from gapbench.core import ratio_ci  # noqa: E402
+import numpy as np  # noqa: E402
 from gapbench.core.result import OK, load_run  # noqa: E402
 
 OUT = ROOT / "python/gapbench/core/compare_noise.json"
@@ -265,7 +266,7 @@ _compute_interval = ratio_ci.median_ratio_ci
 def _interval_key(a, b, seed) -> bytes:
     h = hashlib.blake2b(digest_size=20)
     for x in (a, b):
-        x = ratio_ci.np.asarray(x, dtype=ratio_ci.np.float64)
+        x = np.asarray(x, dtype=np.float64)
         h.update(x.size.to_bytes(8, "little"))
         h.update(x.tobytes())
     h.update(int(seed).to_bytes(8, "little", signed=True))

@@ -47,21 +47,18 @@ CACHED_DRAWS = 2000 * 128
 
 
 def _draws(seed: int, n: int, size_a: int, size_b: int) -> tuple[np.ndarray, np.ndarray]:
+    """The resamples median_ratio_ci draws, as counts per index (draw_counts): they depend only on
+    the seed, the number of draws and the two sizes."""
     rng = np.random.default_rng(seed)
-    return tuple(draw_counts(rng.integers(0, m, (n, m))) for m in (size_a, size_b))
+    return tuple(draw_counts(rng.integers(0, m, (n, m))).astype(np.int32) for m in (size_a, size_b))
 
 
-@functools.lru_cache(maxsize=128)
-def _cached_draws(seed: int, n: int, size_a: int, size_b: int) -> tuple[np.ndarray, np.ndarray]:
-    out = tuple(c.astype(np.int32) for c in _draws(seed, n, size_a, size_b))
-    for c in out:
-        c.setflags(write=False)
-    return out
+_cached_draws = functools.lru_cache(maxsize=128)(_draws)
 
 
 def _bootstrap_counts(seed: int, n: int, size_a: int, size_b: int) -> tuple[np.ndarray, np.ndarray]:
-    """The resamples median_ratio_ci draws, as counts per index: they depend only on the seed, the
-    number of draws and the two sizes, so rows of equal sizes share them (kept for small sizes)."""
+    """_draws, kept for small sizes: rows of equal sizes share them (the kept arrays are never
+    written: resampled_medians only reads them)."""
     if n * (size_a + size_b) <= CACHED_DRAWS:
         return _cached_draws(seed, n, size_a, size_b)
     return _draws(seed, n, size_a, size_b)
