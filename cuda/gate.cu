@@ -139,6 +139,42 @@ bool Gate::timed_out() {
   return s.host[1] != 0;
 }
 
+Streams::Streams(int device, int count) : device_(device) {
+  if (count < 1 || count > 64) throw std::invalid_argument("Streams count must be in [1, 64], got " + std::to_string(count));
+  on_device(device, [&] {
+    try {
+      for (int i = 0; i < count; ++i) {
+        cudaStream_t st = nullptr;
+        GB_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamDefault));  // blocking: see gate.h
+        streams_.push_back(reinterpret_cast<std::uintptr_t>(st));
+      }
+    } catch (...) {
+      for (auto h : streams_) cudaStreamDestroy(reinterpret_cast<cudaStream_t>(h));
+      streams_.clear();
+      throw;
+    }
+  });
+}
+
+Streams::~Streams() {
+  int prev = 0;
+  bool got = cudaGetDevice(&prev) == cudaSuccess;
+  if (got && prev != device_) cudaSetDevice(device_);
+  for (auto h : streams_) {  // destructors never throw: errors ignored on purpose
+    cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(h));
+    cudaStreamDestroy(reinterpret_cast<cudaStream_t>(h));
+  }
+  if (got && prev != device_) cudaSetDevice(prev);
+}
+
+int Streams::size() const { return static_cast<int>(streams_.size()); }
+int Streams::device() const { return device_; }
+std::uintptr_t Streams::handle(int i) const {
+  if (i < 0 || i >= size())
+    throw std::out_of_range("stream " + std::to_string(i) + " of " + std::to_string(size()));
+  return streams_[static_cast<std::size_t>(i)];
+}
+
 double Gate::timeout_s() const { return impl_->timeout_s; }
 int Gate::device() const { return impl_->device; }
 

@@ -19,6 +19,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace gb::cuda {
 
@@ -42,6 +43,27 @@ class Gate {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+};
+
+// Streams a framework's rows time on, one a paired round in turn, as the BLAS case's own
+// (blas.h kTimingStreams): torch and CuPy wrap them as external streams. Blocking streams (they
+// wait for the legacy default stream and it for them), so an op that ignores the framework's
+// current stream and launches on the default stream, e.g. a user's extension, still runs between
+// the events of the held stream, as it did when the rows timed on the default stream itself.
+class Streams {
+ public:
+  Streams(int device, int count);  // count in [1, 64]
+  ~Streams();                      // waits for each stream, then destroys it
+  Streams(const Streams&) = delete;
+  Streams& operator=(const Streams&) = delete;
+
+  int size() const;
+  std::uintptr_t handle(int i) const;  // the cudaStream_t of stream i; std::out_of_range past size()
+  int device() const;
+
+ private:
+  int device_ = 0;
+  std::vector<std::uintptr_t> streams_;
 };
 
 }  // namespace gb::cuda

@@ -147,10 +147,22 @@ def test_cli_runs_one_vjp_cotangent(tmp_path):
                                       (["--inject-delay-us", "torch-cpu=3"], "torch-cuda only"),
                                       (["--inject-delay-us", "torch-cuda=0"], "must be > 0 microseconds"),
                                       (["--inject-delay-us", "torch-cuda"], "give BACKEND=MICROSECONDS"),
-                                      (["--processes", "0"], "--processes 0: give 1")])
+                                      (["--processes", "0"], "--processes 0: give 1"),
+                                      (["--streams", "9"], "--streams 9: give 1 to 8"),
+                                      (["--streams", "0"], "--streams 0: give 1 to 8")])
 def test_cli_errors(tmp_path, args, msg):
     p = run_module("bench.blas", *args, "--out", str(tmp_path / "x.json"))
     assert p.returncode == 2 and msg in p.stderr, p.stderr
+
+
+def test_streams_are_recorded_with_the_config_and_handed_to_more_processes():
+    """--streams N is in the run file's config (the default, kTimingStreams, is not spelled out) and
+    comes back from it, as --processes hands the config to its more processes."""
+    from gapbench.benchmarks.blas.config import STREAMS, Config
+
+    assert Config().timing_streams() == STREAMS and "streams" not in Config().to_dict()
+    one = Config(streams=1)
+    assert one.to_dict()["streams"] == 1 and Config.from_dict(one.to_dict()).timing_streams() == 1
 
 
 def test_failed_verification_is_not_timed(monkeypatch):
@@ -568,6 +580,74 @@ def test_a_framework_that_can_scrub_gets_the_cold_modes_under_flushed_conditions
     assert set(hot_only.samplers) == {CacheMode.hot}
 
 
+def test_framework_rows_take_the_adapters_streams_in_turn_and_warm_each_first():
+    """A framework with timing streams (torch, CuPy on the native part's blocking streams) times
+    every row of a case on them in turn, one a paired round, all its rows of a round on one stream
+    (one shared hook), as the native rows do; every input set ran on every stream before any timed
+    sample (a first use on a stream sets up blocks and workspaces, never behind the gate); the
+    records say how many streams. Without timing streams the rows stay on the current stream and
+    record none."""
+    import dataclasses
+
+    from gapbench.benchmarks.blas import arms as rows
+    from gapbench.benchmarks.blas.config import HOT
+    from gapbench.benchmarks.blas.measure import measure_case
+    from gapbench.core.names import Family
+    from gapbench.ops.spec import FrameworkImpl
+
+    case, gpu = _small_gemv_case_on_a_stand_in_gpu()
+    mv = case.spec.impls(Family.torch)[0]
+    case.spec = dataclasses.replace(case.spec, frameworks=(mv, FrameworkImpl(Family.torch, "W @ x", mv.build,
+                                                                             variant="matmul")))
+
+    class Streamed(type(registry.make_adapter(Backend.torch_cpu))):
+        def __init__(self, backend, n):
+            super().__init__(backend)
+            self.n, self.on, self.ran, self.timed = n, 0, [], []
+
+        def timing_streams(self, n):
+            return min(n, self.n)
+
+        def use_stream(self, i):
+            assert 0 <= i < self.n
+            self.on = i
+
+        def evaluated(self, fn):
+            def run():
+                self.ran.append(self.on)
+                return fn()
+            return run
+
+        def time_device_each(self, fn, n, scrub=None):
+            self.timed.append((self.on, n))
+            for _ in range(n):
+                fn()
+            return [1e-6] * n
+
+    ad = Streamed(Backend.torch_cpu, 4)
+    ad.setup_context()
+    recs, arms = rows.framework(case, gpu, ad, l2_bytes=2**20, free_bytes=2**30, streams=8)
+    assert not recs and len(arms) == 2
+    assert arms[0].on_round is arms[1].on_round is not None and {a.streams for a in arms} == {4}
+    n_sets = arms[0].conditions(CacheMode.hot).rotations
+    for s in range(4):  # each arm's every set on every stream, before anything was timed
+        assert ad.ran.count(s) >= 2 * n_sets
+    assert not ad.timed and ad.on == 0
+    out = measure_case(case.record, arms, [HOT], budget_s=5.0, rel_hw=0.5, max_rounds=9, min_rounds=9, warmup=1,
+                       seed=3)
+    assert {r.status for r in out} == {"ok"} and all(r.conditions["streams"] == 4 for r in out)
+    # the warm-up (on stream 0), 9 rounds of 2 arms, then each arm alone over the 4 streams in turn
+    rounds, alone = [s for s, _ in ad.timed[-8 - 18:-8]], [s for s, _ in ad.timed[-8:]]
+    assert rounds == [i // 2 % 4 for i in range(18)] and alone == [0, 1, 2, 3] * 2, ad.timed
+    assert {s for s, _ in ad.timed[:-8 - 18]} == {0}
+
+    plain = type(ad)(Backend.torch_cpu, 1)
+    plain.setup_context()
+    _, arms1 = rows.framework(case, gpu, plain, l2_bytes=2**20, free_bytes=2**30, streams=8)
+    assert all(a.on_round is None and a.streams == 1 for a in arms1)
+    assert arms1[0].conditions(CacheMode.hot).streams is None and set(plain.ran) == {0}
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not registry.info(Backend.torch_cuda).available or not registry.info(Backend.native_cuda).available,
                     reason="needs torch with CUDA and gapbench's CUDA part on an NVIDIA GPU")
@@ -582,9 +662,57 @@ def test_framework_cold_rows_verify_and_pair_with_the_native_cold_rows_on_gpu(tm
     assert recs and all(r.status == OK and r.verified for r in recs), [(r.metric, r.reason) for r in recs]
     for r in recs:
         want = "flushed-clean" if r.metric == "time_cold" else "flushed-dirty"
-        assert r.conditions["cache"] == want
+        assert r.conditions["cache"] == want and r.conditions["streams"] == 8  # the native rows' 8, in turn
         paired = r.params["paired"]
         assert paired["vs"].endswith("/cublas") and paired.get("speed_ratio") and not paired.get("not_comparable")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not registry.info(Backend.torch_cuda).available or not registry.info(Backend.native_cuda).available,
+                    reason="needs torch with CUDA and gapbench's CUDA part on an NVIDIA GPU")
+def test_framework_timing_streams_are_the_native_count_and_hold_work_queued_on_the_default_stream():
+    """torch and CuPy time on the native part's streams: as many as a native case has
+    (kTimingStreams, bench.blas's default), each the framework's current stream once chosen. They
+    are blocking streams, so an op that ignores the current stream and queues on the legacy default
+    stream (a user's extension might) is still held and timed between the row's events; the control,
+    a non-blocking stream, times nothing of it (what a non-blocking choice would have done)."""
+    import torch
+
+    from gapbench import _native
+    from gapbench.benchmarks.blas.config import STREAMS
+
+    case = _native.cuda.BlasCase(_native.Op.copy, _native.DType.fp32, 1, 1, 1024, 1)
+    assert _native.cuda.TIMING_STREAMS == STREAMS == case.streams
+    ad = registry.make_adapter(Backend.torch_cuda)
+    ad.setup_context()
+    assert ad.timing_streams(STREAMS) == STREAMS
+    handles = ad._stream_hold().timing_streams(STREAMS)
+    for i in (3, 0, 7):
+        ad.use_stream(i)
+        assert torch.cuda.current_stream().cuda_stream == handles[i]
+    cycles = 2_000_000  # at least 0.67 ms at any SM clock up to 3 GHz
+
+    def on_default_stream():
+        with torch.cuda.stream(torch.cuda.default_stream()):
+            torch.cuda._sleep(cycles)
+
+    on_default_stream()
+    torch.cuda.synchronize()
+    held = ad.time_device_each(on_default_stream, 3)
+    assert min(held) >= cycles / 3.0e9, held
+    with torch.cuda.stream(torch.cuda.Stream()):  # non-blocking: the sleep runs beside the events
+        unheld = ad.time_device_each(on_default_stream, 3)
+    torch.cuda.synchronize()
+    assert min(unheld) < cycles / 3.0e9 / 2, unheld
+    if registry.info(Backend.cupy).available:
+        import cupy
+
+        cp = registry.make_adapter(Backend.cupy)
+        cp.setup_context()
+        assert cp.timing_streams(STREAMS) == STREAMS
+        cp.use_stream(5)
+        assert cupy.cuda.get_current_stream().ptr == cp._stream_hold().timing_streams(STREAMS)[5]
+        cp.use_stream(0)
 
 
 def test_an_injected_device_delay_follows_every_timed_op_and_the_row_says_so():

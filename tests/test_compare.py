@@ -737,23 +737,27 @@ def test_runs_timed_on_different_numbers_of_streams_are_said_to_be(tmp_path):
     case): compare says so in its notes, and is silent when both runs timed alike."""
     rng = np.random.default_rng(7)
 
-    def rows(streams):
+    def rows(streams, torch_streams=None):
         out = []
         for op in ("copy", "gemv"):
-            r = _row(op, _lognormal(rng, 1))
-            if streams:
-                r.conditions = {**r.conditions, "streams": streams}
-            out.append(r)
+            for backend, n in (("native-cuda", streams), ("torch-cuda", torch_streams)):
+                r = _row(op, _lognormal(rng, 1), backend=backend)
+                r.conditions = {**r.conditions, **({"streams": n} if n else {})}
+                out.append(r)
         return out
 
     old = load_run(_write(tmp_path / "old.json", rows(None)))
     new = load_run(_write(tmp_path / "new.json", rows(8)))
     again = load_run(_write(tmp_path / "again.json", rows(8)))
     note = cmp.streams_note(old, new)
-    assert "1 stream in A" in note and "8 streams, one a round in B" in note
+    assert "native-cuda rows on 1 stream in A and on 8 streams, one a round in B" in note and "torch" not in note
     assert note in cmp.notes(old, new, [])
     assert cmp.streams_note(new, again) is None and cmp.streams_note(old, old) is None
     assert not any("stream" in n for n in cmp.notes(new, again, []))
+    # torch's rows too, once they take the streams (a --streams 1 run records none: one stream)
+    both = load_run(_write(tmp_path / "both.json", rows(8, 8)))
+    assert "torch-cuda rows on 1 stream in A and on 8 streams" in cmp.streams_note(new, both)
+    assert cmp.streams_note(load_run(_write(tmp_path / "one.json", rows(None, 1))), old) is None
 
 
 def test_runs_of_different_sequences_of_cases_are_said_to_be(tmp_path):

@@ -94,6 +94,10 @@ def test_cuda_calls_without_driver_raise_with_the_runtime_error():
         _native.cuda.BlasCase(_native.Op.gemv, _native.DType.fp32, 1, 8, 1, 8)
     with pytest.raises(RuntimeError, match="cudaErrorInsufficientDriver"):
         _native.cuda.Gate(0, 1.0)
+    with pytest.raises(RuntimeError, match="cudaErrorInsufficientDriver"):
+        _native.cuda.Streams(0, _native.cuda.TIMING_STREAMS)
+    with pytest.raises(ValueError, match=r"\[1, 64\]"):  # a bad count is refused before any CUDA call
+        _native.cuda.Streams(0, 0)
 
 
 @pytest.mark.skipif(not _native.cuda.built, reason="CUDA part not built")

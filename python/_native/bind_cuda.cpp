@@ -107,6 +107,15 @@ void register_cuda(py::module_& m) {
            }, py::arg("stream"), py::arg("cache"), rel())
       .def_property_readonly("timeout_s", &Gate::timeout_s)
       .def_property_readonly("device", &Gate::device);
+  using gb::cuda::Streams;
+  py::class_<Streams>(c, "Streams", "Blocking CUDA streams a framework's rows time on, one a paired round in turn "
+                                    "(handle(i): the cudaStream_t as an int, for torch.cuda.ExternalStream or "
+                                    "cupy.cuda.ExternalStream); destroyed with the object.")
+      .def(py::init<int, int>(), py::arg("device") = 0, py::arg("count") = gb::cuda::blas::kTimingStreams, rel())
+      .def("__len__", &Streams::size)
+      .def("handle", &Streams::handle, py::arg("i"))
+      .def_property_readonly("device", &Streams::device);
+  c.attr("TIMING_STREAMS") = gb::cuda::blas::kTimingStreams;
   c.def("cublas_load", &gb::cuda::blas::cublas_load, py::arg("candidates"), rel());
   c.def("cublas_error", &gb::cuda::blas::cublas_error);
 #else

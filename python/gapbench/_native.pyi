@@ -8,7 +8,7 @@ this file and the built module name the same things):
   build_info   parts, cuda_archs, compilers, source_commit, source_hash, dirty
   cpu          noop, noop_args, now_ns                                  (always built)
   cuda         status, context_create_seconds, pinned_bytes, cublas_load, cublas_error,
-               LaunchProbe, BlasCase, Gate                              (built where nvcc was found)
+               LaunchProbe, BlasCase, Gate, Streams                     (built where nvcc was found)
   metal        status, context_create_seconds, LaunchProbe, BlasCase    (built on macOS/arm64)
 
 Per op, the CUDA library holds a reference kernel (Impl.reference) and the kernels its dispatcher
@@ -161,6 +161,15 @@ class cuda:
         def scrub(self, stream: int, cache: Cache) -> None: ...
         @property
         def timeout_s(self) -> float: ...
+        @property
+        def device(self) -> int: ...
+
+    TIMING_STREAMS: int
+
+    class Streams:
+        def __init__(self, device: int = 0, count: int = ...) -> None: ...
+        def __len__(self) -> int: ...
+        def handle(self, i: int) -> int: ...
         @property
         def device(self) -> int: ...
 

@@ -144,6 +144,17 @@ class Adapter(ABC):
         """Run CPU ops on `n` threads; returns the number now used (None: not settable here)."""
         return None
 
+    def timing_streams(self, n: int) -> int:
+        """Sets up n streams for the rows to time on, one a paired round in turn (use_stream), and
+        returns how many there are: n where the framework can run on the native CUDA part's blocking
+        streams (torch on CUDA, CuPy: backends/hold.py), else 1 (its current stream throughout)."""
+        return 1
+
+    def use_stream(self, i: int) -> None:
+        """Everything queued after this runs on stream i of those timing_streams set up."""
+        if i != 0:
+            raise ValueError(f"{type(self).__name__} times on one stream; stream {i} asked for")
+
     def graph(self, fn: Callable[[], None], inner: int) -> Callable[[], float] | None:
         """A callable returning the device seconds of one replay of `inner` captured calls."""
         return None

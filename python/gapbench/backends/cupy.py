@@ -138,6 +138,20 @@ class CupyAdapter(Adapter):
     def can_scrub(self) -> bool:
         return self._stream_hold().can_scrub
 
+    def timing_streams(self, n: int) -> int:
+        handles = self._stream_hold().timing_streams(n)
+        if not handles:
+            return 1
+        have = getattr(self, "_streams", [])
+        if len(have) < len(handles):  # the same streams every time: CuPy's pool keeps blocks per stream
+            self._streams = [self.cp.cuda.ExternalStream(h) for h in handles]
+        return len(handles)
+
+    def use_stream(self, i: int) -> None:
+        if i == 0 and not getattr(self, "_streams", None):
+            return
+        self._streams[i].use()
+
     def time_device(self, fn, inner, held=True, scrub=None):
         cp = self.cp
         hold = self._stream_hold()

@@ -6,6 +6,11 @@ native release gate (gapbench._native.cuda.Gate, cuda/gate.h): a kernel that wai
 says it has queued everything, with a 1 s timeout that marks the sample invalid. Invalid samples
 are dropped and taken again (`invalid_samples` counts them), never returned as valid.
 
+`timing_streams` hands a framework the native part's blocking streams (cuda/gate.h Streams) to time
+its rows on, one a paired round in turn, as the native rows rotate over theirs: on one stream, a
+row moved between processes by that stream's place among the hardware queues, and torch's and
+CuPy's rows, both on the process's default stream, moved together (findings/between-runs.md).
+
 Without the native CUDA part, a documented fallback: a fixed spin kernel of SPIN_CYCLES clocks,
 and the host's queuing time is compared with the shortest the spin can last (SPIN_CYCLES at
 MAX_CLOCK_HZ, above any current GPU's boost clock): a sample whose queuing outlasted it may have
@@ -33,6 +38,8 @@ class StreamHold:
         self.method = f"fixed spin of {SPIN_CYCLES} clocks, host queuing checked against it"
         self.invalid_samples = 0
         self._spin = spin
+        self._device = device
+        self._streams = None  # the native Streams, made on first use (timing_streams)
         try:
             from gapbench import _native
 
@@ -45,6 +52,20 @@ class StreamHold:
     @property
     def can_scrub(self) -> bool:
         return self.gate is not None and hasattr(self.gate, "scrub")
+
+    def timing_streams(self, n: int) -> list[int]:
+        """The cudaStream_t (as ints) of n blocking streams of the gate's device, made once and kept
+        for the process (a framework's allocator remembers the streams its blocks were used on); []
+        without the native gate (the framework's current stream is then the only one)."""
+        if self.gate is None or n <= 1:
+            return []
+        from gapbench import _native
+
+        if self._streams is None:
+            self._streams = _native.cuda.Streams(self._device, _native.cuda.TIMING_STREAMS)
+        if n > len(self._streams):
+            raise ValueError(f"{n} timing streams asked for, {len(self._streams)} made (cuda/blas.h kTimingStreams)")
+        return [self._streams.handle(i) for i in range(n)]
 
     def sample(self, stream: int, enqueue: Callable[[], None], finish: Callable[[], float], scrub=None) -> float:
         """Device seconds of one sample: hold `stream` (a cudaStream_t as int), `enqueue()` the

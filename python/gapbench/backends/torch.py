@@ -193,6 +193,21 @@ class TorchAdapter(Adapter):
             self._timing = self._event_pair()
         return self.hold
 
+    def timing_streams(self, n: int) -> int:
+        handles = self._stream_hold().timing_streams(n) if self.cuda else []
+        if not handles:
+            return 1
+        t = self.torch
+        have = getattr(self, "_streams", [])
+        if len(have) < len(handles):  # the same streams every time: torch's allocator keeps blocks per stream
+            self._streams = [t.cuda.ExternalStream(h, device=t.cuda.current_device()) for h in handles]
+        return len(handles)
+
+    def use_stream(self, i: int) -> None:
+        if i == 0 and not getattr(self, "_streams", None):
+            return
+        self.torch.cuda.set_stream(self._streams[i])
+
     def device_delay(self, us: float, sm_mhz: float | None = None):
         """torch.cuda._sleep(cycles), a spin kernel of that many SM clock cycles, sized by the
         maximum SM clock `sm_mhz` (at a lower clock the delay is that much longer)."""

@@ -1,10 +1,11 @@
 """How a run was set up to measure, beyond its host: the sequence of its cases and the streams its
-native CUDA rows were timed on, and the lines gapbench compare prints where two runs differ in
+CUDA rows were timed on, and the lines gapbench compare prints where two runs differ in
 them (what ran before a row, and which stream it ran on, move short rows; the noise model is
 fitted on runs of one setup)."""
 from __future__ import annotations
 
-from gapbench.core.names import Backend
+from gapbench.core.conditions import Clock
+from gapbench.core.names import Backend, DeviceClass
 from gapbench.core.result import OK, Run
 
 #: how far the cases measured before a row moved it, where two runs measured different sequences
@@ -38,23 +39,36 @@ def sequence_note(a: Run, b: Run) -> str | None:
             "beyond the noise model (fitted on runs of one sequence); run both with the same options to rule it out")
 
 
-def timing_streams(run: Run) -> set:
-    """The numbers of streams a run's native CUDA rows were timed on (conditions.streams; None for
-    rows of runs from before a case had several: cuda/blas.h kTimingStreams)."""
-    return {(r.conditions or {}).get("streams") for r in run.records
-            if r.backend == Backend.native_cuda.value and r.status == OK and r.conditions}
+def timing_streams(run: Run) -> dict[str, set]:
+    """The numbers of streams a run's CUDA rows timed behind the gate were timed on, per backend
+    (conditions.streams; None for one stream: native rows of runs from before a case had several,
+    cuda/blas.h kTimingStreams, and torch's and CuPy's before they took them too, or --streams 1)."""
+    out: dict[str, set] = {}
+    for r in run.records:
+        c = r.conditions or {}
+        if r.status != OK or not c or c.get("clock") != Clock.GATED:
+            continue
+        try:
+            cuda = Backend(r.backend).device_class is DeviceClass.cuda
+        except ValueError:
+            continue
+        if cuda:
+            out.setdefault(r.backend, set()).add(c.get("streams") if (c.get("streams") or 1) > 1 else None)
+    return out
 
 
 def streams_note(a: Run, b: Run) -> str | None:
-    """A line where A's and B's native CUDA rows were timed on different numbers of streams, else
-    None: which stream a short kernel runs on moves its time, so one run's short native rows moved
-    with their process's stream and the other's pool several (docs/findings/between-runs.md)."""
+    """A line where a backend's CUDA rows were timed on different numbers of streams in A and B,
+    else None: which stream a short kernel runs on moves its time, so one run's short rows moved with
+    their process's stream and the other's pool several (docs/findings/between-runs.md)."""
     sa, sb = timing_streams(a), timing_streams(b)
-    if not sa or not sb or sa == sb:
+    differ = [k for k in sa if k in sb and sa[k] != sb[k]]
+    if not differ:
         return None
 
     def text(s: set) -> str:
         return " and ".join(sorted("1 stream" if x is None else f"{x} streams, one a round" for x in s))
-    return (f"native CUDA rows were timed on {text(sa)} in A and on {text(sb)} in B: rows under ~10 us timed on one "
+    by = "; ".join(f"{k} rows on {text(sa[k])} in A and on {text(sb[k])} in B" for k in differ)
+    return (f"CUDA rows were timed on different numbers of streams ({by}): rows under ~10 us timed on one "
             "stream move by that stream's place among the hardware queues (1-2% between processes), which the "
             "noise model (fitted on runs of one kind or the other) does not tell apart from a change")

@@ -9,7 +9,7 @@ each able to run once more after timing so its last timed output is checked too.
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Callable, ContextManager
+from typing import Any, Callable, ContextManager
 
 import numpy as np
 
@@ -197,23 +197,25 @@ def native_cuda(c: Case, cfg: Config, info: BackendInfo, case, cublas_path: str,
     c.rotations = case.rotations
     l2 = int(info.device.get("l2_bytes") or 0) or None
 
+    n_streams = min(cfg.timing_streams(), case.streams)
+
     def conditions(mode: CacheMode) -> Conditions:
         if mode is CacheMode.hot:
             cache = Cache.L2_RESIDENT if case.l2_resident else Cache.ROTATED
             return c.conditions(cache, Clock.GATED, rotations=case.rotations, set_bytes=c.set_bytes, l2_bytes=l2,
-                                streams=case.streams)
+                                streams=n_streams)
         cache = Cache.FLUSHED_CLEAN if mode is CacheMode.cold_clean else Cache.FLUSHED_DIRTY
-        return c.conditions(cache, Clock.GATED, rotations=1, set_bytes=c.set_bytes, l2_bytes=l2, streams=case.streams)
+        return c.conditions(cache, Clock.GATED, rotations=1, set_bytes=c.set_bytes, l2_bytes=l2, streams=n_streams)
 
     more, arms = _verified_arms(c, info, "device_events", rows, case, samplers, verify_last, extra)
 
     def on_round(i: int) -> None:  # every arm of the case on round i's stream (cuda/blas.h)
-        case.use_stream(i % case.streams)
+        case.use_stream(i % n_streams)
 
     for a in arms:
         a.invalid = lambda mode, _impl=a.impl: invalid.get((_impl, mode), 0)
         a.conditions = conditions
-        a.on_round, a.streams = on_round, case.streams
+        a.on_round, a.streams = on_round, n_streams
     return recs + more, arms
 
 
@@ -254,14 +256,17 @@ def native_metal(c: Case, cfg: Config, info: BackendInfo, case) -> tuple[list[Re
 
 def framework(c: Case, info: BackendInfo, ad: Adapter, l2_bytes: int | None = None,
               free_bytes: int | None = None, inject_us: float | None = None,
-              graph: bool = False) -> tuple[list[Record], list[CaseArm]]:
+              graph: bool = False, streams: int = 1) -> tuple[list[Record], list[CaseArm]]:
     """Each of the op's ways of running on this framework (its FrameworkImpls), verified, as arms.
     On a GPU they time under the native rows' conditions: the same host data, in as many input sets
     (outputs kept until their set comes round again, so they rotate too) as the native case rotates
     past the L2 (`l2_bytes`), each run held behind the release gate where the framework's queue can
     be held. `inject_us` (TEST ONLY): a device-side delay queued after every timed op. `graph`:
-    each row also captured into a CUDA graph and timed as `<row>@graph` beside it."""
+    each row also captured into a CUDA graph and timed as `<row>@graph` beside it. `streams`: the
+    rows time on that many of the adapter's streams, one a paired round in turn, where it has them
+    (Adapter.timing_streams; else on its current stream), each set run once on each first."""
     recs, arms = [], []
+    rotate = _StreamRotation(ad, streams)
     ok_dtype, why = ad.supports(c.dtype)
     for impl in c.spec.impls(ad.family):
         if impl.devices is not None and info.device_class not in impl.devices:
@@ -273,10 +278,36 @@ def framework(c: Case, info: BackendInfo, ad: Adapter, l2_bytes: int | None = No
             recs.append(c.record(info.backend, impl.row, BlasParams(), status=UNAVAILABLE, reason=why, op=impl.text,
                                  device=info.device))
             continue
-        r, a = _framework_impl(c, info, ad, impl, l2_bytes, free_bytes, inject_us, graph)
+        r, a = _framework_impl(c, info, ad, impl, l2_bytes, free_bytes, inject_us, graph, rotate)
         recs += r
         arms += a
     return recs, arms
+
+
+class _StreamRotation:
+    """The streams a framework's arms of one case time on: `n` of the adapter's (1: its current
+    stream), and the one round hook (`on_round`) all of them share, so a round's arms run on one
+    stream, as the native arms of the case do on theirs."""
+
+    def __init__(self, ad: Adapter, streams: int):
+        self.ad = ad
+        self.n = ad.timing_streams(streams) if streams > 1 else 1
+        self.on_round = self._on_round if self.n > 1 else None
+
+    def _on_round(self, i: int) -> None:
+        self.ad.use_stream(i % self.n)
+
+    def warm(self, run: Callable[[], Any], times: int) -> None:
+        """`run` called `times` times on each stream, outside any timed region: what a framework
+        sets up per stream on first use (its allocator's blocks, a library workspace) is set up
+        here, never behind the gate. Leaves the adapter on stream 0."""
+        for i in range(self.n):
+            self.ad.use_stream(i)
+            for _ in range(times):
+                run()
+        if self.n > 1:
+            self.ad.sync()
+            self.ad.use_stream(0)
 
 
 def _framework_sets(c: Case, info: BackendInfo, l2_bytes: int | None, free_bytes: int | None) -> tuple[int, str]:
@@ -295,7 +326,7 @@ def _framework_sets(c: Case, info: BackendInfo, l2_bytes: int | None, free_bytes
 
 def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl, l2_bytes: int | None,
                     free_bytes: int | None, inject_us: float | None = None,
-                    graph: bool = False) -> tuple[list[Record], list[CaseArm]]:
+                    graph: bool = False, rotate: _StreamRotation | None = None) -> tuple[list[Record], list[CaseArm]]:
     op_text = impl.text
     try:
         delay = None
@@ -343,11 +374,11 @@ def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl
             warm()
             ad.sync()
         arms = [_rotating_arm(c, info, ad, variant, op_text, ops_, precision, params, detail, cache, l2_bytes,
-                              delay, vendor=impl.baseline)]
+                              delay, vendor=impl.baseline, rotate=rotate)]
         recs: list[Record] = []
         if graph:  # the same op captured into a CUDA graph per input set, replayed as one launch
             try:
-                r, a = _graph_arm(c, info, ad, variant, op_text, ops_, precision, params, cache, l2_bytes)
+                r, a = _graph_arm(c, info, ad, variant, op_text, ops_, precision, params, cache, l2_bytes, rotate)
             except Exception as e:  # a capture that fails costs its graph row, never the eager one
                 r, a = [c.record(info.backend, f"{variant}@graph", BlasParams(graph=True), status=ERROR,
                                  reason=f"graph capture failed: {type(e).__name__}: {e}"[:500], op=op_text,
@@ -365,7 +396,7 @@ def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl
 
 def _rotating_arm(c: Case, info: BackendInfo, ad: Adapter, variant: str, op_text: str, ops_: list, precision,
                   params: BlasParams, detail: str, cache: str, l2_bytes: int | None, delay=None,
-                  vendor: bool = False) -> CaseArm:
+                  vendor: bool = False, rotate: _StreamRotation | None = None) -> CaseArm:
     """The arm of one verified framework row: its input sets (`ops_`, one callable per set) run in
     rotation, each output kept until its set comes round, held behind the gate where the stream
     can be, and its last timed output checked again."""
@@ -382,6 +413,9 @@ def _rotating_arm(c: Case, info: BackendInfo, ad: Adapter, variant: str, op_text
         return outs[i]
 
     run = ad.evaluated(run_next)
+    streams = rotate.n if rotate is not None else 1
+    if streams > 1:
+        rotate.warm(run, n_sets)
 
     def sampler(scrub: CacheMode | None):
         return lambda n: ad.time_device_each(run, n, scrub=scrub)
@@ -405,7 +439,8 @@ def _rotating_arm(c: Case, info: BackendInfo, ad: Adapter, variant: str, op_text
     params = params.replace(cache=f"hot ({n_sets} input set(s) rotated)" if n_sets > 1 else "hot (one input set)",
                             cpu_threads=cpu, hold=hold.method if hold is not None else None)
     clock = Clock.GATED if ad.can_hold else Clock.HOST
-    cond = c.conditions(cache, clock, rotations=n_sets, set_bytes=c.set_bytes, l2_bytes=l2_bytes)
+    cond = c.conditions(cache, clock, rotations=n_sets, set_bytes=c.set_bytes, l2_bytes=l2_bytes,
+                        streams=streams if streams > 1 else None)
     cold = {CacheMode.cold_clean: Cache.FLUSHED_CLEAN, CacheMode.cold_dirty: Cache.FLUSHED_DIRTY}
 
     def conditions(mode: CacheMode) -> Conditions:
@@ -413,11 +448,13 @@ def _rotating_arm(c: Case, info: BackendInfo, ad: Adapter, variant: str, op_text
 
     return CaseArm(info.backend, variant, info.device_class, ad.device_clock, samplers, verify_last, detail,
                    op=op_text, params=params, device=info.device, conditions=conditions, vendor=vendor,
-                   invalid=lambda mode: getattr(getattr(ad, "hold", None), "invalid_samples", 0))
+                   invalid=lambda mode: getattr(getattr(ad, "hold", None), "invalid_samples", 0),
+                   on_round=rotate.on_round if streams > 1 else None, streams=streams)
 
 
 def _graph_arm(c: Case, info: BackendInfo, ad: Adapter, variant: str, op_text: str, ops_: list, precision,
-               params: BlasParams, cache: str, l2_bytes: int | None) -> tuple[list[Record], list[CaseArm]]:
+               params: BlasParams, cache: str, l2_bytes: int | None,
+               rotate: _StreamRotation | None = None) -> tuple[list[Record], list[CaseArm]]:
     """`<row>@graph`: each input set's op captured into a CUDA graph and replayed as one launch,
     held behind the same gate and rotated as its eager row (so the two pair under the same
     conditions), its replay checked over a poisoned output before timing and after."""
@@ -436,7 +473,7 @@ def _graph_arm(c: Case, info: BackendInfo, ad: Adapter, variant: str, op_text: s
                          verify_detail=detail, reason="verification failed, not timed: " + detail,
                          device=info.device)], []
     return [], [_rotating_arm(c, info, ad, name, text, replays, precision, params.replace(graph=True), detail, cache,
-                              l2_bytes)]
+                              l2_bytes, rotate=rotate)]
 
 
 def fit_cpu_threads(adapters: dict[Backend, Adapter]) -> None:

@@ -8,6 +8,9 @@ from gapbench.core.names import Backend, CacheMode, ColdScrub, Data, DType, spli
 from gapbench.ops.spec import OpSpec, Shape
 
 PROBE = "blas"
+#: streams a case's rows time on by default, one a paired round in turn: cuda/blas.h kTimingStreams
+#: (a GPU test checks the two agree), the native case's streams and the frameworks' alike
+STREAMS = 8
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,10 @@ class Config:
     processes: int = 1
     #: set in those more processes only: run the short cases and nothing else
     short_only: bool = False
+    #: --streams N: every CUDA row (native, torch, CuPy) times on N streams, one a paired round in
+    #: turn (at most STREAMS); 1 times the frameworks on their default stream, as every run before
+    #: 2026-11-28 did
+    streams: int = 0  # 0: STREAMS
 
     def run_seed(self) -> int:
         """The seed of this run's input data: --seed, or one drawn now (and recorded)."""
@@ -66,6 +73,9 @@ class Config:
 
             self.seed = secrets.randbits(31)
         return self.seed
+
+    def timing_streams(self) -> int:
+        return self.streams or STREAMS
 
     def modes(self) -> list[Mode]:
         return [HOT] + [COLD[c] for c in self.cold]
@@ -97,7 +107,8 @@ class Config:
                 **({"kernels": True} if self.kernels else {}),
                 **({"overlap": False} if not self.overlap else {}),
                 "processes": self.processes,
-                **({"short_only": True} if self.short_only else {})}
+                **({"short_only": True} if self.short_only else {}),
+                **({"streams": self.streams} if self.streams else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Config":
@@ -111,7 +122,7 @@ class Config:
                    cold=[ColdScrub(c) for c in d["cold"]], quick=d["quick"], seed=d["seed"], data=Data(d["data"]),
                    inject_delay_us={Backend(b): us for b, us in (d.get("inject_delay_us") or {}).items()},
                    kernels=bool(d.get("kernels")), overlap=d.get("overlap", True), processes=d.get("processes", 1),
-                   short_only=bool(d.get("short_only")))
+                   short_only=bool(d.get("short_only")), streams=int(d.get("streams") or 0))
 
 
 #: A case is short where it reads and writes at most SHORT_ELEMENTS elements and does at most
