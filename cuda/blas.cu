@@ -163,6 +163,7 @@ Case::~Case() {
   if (!impl_) return;
   auto& s = *impl_;
   s.gate.reset();
+  if (s.stream) cudaStreamSynchronize(s.stream);  // a caller's stream (use_stream_handle) too
   for (cudaStream_t st : s.streams) cudaStreamSynchronize(st);
   if (s.handle && cublas::loaded()) cublas::api().destroy(s.handle);
   cudaFree(s.slab);
@@ -187,6 +188,13 @@ void Case::use_stream(int i) {
                                 std::to_string(s.streams.size()) + " (0.." + std::to_string(s.streams.size() - 1) + ")");
   GB_CUDA_CHECK(cudaStreamSynchronize(s.stream));  // whatever ran before is done before the next stream starts
   s.use_stream(s.streams[i]);
+}
+
+void Case::use_stream_handle(std::uintptr_t stream) {
+  auto& s = *impl_;
+  if (!stream) throw std::invalid_argument("use_stream_handle: a null stream (the legacy default stream) is not a timing stream");
+  GB_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  s.use_stream(reinterpret_cast<cudaStream_t>(stream));
 }
 
 void Case::set_input(int i, const void* data, std::size_t bytes) {

@@ -39,6 +39,10 @@ class Case {
   // Everything after this runs on stream i (0 <= i < streams(); 0 until called): set_input,
   // run_once, time, last_output.
   void use_stream(int i);
+  // The same on a stream the caller owns and keeps alive while the case uses it (a cudaStream_t of
+  // the case's device as an integer): the process's timing streams (gate.h Streams), which the
+  // frameworks' rows of the case time on too, so every arm of a paired round runs on one stream.
+  void use_stream_handle(std::uintptr_t stream);
   void set_input(int i, const void* data, std::size_t bytes);
   // The kernel (or vendor call) `impl` runs for this case, e.g. "vjp_dx_strips256", "cublas".
   // Throws gb::NotApplicable where `impl` cannot run here.

@@ -81,6 +81,7 @@ void register_cuda(py::module_& m) {
       .def_property_readonly("l2_resident", &Case::l2_resident)
       .def_property_readonly("streams", &Case::streams)
       .def("use_stream", &Case::use_stream, py::arg("i"))
+      .def("use_stream_handle", &Case::use_stream_handle, py::arg("stream"))
       .def_property_readonly("invalid_samples", &Case::invalid_samples)
       .def("input_bytes", &Case::input_bytes, py::arg("i"))
       .def("strategy", py::overload_cast<Impl>(&Case::strategy, py::const_), py::arg("impl"))

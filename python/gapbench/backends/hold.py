@@ -6,8 +6,9 @@ native release gate (gapbench._native.cuda.Gate, cuda/gate.h): a kernel that wai
 says it has queued everything, with a 1 s timeout that marks the sample invalid. Invalid samples
 are dropped and taken again (`invalid_samples` counts them), never returned as valid.
 
-`timing_streams` hands a framework the native part's blocking streams (cuda/gate.h Streams) to time
-its rows on, one a paired round in turn, as the native rows rotate over theirs: on one stream, a
+`timing_streams` hands a framework the process's timing streams (core.native.timing_streams: blocking
+streams of the native part, cuda/gate.h Streams) to time its rows on, one a paired round in turn, the
+native rows of the case on the same stream in that round: on one stream, a
 row moved between processes by that stream's place among the hardware queues, and torch's and
 CuPy's rows, both on the process's default stream, moved together (findings/between-runs.md).
 
@@ -39,7 +40,6 @@ class StreamHold:
         self.invalid_samples = 0
         self._spin = spin
         self._device = device
-        self._streams = None  # the native Streams, made on first use (timing_streams)
         try:
             from gapbench import _native
 
@@ -54,18 +54,14 @@ class StreamHold:
         return self.gate is not None and hasattr(self.gate, "scrub")
 
     def timing_streams(self, n: int) -> list[int]:
-        """The cudaStream_t (as ints) of n blocking streams of the gate's device, made once and kept
-        for the process (a framework's allocator remembers the streams its blocks were used on); []
-        without the native gate (the framework's current stream is then the only one)."""
+        """The cudaStream_t (as ints) of the process's n timing streams of the gate's device
+        (core.native.timing_streams: the native rows' too); [] without the native gate (the
+        framework's current stream is then the only one)."""
         if self.gate is None or n <= 1:
             return []
-        from gapbench import _native
+        from gapbench.core.native import timing_streams
 
-        if self._streams is None:
-            self._streams = _native.cuda.Streams(self._device, _native.cuda.TIMING_STREAMS)
-        if n > len(self._streams):
-            raise ValueError(f"{n} timing streams asked for, {len(self._streams)} made (cuda/blas.h kTimingStreams)")
-        return [self._streams.handle(i) for i in range(n)]
+        return timing_streams(self._device, n)
 
     def sample(self, stream: int, enqueue: Callable[[], None], finish: Callable[[], float], scrub=None) -> float:
         """Device seconds of one sample: hold `stream` (a cudaStream_t as int), `enqueue()` the

@@ -138,3 +138,24 @@ def staging() -> Staging:
     if _staging is None:
         _staging = Staging(lambda n: load().cuda.pinned_bytes(n))
     return _staging
+
+
+_streams: dict[int, object] = {}
+
+
+def timing_streams(device: int, n: int) -> list[int]:
+    """The cudaStream_t (as ints) of the process's first n timing streams of `device`: blocking
+    streams (cuda/gate.h Streams) made once and kept until the process ends, on which every CUDA row
+    of a bench.blas case times, one stream a paired round, the native case (use_stream_handle) and
+    torch's and CuPy's rows (their external streams) alike. Kept for the process: a framework's
+    current stream and its allocator's blocks refer to them after any one case or adapter is gone.
+    [] for n <= 1. RuntimeError where the CUDA part cannot make them (no GPU, no driver)."""
+    if n <= 1:
+        return []
+    if device not in _streams:
+        _streams[device] = load().cuda.Streams(device, load().cuda.TIMING_STREAMS)
+    made = _streams[device]
+    if n > len(made):
+        raise ValueError(f"{n} timing streams asked for, {len(made)} made (cuda/blas.h kTimingStreams)")
+    return [made.handle(i) for i in range(n)]
+

@@ -209,8 +209,16 @@ def native_cuda(c: Case, cfg: Config, info: BackendInfo, case, cublas_path: str,
 
     more, arms = _verified_arms(c, info, "device_events", rows, case, samplers, verify_last, extra)
 
+    try:  # the process's timing streams, the frameworks' rows of the case take them too
+        shared = native.timing_streams(0, n_streams)  # run.py makes every native case on device 0
+    except (RuntimeError, ValueError, AttributeError):
+        shared = []  # the case's own streams (a stand-in CUDA part, or none made)
+
     def on_round(i: int) -> None:  # every arm of the case on round i's stream (cuda/blas.h)
-        case.use_stream(i % n_streams)
+        if shared:
+            case.use_stream_handle(shared[i % n_streams])
+        else:
+            case.use_stream(i % n_streams)
 
     for a in arms:
         a.invalid = lambda mode, _impl=a.impl: invalid.get((_impl, mode), 0)
@@ -297,10 +305,10 @@ class _StreamRotation:
     def _on_round(self, i: int) -> None:
         self.ad.use_stream(i % self.n)
 
-    def warm(self, run: Callable[[], Any], times: int) -> None:
+    def warm(self, run: Callable[[], Any], times: int = 2) -> None:
         """`run` called `times` times on each stream, outside any timed region: what a framework
-        sets up per stream on first use (its allocator's blocks, a library workspace) is set up
-        here, never behind the gate. Leaves the adapter on stream 0."""
+        sets up per stream on first use (a library workspace, its allocator's first blocks there)
+        is set up here, never behind the gate. Leaves the adapter on stream 0."""
         for i in range(self.n):
             self.ad.use_stream(i)
             for _ in range(times):
@@ -415,7 +423,7 @@ def _rotating_arm(c: Case, info: BackendInfo, ad: Adapter, variant: str, op_text
     run = ad.evaluated(run_next)
     streams = rotate.n if rotate is not None else 1
     if streams > 1:
-        rotate.warm(run, n_sets)
+        rotate.warm(run)
 
     def sampler(scrub: CacheMode | None):
         return lambda n: ad.time_device_each(run, n, scrub=scrub)
