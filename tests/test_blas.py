@@ -148,21 +148,25 @@ def test_cli_runs_one_vjp_cotangent(tmp_path):
                                       (["--inject-delay-us", "torch-cuda=0"], "must be > 0 microseconds"),
                                       (["--inject-delay-us", "torch-cuda"], "give BACKEND=MICROSECONDS"),
                                       (["--processes", "0"], "--processes 0: give 1"),
-                                      (["--streams", "9"], "--streams 9: give 1 to 8"),
-                                      (["--streams", "0"], "--streams 0: give 1 to 8")])
+                                      (["--streams", "8"], "unknown --streams plan")])
 def test_cli_errors(tmp_path, args, msg):
     p = run_module("bench.blas", *args, "--out", str(tmp_path / "x.json"))
     assert p.returncode == 2 and msg in p.stderr, p.stderr
 
 
-def test_streams_are_recorded_with_the_config_and_handed_to_more_processes():
-    """--streams N is in the run file's config (the default, kTimingStreams, is not spelled out) and
-    comes back from it, as --processes hands the config to its more processes."""
+def test_streams_plans_are_recorded_with_the_config_and_handed_to_more_processes():
+    """--streams: native (default, not spelled out in the run file: the native rows on kTimingStreams,
+    the frameworks on one), shared (every CUDA row on kTimingStreams) and one; a plan is in the run
+    file's config and comes back from it, as --processes hands the config to its more processes."""
     from gapbench.benchmarks.blas.config import STREAMS, Config
+    from gapbench.core.names import StreamPlan
 
-    assert Config().timing_streams() == STREAMS and "streams" not in Config().to_dict()
-    one = Config(streams=1)
-    assert one.to_dict()["streams"] == 1 and Config.from_dict(one.to_dict()).timing_streams() == 1
+    default = Config()
+    assert (default.native_streams(), default.framework_streams()) == (STREAMS, 1) and "streams" not in default.to_dict()
+    want = {StreamPlan.shared: (STREAMS, STREAMS), StreamPlan.one: (1, 1)}
+    for plan, counts in want.items():
+        back = Config.from_dict(Config(streams=plan).to_dict())
+        assert back.streams is plan and (back.native_streams(), back.framework_streams()) == counts
 
 
 def test_failed_verification_is_not_timed(monkeypatch):
@@ -652,16 +656,19 @@ def test_framework_rows_take_the_adapters_streams_in_turn_and_warm_each_first():
                     reason="needs torch with CUDA and gapbench's CUDA part on an NVIDIA GPU")
 def test_framework_cold_rows_verify_and_pair_with_the_native_cold_rows_on_gpu(tmp_path):
     """torch-cuda's cold rows on a GPU: scrubbed on its stream by the gate, verified after timing,
-    recorded as flushed, and paired with cuBLAS's cold rows (same conditions: a ratio, no n/c)."""
+    recorded as flushed, and paired with cuBLAS's cold rows (same conditions: a ratio, no n/c); with
+    --streams shared, every row of a round on one of the process's 8 streams."""
     out = tmp_path / "cold.json"
     p = run_module("bench.blas", "--quick", "--no-progress", "--no-plain", "--backends", "native-cuda,torch-cuda",
-                   "--ops", "gemv", "--dtypes", "fp16", "--cold", "read,write", "--out", str(out))
+                   "--ops", "gemv", "--dtypes", "fp16", "--cold", "read,write", "--streams", "shared", "--out", str(out))
     assert p.returncode == 0, p.stderr
+    native_rows = [r for r in load_run(out).records if r.backend == "native-cuda" and r.status == OK]
+    assert native_rows and all(r.conditions["streams"] == 8 for r in native_rows)
     recs = [r for r in load_run(out).records if r.backend == "torch-cuda" and r.metric.startswith("time_cold")]
     assert recs and all(r.status == OK and r.verified for r in recs), [(r.metric, r.reason) for r in recs]
     for r in recs:
         want = "flushed-clean" if r.metric == "time_cold" else "flushed-dirty"
-        assert r.conditions["cache"] == want and r.conditions["streams"] == 8  # the native rows' 8, in turn
+        assert r.conditions["cache"] == want and r.conditions["streams"] == 8  # --streams shared: the native rows' 8
         paired = r.params["paired"]
         assert paired["vs"].endswith("/cublas") and paired.get("speed_ratio") and not paired.get("not_comparable")
 

@@ -235,6 +235,20 @@ class ColdScrub(_Named):
         return "--cold scrub"
 
 
+class StreamPlan(_Named):
+    """bench.blas --streams: which streams a case's CUDA rows time on, one a paired round in turn.
+    native (default): the native rows on their case's 8 streams, torch and CuPy on their default
+    stream (the method every committed calibration run used); shared: every row of a round, native
+    and framework, on one of the process's 8 timing streams; one: every row on one stream."""
+    native = "native"
+    shared = "shared"
+    one = "one"
+
+    @classmethod
+    def _what(cls) -> str:
+        return "--streams plan"
+
+
 class CollOp(_Named):
     """The collective operations of bench.dist, in the order of gapbench._native.dist.CollOp
     (tests/test_dist.py checks they agree)."""

@@ -197,7 +197,7 @@ def native_cuda(c: Case, cfg: Config, info: BackendInfo, case, cublas_path: str,
     c.rotations = case.rotations
     l2 = int(info.device.get("l2_bytes") or 0) or None
 
-    n_streams = min(cfg.timing_streams(), case.streams)
+    n_streams = min(cfg.native_streams(), case.streams)
 
     def conditions(mode: CacheMode) -> Conditions:
         if mode is CacheMode.hot:
@@ -209,10 +209,12 @@ def native_cuda(c: Case, cfg: Config, info: BackendInfo, case, cublas_path: str,
 
     more, arms = _verified_arms(c, info, "device_events", rows, case, samplers, verify_last, extra)
 
-    try:  # the process's timing streams, the frameworks' rows of the case take them too
-        shared = native.timing_streams(0, n_streams)  # run.py makes every native case on device 0
-    except (RuntimeError, ValueError, AttributeError):
-        shared = []  # the case's own streams (a stand-in CUDA part, or none made)
+    shared: list[int] = []
+    if cfg.framework_streams() > 1:  # --streams shared: the frameworks' rows of the case take them too
+        try:
+            shared = native.timing_streams(0, n_streams)  # run.py makes every native case on device 0
+        except (RuntimeError, ValueError, AttributeError):
+            shared = []  # the case's own streams (a stand-in CUDA part, or none made)
 
     def on_round(i: int) -> None:  # every arm of the case on round i's stream (cuda/blas.h)
         if shared:

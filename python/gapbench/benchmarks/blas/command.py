@@ -15,7 +15,7 @@ from gapbench.benchmarks.blas.run import Phases, iterate
 from gapbench.benchmarks.blas.run import __doc__ as _BLAS_DOC
 from gapbench.core.benchmark import Benchmark, print_lines
 from gapbench.core.cli import UsageError, add_common_arguments
-from gapbench.core.names import Backend, ColdScrub, Data, DeviceClass, DType, injection, parse_list, parse_one
+from gapbench.core.names import Backend, ColdScrub, Data, DeviceClass, DType, StreamPlan, injection, parse_list, parse_one
 from gapbench.core.result import NOT_APPLICABLE, Record
 
 
@@ -87,11 +87,11 @@ class BlasBenchmark(Benchmark):
                              "fresh processes) in K fresh processes in all, this one and K-1 more after it, so "
                              "gapbench compare judges them by the spread of K medians (default 1; 3 decides most "
                              "of the rows one process cannot, for about half again the run's time)")
-        ap.add_argument("--streams", type=int, default=None, metavar="N",
-                        help=f"CUDA rows (native, torch, CuPy) time on N streams, one a paired round in turn "
-                             f"(default {STREAMS}; 1 times torch and CuPy on their default stream, as runs before "
-                             f"2026-11-28 did): a short row on one stream moves between processes with that stream's "
-                             f"place among the hardware queues")
+        ap.add_argument("--streams", type=parse_one(StreamPlan.parse), default=StreamPlan.native,
+                        help="which streams CUDA rows time on, one a paired round in turn: native (default: the "
+                             f"native rows on their case's {STREAMS}, torch and CuPy on their default stream, the "
+                             f"calibrated method), shared (every row of a round on one of the process's {STREAMS}: "
+                             "fewer between-process moves, about 3x the rounds), one (every row on one stream)")
         ap.add_argument("--inject-delay-us", action="append", default=[], metavar="BACKEND=US",
                         type=injection(lambda b: b is Backend.torch_cuda, "torch-cuda only (torch.cuda._sleep), "
                                        "e.g. torch-cuda=2"),
@@ -104,7 +104,7 @@ class BlasBenchmark(Benchmark):
     def config(args) -> Config:
         cfg = Config(quick=args.quick, cold=args.cold or [], seed=args.seed, data=args.data,
                      inject_delay_us=dict(args.inject_delay_us), graph=args.graph, kernels=args.variants == "all",
-                     overlap=not args.no_overlap, processes=args.processes, streams=args.streams or 0)
+                     overlap=not args.no_overlap, processes=args.processes, streams=args.streams)
         if args.quick:
             cfg.samples, cfg.min_rounds, cfg.budget_s = 10, 5, 0.3
         cfg.ops = args.ops or cfg.ops
@@ -119,8 +119,6 @@ class BlasBenchmark(Benchmark):
             cfg.budget_s = args.budget
         if args.rel_hw is not None:
             cfg.rel_hw = args.rel_hw
-        if args.streams is not None and not 1 <= args.streams <= STREAMS:
-            raise ValueError(f"--streams {args.streams}: give 1 to {STREAMS}")
         if cfg.processes < 1:
             raise ValueError(f"--processes {cfg.processes}: give 1 (this process only) or more")
         if cfg.samples < 1 or cfg.warmup < 0 or cfg.budget_s <= 0 or not 0 < cfg.rel_hw < 1:

@@ -4,12 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gapbench import ops
-from gapbench.core.names import Backend, CacheMode, ColdScrub, Data, DType, split_list
+from gapbench.core.names import Backend, CacheMode, ColdScrub, Data, DType, StreamPlan, split_list
 from gapbench.ops.spec import OpSpec, Shape
 
 PROBE = "blas"
-#: streams a case's rows time on by default, one a paired round in turn: cuda/blas.h kTimingStreams
-#: (a GPU test checks the two agree), the native case's streams and the frameworks' alike
+#: streams a case's native rows time on, one a paired round in turn: cuda/blas.h kTimingStreams (a
+#: GPU test checks the two agree); with --streams shared, every CUDA row of the case
 STREAMS = 8
 
 
@@ -61,10 +61,8 @@ class Config:
     processes: int = 1
     #: set in those more processes only: run the short cases and nothing else
     short_only: bool = False
-    #: --streams N: every CUDA row (native, torch, CuPy) times on N streams, one a paired round in
-    #: turn (at most STREAMS); 1 times the frameworks on their default stream, as every run before
-    #: 2026-11-28 did
-    streams: int = 0  # 0: STREAMS
+    #: --streams: which streams the CUDA rows time on (StreamPlan; findings/between-runs.md)
+    streams: StreamPlan = StreamPlan.native
 
     def run_seed(self) -> int:
         """The seed of this run's input data: --seed, or one drawn now (and recorded)."""
@@ -74,8 +72,13 @@ class Config:
             self.seed = secrets.randbits(31)
         return self.seed
 
-    def timing_streams(self) -> int:
-        return self.streams or STREAMS
+    def native_streams(self) -> int:
+        """Streams the native rows of a case take in turn."""
+        return 1 if self.streams is StreamPlan.one else STREAMS
+
+    def framework_streams(self) -> int:
+        """Streams torch's and CuPy's rows take in turn (1: their default stream)."""
+        return STREAMS if self.streams is StreamPlan.shared else 1
 
     def modes(self) -> list[Mode]:
         return [HOT] + [COLD[c] for c in self.cold]
@@ -108,7 +111,7 @@ class Config:
                 **({"overlap": False} if not self.overlap else {}),
                 "processes": self.processes,
                 **({"short_only": True} if self.short_only else {}),
-                **({"streams": self.streams} if self.streams else {})}
+                **({"streams": self.streams.value} if self.streams is not StreamPlan.native else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Config":
@@ -122,7 +125,8 @@ class Config:
                    cold=[ColdScrub(c) for c in d["cold"]], quick=d["quick"], seed=d["seed"], data=Data(d["data"]),
                    inject_delay_us={Backend(b): us for b, us in (d.get("inject_delay_us") or {}).items()},
                    kernels=bool(d.get("kernels")), overlap=d.get("overlap", True), processes=d.get("processes", 1),
-                   short_only=bool(d.get("short_only")), streams=int(d.get("streams") or 0))
+                   short_only=bool(d.get("short_only")),
+                   streams=StreamPlan(d.get("streams") or StreamPlan.native.value))
 
 
 #: A case is short where it reads and writes at most SHORT_ELEMENTS elements and does at most

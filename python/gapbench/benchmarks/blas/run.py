@@ -313,7 +313,7 @@ def _backend_rows(b: Backend, c: rows.Case, cfg: Config, s: Session, cases: list
             on_cuda = b.device_class is DeviceClass.cuda
             return rows.framework(c, s.infos[b], s.adapters[b], s.l2_bytes if on_cuda else None,
                                   memfit.device_available(b)[0] if on_cuda else None, cfg.inject_delay_us.get(b),
-                                  graph=cfg.graph, streams=cfg.timing_streams() if on_cuda else 1)
+                                  graph=cfg.graph, streams=cfg.framework_streams() if on_cuda else 1)
     except (RuntimeError, ValueError, MemoryError) as e:
         return [c.record(b, "-", status=ERROR, reason=str(e), device=s.infos[b].device)], []
     return [], []
