@@ -91,7 +91,8 @@ class BlasBenchmark(Benchmark):
                         help="which streams CUDA rows time on, one a paired round in turn: native (default: the "
                              f"native rows on their case's {STREAMS}, torch and CuPy on their default stream, the "
                              f"calibrated method), shared (every row of a round on one of the process's {STREAMS}: "
-                             "2-3x the rounds, no gain in compare on 4 starts: findings/between-runs.md), one (every row on one stream)")
+                             "2-3x the rounds, no gain in compare on 4 starts: findings/between-runs.md), one (every "
+                             "row on one stream)")
         ap.add_argument("--inject-delay-us", action="append", default=[], metavar="BACKEND=US",
                         type=injection(lambda b: b is Backend.torch_cuda, "torch-cuda only (torch.cuda._sleep), "
                                        "e.g. torch-cuda=2"),
