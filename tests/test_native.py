@@ -787,3 +787,18 @@ def test_a_native_cases_rounds_take_its_streams_in_turn(monkeypatch):
     assert len(rounds) >= 11 and [s for s, _ in rounds] == [(i + 1) % 8 for i in range(len(rounds))]
     assert all(sorted(map(str, calls)) == sorted(map(str, impls)) for _, calls in rounds)
     assert [s for s, _ in tail] == list(range(8)) * len(impls)
+
+
+def test_streams_one_keeps_a_native_case_on_one_stream(monkeypatch):
+    """bench.blas --streams one: every round of a native case on its stream 0, the alone check too,
+    and the rows record one stream (compare then tells it from the default's eight)."""
+    from gapbench.benchmarks.blas import run as blas
+    from gapbench.benchmarks.blas.config import Config
+    from gapbench.core.names import StreamPlan
+
+    timed: list = []
+    case, session = _fake_copy_case(monkeypatch, "copy_vec16", timed, streams_seen=True)
+    cfg = Config(samples=12, warmup=1, min_rounds=12, streams=StreamPlan.one)
+    rows = [r for r in blas.run_case(case, cfg, session, [Backend.native_cuda]) if r.metric == "time" and r.status == "ok"]
+    assert len(rows) == 2 and all(r.conditions["streams"] == 1 for r in rows)
+    assert len(timed) > 24 and {s for _, s in timed} == {0}
