@@ -7,10 +7,9 @@ says it has queued everything, with a 1 s timeout that marks the sample invalid.
 are dropped and taken again (`invalid_samples` counts them), never returned as valid.
 
 `timing_streams` hands a framework the process's timing streams (core.native.timing_streams: blocking
-streams of the native part, cuda/gate.h Streams) to time its rows on, one a paired round in turn, the
-native rows of the case on the same stream in that round: on one stream, a
-row moved between processes by that stream's place among the hardware queues, and torch's and
-CuPy's rows, both on the process's default stream, moved together (findings/between-runs.md).
+streams of the native part, cuda/gate.h Streams) to time its rows on under bench.blas --streams
+shared, one a paired round in turn, the native rows of the case on the same stream in that round
+(by default the frameworks time on their current stream: findings/between-runs.md says why).
 
 Without the native CUDA part, a documented fallback: a fixed spin kernel of SPIN_CYCLES clocks,
 and the host's queuing time is compared with the shortest the spin can last (SPIN_CYCLES at

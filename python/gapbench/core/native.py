@@ -158,4 +158,3 @@ def timing_streams(device: int, n: int) -> list[int]:
     if n > len(made):
         raise ValueError(f"{n} timing streams asked for, {len(made)} made (cuda/blas.h kTimingStreams)")
     return [made.handle(i) for i in range(n)]
-

@@ -42,7 +42,7 @@ def sequence_note(a: Run, b: Run) -> str | None:
 def timing_streams(run: Run) -> dict[str, set]:
     """The numbers of streams a run's CUDA rows timed behind the gate were timed on, per backend
     (conditions.streams; None for one stream: native rows of runs from before a case had several,
-    cuda/blas.h kTimingStreams, and torch's and CuPy's before they took them too, or --streams 1)."""
+    cuda/blas.h kTimingStreams, torch's and CuPy's but under --streams shared, any under --streams one)."""
     out: dict[str, set] = {}
     for r in run.records:
         c = r.conditions or {}

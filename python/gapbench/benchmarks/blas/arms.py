@@ -9,13 +9,14 @@ each able to run once more after timing so its last timed output is checked too.
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Any, Callable, ContextManager
+from typing import Callable, ContextManager
 
 import numpy as np
 
 from gapbench.backends.base import Adapter, BackendInfo
 from gapbench.benchmarks.blas.config import Config
 from gapbench.benchmarks.blas.measure import CaseArm
+from gapbench.benchmarks.blas.streams import StreamRotation, native_rounds
 from gapbench.benchmarks.blas.params import BlasParams, CpuThreads
 from gapbench.core import dtypes, native
 from gapbench.core.conditions import Cache, Clock, Conditions, Process
@@ -209,19 +210,7 @@ def native_cuda(c: Case, cfg: Config, info: BackendInfo, case, cublas_path: str,
 
     more, arms = _verified_arms(c, info, "device_events", rows, case, samplers, verify_last, extra)
 
-    shared: list[int] = []
-    if cfg.framework_streams() > 1:  # --streams shared: the frameworks' rows of the case take them too
-        try:
-            shared = native.timing_streams(0, n_streams)  # run.py makes every native case on device 0
-        except (RuntimeError, ValueError, AttributeError):
-            shared = []  # the case's own streams (a stand-in CUDA part, or none made)
-
-    def on_round(i: int) -> None:  # every arm of the case on round i's stream (cuda/blas.h)
-        if shared:
-            case.use_stream_handle(shared[i % n_streams])
-        else:
-            case.use_stream(i % n_streams)
-
+    on_round = native_rounds(case, n_streams, shared=cfg.framework_streams() > 1)
     for a in arms:
         a.invalid = lambda mode, _impl=a.impl: invalid.get((_impl, mode), 0)
         a.conditions = conditions
@@ -276,7 +265,7 @@ def framework(c: Case, info: BackendInfo, ad: Adapter, l2_bytes: int | None = No
     rows time on that many of the adapter's streams, one a paired round in turn, where it has them
     (Adapter.timing_streams; else on its current stream), each set run once on each first."""
     recs, arms = [], []
-    rotate = _StreamRotation(ad, streams)
+    rotate = StreamRotation(ad, streams)
     ok_dtype, why = ad.supports(c.dtype)
     for impl in c.spec.impls(ad.family):
         if impl.devices is not None and info.device_class not in impl.devices:
@@ -292,32 +281,6 @@ def framework(c: Case, info: BackendInfo, ad: Adapter, l2_bytes: int | None = No
         recs += r
         arms += a
     return recs, arms
-
-
-class _StreamRotation:
-    """The streams a framework's arms of one case time on: `n` of the adapter's (1: its current
-    stream), and the one round hook (`on_round`) all of them share, so a round's arms run on one
-    stream, as the native arms of the case do on theirs."""
-
-    def __init__(self, ad: Adapter, streams: int):
-        self.ad = ad
-        self.n = ad.timing_streams(streams) if streams > 1 else 1
-        self.on_round = self._on_round if self.n > 1 else None
-
-    def _on_round(self, i: int) -> None:
-        self.ad.use_stream(i % self.n)
-
-    def warm(self, run: Callable[[], Any], times: int = 2) -> None:
-        """`run` called `times` times on each stream, outside any timed region: what a framework
-        sets up per stream on first use (a library workspace, its allocator's first blocks there)
-        is set up here, never behind the gate. Leaves the adapter on stream 0."""
-        for i in range(self.n):
-            self.ad.use_stream(i)
-            for _ in range(times):
-                run()
-        if self.n > 1:
-            self.ad.sync()
-            self.ad.use_stream(0)
 
 
 def _framework_sets(c: Case, info: BackendInfo, l2_bytes: int | None, free_bytes: int | None) -> tuple[int, str]:
@@ -336,7 +299,7 @@ def _framework_sets(c: Case, info: BackendInfo, l2_bytes: int | None, free_bytes
 
 def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl, l2_bytes: int | None,
                     free_bytes: int | None, inject_us: float | None = None,
-                    graph: bool = False, rotate: _StreamRotation | None = None) -> tuple[list[Record], list[CaseArm]]:
+                    graph: bool = False, rotate: StreamRotation | None = None) -> tuple[list[Record], list[CaseArm]]:
     op_text = impl.text
     try:
         delay = None
@@ -406,7 +369,7 @@ def _framework_impl(c: Case, info: BackendInfo, ad: Adapter, impl: FrameworkImpl
 
 def _rotating_arm(c: Case, info: BackendInfo, ad: Adapter, variant: str, op_text: str, ops_: list, precision,
                   params: BlasParams, detail: str, cache: str, l2_bytes: int | None, delay=None,
-                  vendor: bool = False, rotate: _StreamRotation | None = None) -> CaseArm:
+                  vendor: bool = False, rotate: StreamRotation | None = None) -> CaseArm:
     """The arm of one verified framework row: its input sets (`ops_`, one callable per set) run in
     rotation, each output kept until its set comes round, held behind the gate where the stream
     can be, and its last timed output checked again."""
@@ -464,7 +427,7 @@ def _rotating_arm(c: Case, info: BackendInfo, ad: Adapter, variant: str, op_text
 
 def _graph_arm(c: Case, info: BackendInfo, ad: Adapter, variant: str, op_text: str, ops_: list, precision,
                params: BlasParams, cache: str, l2_bytes: int | None,
-               rotate: _StreamRotation | None = None) -> tuple[list[Record], list[CaseArm]]:
+               rotate: StreamRotation | None = None) -> tuple[list[Record], list[CaseArm]]:
     """`<row>@graph`: each input set's op captured into a CUDA graph and replayed as one launch,
     held behind the same gate and rotated as its eager row (so the two pair under the same
     conditions), its replay checked over a poisoned output before timing and after."""
