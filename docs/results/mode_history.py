@@ -8,21 +8,29 @@ In one fresh process, one thing changed at a time:
 
 1. a default bench.blas's cases (run.iterate, default config, native-cuda, torch-cuda and CuPy): the
    process's modes after a full run, as a default run has them;
-2. the two cases again, as bench.blas times them (iterate on those two cases only, new buffers from
-   each framework's pool, the same data), STEPS in order: `again` twice (nothing changed), `swapped`
-   twice (VJP dx first), `emptied` twice (torch's and CuPy's pools handed back to the driver first, so
-   the cases' buffers are new driver allocations), `pad` twice (a 96 MiB block kept in each pool first,
-   so the cases take other cached blocks);
+2. then cases again as bench.blas times them (run.iterate on a list of cases, new buffers from each
+   framework's pool, the same seed and data), step by step (STEPS, or the plan named on the command
+   line, PLANS):
+   - `again`: the two fp16 cases, nothing changed;
+   - `swapped`: VJP dx first;
+   - `emptied`: torch's and CuPy's pools handed back to the driver first (new driver allocations);
+   - `pad`: a 96 MiB block kept in each pool first (the cases take other cached blocks);
+   - `dtypes`: each shape's three dtypes in the full run's order (fp32, fp16, bf16), as the full run
+     has them before and after each fp16 case;
+   - `dtypes, alone`: the same with nothing made beside the rounds (--no-overlap: the next case's
+     inputs and float64 reference on the host thread);
+   - `full`: the default run's cases once more;
 3. `direct` (torch only, last): BUFFERS new 32 MiB allocations after the pool is emptied, each timed
    as GEMV 16384x1024 (torch.mv(A, x)) and, read as a 1024x16384 matrix, as VJP dx (torch.mv(W.t(), v),
    the path torch.func.vjp takes), each call behind gapbench's gate after the native L2 scrub
    (TorchAdapter.time_device_each, cold_clean): does one buffer set the mode, and is a buffer slow
    for one op fast for the other?
 
-Every array of 16 MiB or more that bench.blas's torch and CuPy adapters make is logged with the step
-(its device address), so a mode can be set beside where its buffers lie.
+Every array of 1 KiB or more that bench.blas's torch and CuPy adapters make is logged with the step
+(its size and device address), so a mode can be set beside where its buffers lie. Each fp16 row keeps
+its 10th, 50th and 90th percentiles: a whole row shifted, or some samples slow?
 
-    python docs/results/mode_history.py OUT.json
+    python docs/results/mode_history.py OUT.json [PLAN]
     python docs/results/mode_history.py --table RUN.json ...   # Markdown of several such files
 """
 from __future__ import annotations
@@ -33,21 +41,28 @@ from dataclasses import dataclass
 
 ROWS = (("gemv", "16384x1024"), ("vjp_dx", "1024x16384"))
 STEPS = ("again", "again", "swapped", "swapped", "emptied", "emptied", "pad", "pad")
+PLANS = {"steps": STEPS, "context": ("again", "dtypes", "dtypes", "dtypes, alone", "dtypes, alone", "full")}
 BUFFERS, SAMPLES = 16, 120
 MiB = 1 << 20
 
 
-def medians(records) -> dict[str, float]:
+def medians(records, spread: dict | None = None) -> dict[str, float]:
+    """The fp16 mode rows' medians (s); their 10th/50th/90th percentiles into `spread`."""
+    import numpy as np
+
     out = {}
     for r in records:
         p = r.params or {}
         if (r.status == "ok" and r.samples_s and r.metric == "time" and p.get("dtype") == "fp16"
                 and (p.get("op"), p.get("shape_text")) in ROWS):
-            out[f"{p['op']} {p['shape_text']} {r.backend}/{r.variant}"] = r.median()
+            k = f"{p['op']} {p['shape_text']} {r.backend}/{r.variant}"
+            out[k] = r.median()
+            if spread is not None:
+                spread[k] = [float(q) for q in np.percentile(r.per_op(), [10, 50, 90])]
     return out
 
 
-def main(path: str) -> None:
+def main(path: str, plan: str = "steps") -> None:
     from gapbench import ops
     from gapbench.backends import cupy as cupy_backend
     from gapbench.backends import torch as torch_backend
@@ -66,7 +81,7 @@ def main(path: str) -> None:
         def wrapper(self, *a, **kw):
             out = fn(self, *a, **kw)
             n = int(getattr(out, "nbytes", 0))
-            if n >= 16 * MiB:
+            if n >= 1024:
                 ptr = out.data_ptr() if hasattr(out, "data_ptr") else int(out.data.ptr)
                 log.append([step[0], tag, n, int(ptr)])
             return out
@@ -86,23 +101,29 @@ def main(path: str) -> None:
     doc["seed"] = seed
     backends = [Backend.native_cuda, Backend.torch_cuda, Backend.cupy]
     doc["device"] = registry.info(Backend.native_cuda).device
-    doc["full"] = medians(iterate(cfg, backends))
+    doc["plan"] = plan
+    doc["full_spread"] = {}
+    doc["full"] = medians(iterate(cfg, backends), doc["full_spread"])
     save()
 
-    two = [(ops.get(o), parse_shapes(s)[0], DType.fp16) for o, s in ROWS]
+    def case(i, dtype=DType.fp16):
+        o, sh = ROWS[i]
+        return ops.get(o), parse_shapes(sh)[0], dtype
+
+    every = [DType.fp32, DType.fp16, DType.bf16]
 
     @dataclass
-    class Two(Config):
-        order: tuple = (0, 1)
+    class These(Config):
+        todo: tuple = ()
 
         def cases(self):
-            return [two[i] for i in self.order]
+            return list(self.todo) if self.todo else super().cases()
 
     import cupy
     import torch
 
     pads = []
-    for i, name in enumerate(STEPS):
+    for i, name in enumerate(PLANS[plan]):
         step[0] = i
         if name == "emptied":
             torch.cuda.synchronize()
@@ -110,9 +131,16 @@ def main(path: str) -> None:
             cupy.get_default_memory_pool().free_all_blocks()
         if name == "pad":
             pads += [torch.empty(96 * MiB, dtype=torch.uint8, device="cuda"), cupy.empty(96 * MiB, dtype=cupy.uint8)]
-        order = (1, 0) if name == "swapped" else (0, 1)
-        got = medians(iterate(Two(seed=seed, order=order), backends))
-        doc["steps"].append({"step": name, "order": [ROWS[j][0] for j in order], "medians": got})
+        if name.startswith("dtypes"):
+            todo = tuple(case(j, d) for j in (0, 1) for d in every)
+        elif name == "full":
+            todo = ()
+        else:
+            todo = tuple(case(j) for j in ((1, 0) if name == "swapped" else (0, 1)))
+        spread: dict = {}
+        got = medians(iterate(These(seed=seed, todo=todo, overlap=not name.endswith("alone")), backends), spread)
+        doc["steps"].append({"step": name, "cases": [f"{c[0].name} {c[2].value}" for c in todo] or "default",
+                             "medians": got, "spread": spread})
         save()
 
     # direct: one buffer, both ops, torch only
@@ -174,4 +202,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "--table":
         sys.stdout.write(table(sys.argv[2:]))
     else:
-        main(sys.argv[1])
+        main(*sys.argv[1:3])
