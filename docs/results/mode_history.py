@@ -19,6 +19,9 @@ In one fresh process, one thing changed at a time:
      has them before and after each fp16 case;
    - `dtypes, alone`: the same with nothing made beside the rounds (--no-overlap: the next case's
      inputs and float64 reference on the host thread);
+   - `from gemv`, `from vjp_dx`: that op's cases of the default run, from its first up to the mode
+     case's three dtypes; `from 16384x16384`, `from 1024x16384`: each op's cases from that shape on
+     (plan `bisect`: how much of what ran before brings the mode back?);
    - `full`: the default run's cases once more;
 3. `direct` (torch only, last): BUFFERS new 32 MiB allocations after the pool is emptied, each timed
    as GEMV 16384x1024 (torch.mv(A, x)) and, read as a 1024x16384 matrix, as VJP dx (torch.mv(W.t(), v),
@@ -41,7 +44,8 @@ from dataclasses import dataclass
 
 ROWS = (("gemv", "16384x1024"), ("vjp_dx", "1024x16384"))
 STEPS = ("again", "again", "swapped", "swapped", "emptied", "emptied", "pad", "pad")
-PLANS = {"steps": STEPS, "context": ("again", "dtypes", "dtypes", "dtypes, alone", "dtypes, alone", "full")}
+PLANS = {"steps": STEPS, "context": ("again", "dtypes", "dtypes", "dtypes, alone", "dtypes, alone", "full"),
+         "bisect": ("from gemv", "from vjp_dx", "from 16384x16384", "from 1024x16384", "dtypes", "full")}
 BUFFERS, SAMPLES = 16, 120
 MiB = 1 << 20
 
@@ -70,6 +74,7 @@ def main(path: str, plan: str = "steps") -> None:
     from gapbench.benchmarks.blas.config import Config, parse_shapes
     from gapbench.benchmarks.blas.run import iterate
     from gapbench.core.names import Backend, CacheMode, DType
+    from gapbench.ops.spec import shape_text
 
     doc: dict = {"rows": [" ".join(r) for r in ROWS], "steps": []}
     log: list = []  # [step index, backend, bytes, address] of every big array the adapters make
@@ -135,6 +140,24 @@ def main(path: str, plan: str = "steps") -> None:
             todo = tuple(case(j, d) for j in (0, 1) for d in every)
         elif name == "full":
             todo = ()
+        elif name.startswith("from "):
+            # the default run's cases of the two mode cases' ops, from the first case named to each
+            # mode case's last dtype: how much of what runs before brings the mode back?
+            what = name[5:]
+            default = Config().cases()
+            todo = []
+            for j in (0, 1):
+                op, shape = ROWS[j]
+                mine = [c for c in default if c[0].name == op]
+                end = max(k for k, c in enumerate(mine) if shape_text(c[1]) == shape) + 1
+                if what in ("gemv", "vjp_dx"):
+                    if what != op:
+                        continue
+                    start = 0
+                else:
+                    start = min(k for k, c in enumerate(mine) if shape_text(c[1]) == what)
+                todo += mine[start:end]
+            todo = tuple(todo)
         else:
             todo = tuple(case(j) for j in ((1, 0) if name == "swapped" else (0, 1)))
         spread: dict = {}
