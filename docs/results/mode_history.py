@@ -45,7 +45,8 @@ from dataclasses import dataclass
 ROWS = (("gemv", "16384x1024"), ("vjp_dx", "1024x16384"))
 STEPS = ("again", "again", "swapped", "swapped", "emptied", "emptied", "pad", "pad")
 PLANS = {"steps": STEPS, "context": ("again", "dtypes", "dtypes", "dtypes, alone", "dtypes, alone", "full"),
-         "bisect": ("from gemv", "from vjp_dx", "from 16384x16384", "from 1024x16384", "dtypes", "full")}
+         "bisect": ("from gemv", "from vjp_dx", "from 16384x16384", "from 1024x16384", "dtypes", "full"),
+         "profile": ("from 16384x16384", "probe", "dtypes", "probe", "from 16384x16384", "probe")}
 BUFFERS, SAMPLES = 16, 120
 MiB = 1 << 20
 
@@ -108,7 +109,8 @@ def main(path: str, plan: str = "steps") -> None:
     doc["device"] = registry.info(Backend.native_cuda).device
     doc["plan"] = plan
     doc["full_spread"] = {}
-    doc["full"] = medians(iterate(cfg, backends), doc["full_spread"])
+    if plan != "profile":  # plan profile starts from a fresh process's first cases
+        doc["full"] = medians(iterate(cfg, backends), doc["full_spread"])
     save()
 
     def case(i, dtype=DType.fp16):
@@ -128,6 +130,54 @@ def main(path: str, plan: str = "steps") -> None:
     import torch
 
     pads = []
+    ad = registry.make_adapter(Backend.torch_cuda)
+    ad.setup_context()
+
+    def probe() -> dict:
+        """Right after a step, outside bench.blas: torch's two calls on 4 rotated sets of new buffers,
+        each call behind the gate (medians, us), then 8 calls of each under torch's profiler: each
+        kernel's device time and launch configuration (grid, block, registers, shared memory)."""
+        import tempfile
+
+        from torch.profiler import ProfilerActivity, profile
+
+        sets = []
+        for _ in range(4):
+            B = torch.randn(16384 * 1024, device="cuda", dtype=torch.float16)
+            sets.append(B)
+        x = torch.randn(1024, device="cuda", dtype=torch.float16)
+        v = torch.randn(1024, device="cuda", dtype=torch.float16)
+        calls = {"gemv": [lambda B=B: torch.mv(B.view(16384, 1024), x) for B in sets],
+                 "vjp_dx": [lambda B=B: torch.mv(B.view(1024, 16384).t(), v) for B in sets]}
+        out: dict = {"gated_us": {}, "kernels": {}}
+        for op, fns in calls.items():
+            turn = [0]
+
+            def run_next(fns=fns):
+                f = fns[turn[0] % len(fns)]
+                turn[0] += 1
+                return f()
+
+            for _ in range(8):
+                run_next()
+            torch.cuda.synchronize()
+            t = sorted(ad.time_device_each(run_next, 400))
+            out["gated_us"][op] = [1e6 * t[len(t) // 10], 1e6 * t[len(t) // 2], 1e6 * t[9 * len(t) // 10]]
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(8):
+                    run_next()
+                torch.cuda.synchronize()
+            with tempfile.NamedTemporaryFile(suffix=".json") as f:
+                prof.export_chrome_trace(f.name)
+                trace = json.load(open(f.name))
+            out["kernels"][op] = [{"name": e.get("name"), "us": e.get("dur"),
+                                   **{k: (e.get("args") or {}).get(k) for k in
+                                      ("grid", "block", "registers per thread", "shared memory",
+                                       "blocks per SM", "warps per SM")}}
+                                  for e in trace.get("traceEvents", [])
+                                  if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")]
+        return out
+
     for i, name in enumerate(PLANS[plan]):
         step[0] = i
         if name == "emptied":
@@ -136,6 +186,10 @@ def main(path: str, plan: str = "steps") -> None:
             cupy.get_default_memory_pool().free_all_blocks()
         if name == "pad":
             pads += [torch.empty(96 * MiB, dtype=torch.uint8, device="cuda"), cupy.empty(96 * MiB, dtype=cupy.uint8)]
+        if name == "probe":
+            doc["steps"].append({"step": name, **probe()})
+            save()
+            continue
         if name.startswith("dtypes"):
             todo = tuple(case(j, d) for j in (0, 1) for d in every)
         elif name == "full":
@@ -166,6 +220,8 @@ def main(path: str, plan: str = "steps") -> None:
                              "medians": got, "spread": spread})
         save()
 
+    if plan == "profile":
+        return
     # direct: one buffer, both ops, torch only
     step[0] = len(STEPS)
     ad = registry.make_adapter(Backend.torch_cuda)
@@ -203,13 +259,31 @@ def table(paths: list[str]) -> str:
     for i, d in enumerate(docs):
         steps = d.get("steps") or []
         out.append(f"**Process {i + 1}** ({d['device'].get('name', '?')}, seed {d.get('seed')})\n")
-        out.append("| row | full | " + " | ".join(s["step"] for s in steps) + " |")
-        out.append("|---|---|" + "---|" * len(steps))
-        for k in sorted(d.get("full") or {}):
+        timed = [s for s in steps if "medians" in s]
+        out.append("| row | full | " + " | ".join(s["step"] for s in timed) + " |")
+        out.append("|---|---|" + "---|" * len(timed))
+        keys = sorted({k for s in [{"medians": d.get("full") or {}}] + timed for k in s["medians"]})
+        for k in keys:
             if "gapbench" in k:
                 continue
-            cells = [d["full"].get(k)] + [s["medians"].get(k) for s in steps]
+            cells = [(d.get("full") or {}).get(k)] + [s["medians"].get(k) for s in timed]
             out.append(f"| {k} | " + " | ".join(f"{1e6 * v:.2f}" if v else "-" for v in cells) + " |")
+        probes = [(j, s) for j, s in enumerate(steps) if "gated_us" in s]
+        if probes:
+            out.append("\nProbes (torch, new buffers, 4 sets rotated, outside bench.blas), after the step before each: "
+                       "gated median (us), and the profiled kernels (device us; grid, block, registers):\n")
+            out.append("| after step | op | gated 10/50/90th pct | kernels |")
+            out.append("|---|---|---|---|")
+            for j, s in probes:
+                before = steps[j - 1]["step"] if j else "start"
+                for op, q in s["gated_us"].items():
+                    ks = s["kernels"].get(op, [])
+                    names = sorted({(e["name"], str(e.get("grid")), str(e.get("block")), e.get("registers per thread"))
+                                    for e in ks})
+                    durs = sorted(e["us"] for e in ks if e.get("us") is not None)
+                    kt = "; ".join(f"`{n[:48]}` grid {g} block {b} regs {r}" for n, g, b, r in names)
+                    mid = f" (median {durs[len(durs) // 2]:.2f} us)" if durs else ""
+                    out.append(f"| {j}: after {before} | {op} | {q[0]:.2f} / {q[1]:.2f} / {q[2]:.2f} | {kt}{mid} |")
         direct = d.get("direct") or []
         if direct:
             g = np.array([e["gemv"] for e in direct])
