@@ -303,10 +303,10 @@ def table(paths: list[str]) -> str:
         if probes:
             out.append("\nProbes (torch, new buffers, 4 sets rotated, outside bench.blas), after the step before each: "
                        "gated median (us), and the profiled kernels (device us; grid, block, registers):\n")
-            out.append("| after step | op | gated 10/50/90th pct | kernels |")
+            out.append("| after the step (its number) | op | gated 10/50/90th pct | kernels |")
             out.append("|---|---|---|---|")
             for j, s in probes:
-                before = steps[j - 1]["step"] if j else "start"
+                before = steps[j - 1]["step"] if j else "start"  # (j): that step's number, as in the buffers line
                 for op, q in s["gated_us"].items():
                     ks = s["kernels"].get(op, [])
                     names = sorted({(e["name"], str(e.get("grid")), str(e.get("block")), e.get("registers per thread"))
@@ -314,7 +314,7 @@ def table(paths: list[str]) -> str:
                     durs = sorted(e["us"] for e in ks if e.get("us") is not None)
                     kt = "; ".join(f"`{n[:48]}` grid {g} block {b} regs {r}" for n, g, b, r in names)
                     mid = f" (median {durs[len(durs) // 2]:.2f} us)" if durs else ""
-                    out.append(f"| {j}: after {before} | {op} | {q[0]:.2f} / {q[1]:.2f} / {q[2]:.2f} | {kt}{mid} |")
+                    out.append(f"| {before} ({j}) | {op} | {q[0]:.2f} / {q[1]:.2f} / {q[2]:.2f} | {kt}{mid} |")
         direct = d.get("direct") or []
         if direct:
             g = np.array([e["gemv"] for e in direct])

@@ -1,0 +1,101 @@
+"""docs/results/mode_history.py and mode_native.py, the generators of modes-2026-11-28/: the tables say
+which rows were slow and where the mode cases' buffers lay, from the files as they are."""
+import gzip
+import importlib.util
+import json
+
+from conftest import ROOT
+from gapbench import ops
+from gapbench.benchmarks.blas.params import BlasParams
+from gapbench.benchmarks.blas.run import record
+from gapbench.core.names import Backend, DType
+from gapbench.core.result import OK, RunWriter
+
+MiB = 1 << 20
+
+
+def _module(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "docs" / "results" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _history_doc(slow_last: bool) -> dict:
+    """One process: a full run, two steps on the same buffers (the second slow where asked), a probe."""
+    gemv, vjp = "gemv 16384x1024 torch-cuda/torch", "vjp_dx 1024x16384 torch-cuda/torch"
+    buffers = []
+    for st in (-1, 0, 1):
+        base = 0x7E00_0000_0000 if st == -1 else 0x7F00_0000_0000  # the first full run's own buffers
+        buffers += [[st, "torch", 32 * MiB, base], [st, "torch", 2048, base + 0x10_0000_0000],
+                    [st, "torch", 4096, base + 0x20_0000_0000]]  # an array of another case: not a mode buffer
+    return {"device": {"name": "GPU X"}, "seed": 7, "plan": "context",
+            "full": {gemv: 16.7e-6, vjp: 15.6e-6},
+            "steps": [{"step": "again", "medians": {gemv: 16.1e-6, vjp: 15.6e-6}},
+                      {"step": "full", "medians": {gemv: (16.7e-6 if slow_last else 16.1e-6), vjp: 15.6e-6}},
+                      {"step": "probe", "gated_us": {"gemv": [16.0, 16.67, 17.0]},
+                       "kernels": {"gemv": [{"name": "nvjet_k", "us": 13.6, "grid": [2, 64, 1], "block": [384, 1, 1],
+                                             "registers per thread": 168}]}}],
+            "buffers": buffers}
+
+
+def test_history_table_gives_each_step_its_medians_and_the_probe_its_kernel(tmp_path):
+    mh = _module("mode_history")
+    path = tmp_path / "history-context-x-1.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump(_history_doc(slow_last=True), f)
+    text = mh.table([str(path)])
+    row = next(line for line in text.splitlines() if line.startswith("| gemv 16384x1024 torch-cuda/torch |"))
+    assert row == "| gemv 16384x1024 torch-cuda/torch | 16.70 | 16.10 | 16.70 |"  # full, again, full: the probe is no column
+    assert "plan context" in text and "history-context-x-1.json.gz" in text
+    probe = next(line for line in text.splitlines() if line.startswith("| full (2) | gemv |"))
+    assert "16.00 / 16.67 / 17.00" in probe and "`nvjet_k` grid [2, 64, 1] block [384, 1, 1] regs 168" in probe
+    assert "(median 13.60 us)" in probe
+
+
+def test_history_groups_the_steps_by_where_the_mode_buffers_lay():
+    mh = _module("mode_history")
+    doc = _history_doc(slow_last=False)
+    where = mh.mode_buffers(doc)
+    # the 32 MiB array beside a 2 KiB one is a mode buffer; the 4 KiB array is not
+    assert where == {-1: (("torch", 0x7E00_0000_0000),), 0: (("torch", 0x7F00_0000_0000),),
+                     1: (("torch", 0x7F00_0000_0000),)}
+
+
+def test_history_table_says_which_steps_shared_the_buffers(tmp_path):
+    mh = _module("mode_history")
+    path = tmp_path / "h.json"
+    path.write_text(json.dumps(_history_doc(slow_last=False)))
+    line = next(x for x in mh.table([str(path)]).splitlines() if x.startswith("The mode cases'"))
+    assert line.endswith("same device addresses: full (first); again (1), full (2).")
+
+
+def test_history_without_small_arrays_logged_claims_nothing_about_buffers():
+    mh = _module("mode_history")
+    doc = _history_doc(slow_last=False)
+    doc["buffers"] = [b for b in doc["buffers"] if b[2] >= 16 * MiB]  # the first probe's files logged only these
+    assert mh.mode_buffers(doc) == {}
+
+
+def _run(path, gemv_us, vjp_us, native: bool):
+    w = RunWriter(path, env={"source_hash": "0" * 64}, run={"probe": "blas", "wall_s": {"total": 40.0}},
+                  overhead=None)
+    for op, shape, us in (("gemv", {"m": 16384, "k": 1024}, gemv_us), ("vjp_dx", {"m": 1024, "k": 16384}, vjp_us)):
+        for b, v in ((Backend.torch_cuda, "torch"), (Backend.cupy, "cupy")):
+            w.add(record(ops.get(op), DType.fp16, shape, b, v, BlasParams(), status=OK, samples_s=[us * 1e-6] * 5))
+        if native:
+            w.add(record(ops.get(op), DType.fp16, shape, Backend.native_cuda, "cublas", BlasParams(), status=OK,
+                         samples_s=[us * 1e-6] * 5))
+    w.finish()
+    return str(path)
+
+
+def test_native_table_marks_rows_over_the_fastest_and_says_which_runs_had_native_rows(tmp_path):
+    mn = _module("mode_native")
+    a = _run(tmp_path / "A1.json", 16.0, 16.3, native=True)
+    f = _run(tmp_path / "F2.json", 16.7, 15.5, native=False)
+    lines = mn.table([a, f]).splitlines()
+    row_a = next(x for x in lines if x.startswith("| A1.json |"))
+    row_f = next(x for x in lines if x.startswith("| F2.json |"))
+    assert row_a == "| A1.json | yes | 40.0 | 16.00 | 16.00 | 16.30* | 16.30* |"
+    assert row_f == "| F2.json | no | 40.0 | 16.70* | 16.70* | 15.50 | 15.50 |"
