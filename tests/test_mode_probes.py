@@ -99,3 +99,31 @@ def test_native_table_marks_rows_over_the_fastest_and_says_which_runs_had_native
     row_f = next(x for x in lines if x.startswith("| F2.json |"))
     assert row_a == "| A1.json | yes | 40.0 | 16.00 | 16.00 | 16.30* | 16.30* |"
     assert row_f == "| F2.json | no | 40.0 | 16.70* | 16.70* | 15.50 | 15.50 |"
+
+
+def test_overhead_table_splits_each_process_median_into_kernel_and_the_rest(tmp_path):
+    """Three processes of one row: the kernel steady, the sample moving by what lies beside it; the
+    table's rest is sample - kernel per process, and its sd across processes is in ns."""
+    op = _module("overhead_probe")
+    paths = []
+    for i, (sample, kernel) in enumerate(((5.00, 3.00), (5.10, 3.00), (4.90, 3.00))):
+        p = tmp_path / f"o{i}.json"
+        p.write_text(json.dumps({"device": "GPU X", "rows": {"gemv 1024x1024 torch-cuda": {
+            "sample_us": [sample - 0.1, sample, sample + 0.1], "kernel_us": [kernel] * 24, "kernels": ["k"],
+            "kernels_per_call": 1.0}}}))
+        paths.append(str(p))
+    line = next(x for x in op.table(paths).splitlines() if x.startswith("| gemv 1024x1024 torch-cuda |"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[1] == "5.000 (2.00%)"      # the sample's medians 4.9, 5.0, 5.1: sd 0.1
+    assert cells[2] == "3.000 (0.00%)"      # the kernel did not move
+    assert cells[3] == "2.000 (5.00%)"      # so all of the move is beside it
+    assert cells[4] == "100" and cells[5] == "1"
+
+
+def test_overhead_table_leaves_the_split_out_where_a_process_saw_no_kernel(tmp_path):
+    op = _module("overhead_probe")
+    p = tmp_path / "o.json"
+    p.write_text(json.dumps({"device": "GPU X", "rows": {"gemv 16384x1024 cupy": {
+        "sample_us": [15.9, 16.0, 16.2], "kernel_us": [], "kernels": [], "kernels_per_call": 0.0}}}))
+    line = next(x for x in op.table([str(p)]).splitlines() if x.startswith("| gemv 16384x1024 cupy |"))
+    assert line == "| gemv 16384x1024 cupy | 16.000 (0.00%) | - | - | - | - |"
