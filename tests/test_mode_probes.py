@@ -1,8 +1,12 @@
-"""docs/results/mode_history.py and mode_native.py, the generators of modes-2026-11-28/: the tables say
-which rows were slow and where the mode cases' buffers lay, from the files as they are."""
+"""docs/results/mode_history.py, mode_native.py and overhead_probe.py, the probes of modes-2026-11-28/
+and issue 35's next measurement: the tables say which rows were slow, where the mode cases' buffers
+lay and what a sample holds beside its kernel, from the files as they are; the probes' one timing
+helper rotates the sets and keeps the GPU activities."""
 import gzip
 import importlib.util
 import json
+
+import pytest
 
 from conftest import ROOT
 from gapbench import ops
@@ -127,3 +131,47 @@ def test_overhead_table_leaves_the_split_out_where_a_process_saw_no_kernel(tmp_p
         "sample_us": [15.9, 16.0, 16.2], "kernel_us": [], "kernels": [], "kernels_per_call": 0.0}}}))
     line = next(x for x in op.table([str(p)]).splitlines() if x.startswith("| gemv 16384x1024 cupy |"))
     assert line == "| gemv 16384x1024 cupy | 16.000 (0.00%) | - | - | - | - |"
+
+
+def test_gated_and_profiled_rotates_the_sets_and_keeps_the_gpu_activities(monkeypatch):
+    """The probes' one timing helper: the input sets run in turn (two warm passes, then the gated
+    samples, then the profiled calls), the percentiles are of the gated samples, and only GPU
+    activities of the trace are kept, with their launch configuration."""
+    import torch.profiler
+
+    mh = _module("mode_history")
+    ran = []
+    fns = [(lambda i=i: ran.append(i)) for i in range(4)]
+
+    class Ad:
+        def time_device_each(self, fn, n):
+            out = []
+            for i in range(n):
+                fn()
+                out.append((i + 1) * 1e-6)  # 1..n us
+            return out
+
+    trace = {"traceEvents": [
+        {"cat": "kernel", "name": "k", "dur": 13.5, "args": {"grid": [2, 64, 1], "block": [384, 1, 1]}},
+        {"cat": "gpu_memset", "name": "Memset", "dur": 0.5},
+        {"cat": "cpu_op", "name": "aten::mv", "dur": 40.0}]}
+
+    class Prof:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def export_chrome_trace(self, path):
+            with open(path, "w") as f:
+                json.dump(trace, f)
+
+    monkeypatch.setattr(torch.profiler, "profile", lambda **kw: Prof())
+    syncs = []
+    q, acts = mh.gated_and_profiled(Ad(), fns, 100, 8, lambda: syncs.append(len(ran)))
+    assert ran == [i % 4 for i in range(8 + 100 + 8)]  # warm, gated, profiled: always the next set
+    assert syncs == [8, 116]
+    assert q == pytest.approx([11.0, 51.0, 91.0])  # the 10th, 50th and 90th of 1..100 us
+    assert [(a["cat"], a["name"], a["us"]) for a in acts] == [("kernel", "k", 13.5), ("gpu_memset", "Memset", 0.5)]
+    assert acts[0]["grid"] == [2, 64, 1] and acts[0]["block"] == [384, 1, 1] and acts[1]["grid"] is None

@@ -51,6 +51,41 @@ BUFFERS, SAMPLES = 16, 120
 MiB = 1 << 20
 
 
+def gated_and_profiled(ad, fns: list, samples: int, profiled: int, sync) -> tuple[list[float], list[dict]]:
+    """`fns` (one call per input set) in rotation, as bench.blas's framework rows run them: two passes
+    to warm up, `samples` calls each behind gapbench's gate (`ad.time_device_each`: their 10th, 50th
+    and 90th percentiles, us), then `profiled` calls under torch's profiler (CUPTI sees every kernel of
+    the process, CuPy's too): each GPU activity (kernel, memset, memcpy) with its device time (us)
+    and launch configuration. `sync` waits for the device."""
+    import tempfile
+
+    from torch.profiler import ProfilerActivity, profile
+
+    turn = [0]
+
+    def run_next():
+        f = fns[turn[0] % len(fns)]
+        turn[0] += 1
+        return f()
+
+    for _ in range(2 * len(fns)):
+        run_next()
+    sync()
+    t = sorted(ad.time_device_each(run_next, samples))
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(profiled):
+            run_next()
+        sync()
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        trace = json.load(open(f.name))
+    acts = [{"cat": e.get("cat"), "name": e.get("name"), "us": e.get("dur"),
+             **{k: (e.get("args") or {}).get(k) for k in ("grid", "block", "registers per thread", "shared memory",
+                                                          "blocks per SM", "warps per SM")}}
+            for e in trace.get("traceEvents", []) if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")]
+    return [1e6 * t[len(t) // 10], 1e6 * t[len(t) // 2], 1e6 * t[9 * len(t) // 10]], acts
+
+
 def medians(records, spread: dict | None = None) -> dict[str, float]:
     """The fp16 mode rows' medians (s); their 10th/50th/90th percentiles into `spread`."""
     import numpy as np
@@ -137,45 +172,14 @@ def main(path: str, plan: str = "steps") -> None:
         """Right after a step, outside bench.blas: torch's two calls on 4 rotated sets of new buffers,
         each call behind the gate (medians, us), then 8 calls of each under torch's profiler: each
         kernel's device time and launch configuration (grid, block, registers, shared memory)."""
-        import tempfile
-
-        from torch.profiler import ProfilerActivity, profile
-
-        sets = []
-        for _ in range(4):
-            B = torch.randn(16384 * 1024, device="cuda", dtype=torch.float16)
-            sets.append(B)
+        sets = [torch.randn(16384 * 1024, device="cuda", dtype=torch.float16) for _ in range(4)]
         x = torch.randn(1024, device="cuda", dtype=torch.float16)
         v = torch.randn(1024, device="cuda", dtype=torch.float16)
         calls = {"gemv": [lambda B=B: torch.mv(B.view(16384, 1024), x) for B in sets],
                  "vjp_dx": [lambda B=B: torch.mv(B.view(1024, 16384).t(), v) for B in sets]}
         out: dict = {"gated_us": {}, "kernels": {}}
         for op, fns in calls.items():
-            turn = [0]
-
-            def run_next(fns=fns):
-                f = fns[turn[0] % len(fns)]
-                turn[0] += 1
-                return f()
-
-            for _ in range(8):
-                run_next()
-            torch.cuda.synchronize()
-            t = sorted(ad.time_device_each(run_next, 400))
-            out["gated_us"][op] = [1e6 * t[len(t) // 10], 1e6 * t[len(t) // 2], 1e6 * t[9 * len(t) // 10]]
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                for _ in range(8):
-                    run_next()
-                torch.cuda.synchronize()
-            with tempfile.NamedTemporaryFile(suffix=".json") as f:
-                prof.export_chrome_trace(f.name)
-                trace = json.load(open(f.name))
-            out["kernels"][op] = [{"name": e.get("name"), "us": e.get("dur"),
-                                   **{k: (e.get("args") or {}).get(k) for k in
-                                      ("grid", "block", "registers per thread", "shared memory",
-                                       "blocks per SM", "warps per SM")}}
-                                  for e in trace.get("traceEvents", [])
-                                  if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")]
+            out["gated_us"][op], out["kernels"][op] = gated_and_profiled(ad, fns, 400, 8, torch.cuda.synchronize)
         return out
 
     for i, name in enumerate(PLANS[plan]):
@@ -222,10 +226,7 @@ def main(path: str, plan: str = "steps") -> None:
 
     if plan == "profile":
         return
-    # direct: one buffer, both ops, torch only
-    step[0] = len(STEPS)
-    ad = registry.make_adapter(Backend.torch_cuda)
-    ad.setup_context()
+    # direct: one buffer, both ops, torch only (the probes' adapter; these arrays are torch's own, not logged)
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     x = torch.randn(1024, device="cuda", dtype=torch.float16)

@@ -5,9 +5,9 @@ the same time. Rows under 10 us move 1.2-2.5% rms between processes, what keeps 
 80% `same`: is that the same part?)
 
 One fresh process per call of this script. For each CASE and framework (torch-cuda, CuPy): 4 input sets
-rotated, SAMPLES calls each behind gapbench's release gate (the adapters' time_device_each: the path
-bench.blas's framework rows take), then PROFILED calls under torch's profiler (CUPTI sees every kernel
-of the process, CuPy's too): the sample's median and each call's kernel time. Run it in several fresh
+rotated, SAMPLES calls each behind gapbench's release gate, then PROFILED calls under torch's profiler
+(mode_history.gated_and_profiled, the probe of its plan `profile`): the sample's median and each call's
+kernel time. Run it in several fresh
 processes, then `--table` says, case by case, how far the sample's median and the kernel's moved
 between processes and what the rest (sample minus kernel) did.
 
@@ -21,6 +21,9 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 #: (label, framework call builder args): fp16 cases of the default run's short rows and one long one
 CASES = (("gemm 8x256x256x256", "bmm", (8, 256, 256, 256)),
@@ -58,49 +61,31 @@ def calls(xp, kind: str, dims: tuple) -> list:
 
 
 def main(path: str) -> None:
-    import tempfile
-
     import cupy
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     from gapbench.backends import registry
     from gapbench.core.names import Backend
+    from mode_history import gated_and_profiled
 
     adapters = {"torch-cuda": registry.make_adapter(Backend.torch_cuda), "cupy": registry.make_adapter(Backend.cupy)}
     for ad in adapters.values():
         ad.setup_context()
     libs = {"torch-cuda": torch, "cupy": cupy}
+
+    def sync():
+        torch.cuda.synchronize()
+        cupy.cuda.Device().synchronize()
+
     doc: dict = {"device": torch.cuda.get_device_name(), "rows": {}}
     for label, kind, dims in CASES:
         for fw, ad in adapters.items():
-            fns = calls(libs[fw], kind, dims)
-            turn = [0]
-
-            def run_next(fns=fns):
-                f = fns[turn[0] % len(fns)]
-                turn[0] += 1
-                return f()
-
-            for _ in range(2 * SETS):
-                run_next()
-            torch.cuda.synchronize()
-            cupy.cuda.Device().synchronize()
-            samples = sorted(ad.time_device_each(run_next, SAMPLES))
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                for _ in range(PROFILED):
-                    run_next()
-                torch.cuda.synchronize()
-                cupy.cuda.Device().synchronize()
-            with tempfile.NamedTemporaryFile(suffix=".json") as f:
-                prof.export_chrome_trace(f.name)
-                trace = json.load(open(f.name))
-            kernels = [e for e in trace.get("traceEvents", []) if e.get("cat") == "kernel"]
+            sample_us, acts = gated_and_profiled(ad, calls(libs[fw], kind, dims), SAMPLES, PROFILED, sync)
+            kernels = [a for a in acts if a["cat"] == "kernel"]
             doc["rows"][f"{label} {fw}"] = {
-                "sample_us": [1e6 * samples[len(samples) // 10], 1e6 * samples[len(samples) // 2],
-                              1e6 * samples[9 * len(samples) // 10]],
-                "kernels": sorted({e.get("name", "")[:80] for e in kernels}),
-                "kernel_us": [e.get("dur") for e in kernels],
+                "sample_us": sample_us,
+                "kernels": sorted({(a["name"] or "")[:80] for a in kernels}),
+                "kernel_us": [a["us"] for a in kernels],
                 "kernels_per_call": len(kernels) / PROFILED}
             with open(path, "w") as f:
                 json.dump(doc, f, indent=1)
