@@ -110,11 +110,11 @@ def test_overhead_table_splits_each_process_median_into_kernel_and_the_rest(tmp_
     table's rest is sample - kernel per process, and its sd across processes is in ns."""
     op = _module("overhead_probe")
     paths = []
-    for i, (sample, kernel) in enumerate(((5.00, 3.00), (5.10, 3.00), (4.90, 3.00))):
+    for i, (sample, kernel, batch) in enumerate(((5.00, 3.00, 3.96), (5.10, 3.00, 4.00), (4.90, 3.00, 4.04))):
         p = tmp_path / f"o{i}.json"
         p.write_text(json.dumps({"device": "GPU X", "rows": {"gemv 1024x1024 torch-cuda": {
             "sample_us": [sample - 0.1, sample, sample + 0.1], "kernel_us": [kernel] * 24, "kernels": ["k"],
-            "kernels_per_call": 1.0}}}))
+            "kernels_per_call": 1.0, "batch_us": [batch - 0.1, batch, batch + 0.1], "batch": 8}}}))
         paths.append(str(p))
     line = next(x for x in op.table(paths).splitlines() if x.startswith("| gemv 1024x1024 torch-cuda |"))
     cells = [c.strip() for c in line.strip("|").split("|")]
@@ -122,6 +122,7 @@ def test_overhead_table_splits_each_process_median_into_kernel_and_the_rest(tmp_
     assert cells[2] == "3.000 (0.00%)"      # the kernel did not move
     assert cells[3] == "2.000 (5.00%)"      # so all of the move is beside it
     assert cells[4] == "100" and cells[5] == "1"
+    assert cells[6] == "4.000 (1.00%), n=8"  # the batch arm's per-call medians 3.96, 4.00, 4.04
 
 
 def test_overhead_table_leaves_the_split_out_where_a_process_saw_no_kernel(tmp_path):
@@ -130,7 +131,7 @@ def test_overhead_table_leaves_the_split_out_where_a_process_saw_no_kernel(tmp_p
     p.write_text(json.dumps({"device": "GPU X", "rows": {"gemv 16384x1024 cupy": {
         "sample_us": [15.9, 16.0, 16.2], "kernel_us": [], "kernels": [], "kernels_per_call": 0.0}}}))
     line = next(x for x in op.table([str(p)]).splitlines() if x.startswith("| gemv 16384x1024 cupy |"))
-    assert line == "| gemv 16384x1024 cupy | 16.000 (0.00%) | - | - | - | - |"
+    assert line == "| gemv 16384x1024 cupy | 16.000 (0.00%) | - | - | - | - | - |"
 
 
 def test_gated_and_profiled_rotates_the_sets_and_keeps_the_gpu_activities(monkeypatch):
