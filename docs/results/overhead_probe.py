@@ -80,7 +80,10 @@ def main(path: str) -> None:
         torch.cuda.synchronize()
         cupy.cuda.Device().synchronize()
 
-    doc: dict = {"device": torch.cuda.get_device_name(), "rows": {}}
+    import os
+
+    doc: dict = {"device": torch.cuda.get_device_name(), "rows": {},
+                 "module_loading": os.environ.get("CUDA_MODULE_LOADING", "")}
     for label, kind, dims in CASES:
         for fw, ad in adapters.items():
             sample_us, acts = gated_and_profiled(ad, calls(libs[fw], kind, dims), SAMPLES, PROFILED, sync)
