@@ -176,3 +176,26 @@ def test_gated_and_profiled_rotates_the_sets_and_keeps_the_gpu_activities(monkey
     assert q == pytest.approx([11.0, 51.0, 91.0])  # the 10th, 50th and 90th of 1..100 us
     assert [(a["cat"], a["name"], a["us"]) for a in acts] == [("kernel", "k", 13.5), ("gpu_memset", "Memset", 0.5)]
     assert acts[0]["grid"] == [2, 64, 1] and acts[0]["block"] == [384, 1, 1] and acts[1]["grid"] is None
+
+
+def test_floor_table_sets_each_process_floor_beside_its_short_rows(tmp_path):
+    """One line a process: the current stream's floors, the range over the timing streams, the mean of
+    its short rows' sample medians; and the correlation of the floor with that mean across processes
+    (here the floor and the rows rise together by construction: +1.00)."""
+    op = _module("overhead_probe")
+    paths = []
+    for i, lift in enumerate((0.0, 0.1, 0.3)):
+        p = tmp_path / f"p{i}.json"
+        floors = [{"stream": "current", "empty_us": 2.0 + lift, "empty_median_us": 2.0, "gemv_us": 5.0 + lift,
+                   "gemv_median_us": 5.0, "empty_batch_us": 1.0 + lift}] + [
+            {"stream": s, "empty_us": 2.1 + s / 10, "empty_median_us": 2.1, "gemv_us": 5.2, "gemv_median_us": 5.2,
+             "empty_batch_us": 1.1} for s in range(2)]
+        p.write_text(json.dumps({"device": "GPU X", "module_loading": "", "floors": floors, "rows": {
+            "gemv 256x256 torch-cuda": {"sample_us": [0, 4.0 + lift, 0]},
+            "gemv 1024x1024 cupy": {"sample_us": [0, 6.0 + lift, 0]},
+            "gemv 4096x4096 cupy": {"sample_us": [0, 99.0, 0]}}}))
+        paths.append(str(p))
+    text = op.floor_table(paths)
+    line = next(x for x in text.splitlines() if x.startswith("| p1.json |"))
+    assert line == "| p1.json | driver default | 2.100 | 1.100 | 5.100 | 2.100-2.200 | 5.200-5.200 | 5.100 |"
+    assert "Across 3 processes, the current stream's empty kernel against the short rows' mean: correlation 1.00." in text

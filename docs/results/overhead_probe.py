@@ -7,7 +7,8 @@ the same time. Rows under 10 us move 1.2-2.5% rms between processes, what keeps 
 One fresh process per call of this script. For each CASE and framework (torch-cuda, CuPy): 4 input sets
 rotated, SAMPLES calls each behind gapbench's release gate, then PROFILED calls under torch's profiler
 (mode_history.gated_and_profiled, the probe of its plan `profile`): the sample's median and each call's
-kernel time; then the batch arm: BATCH_SAMPLES samples of BATCH calls each behind one gate (per call). Run it in several fresh
+kernel time; then the batch arm: BATCH_SAMPLES samples of BATCH calls each behind one gate (per call).
+Last, `floors`: per stream, an empty kernel beside the GEMV 1024x1024 (does a floor move with the rows?). Run it in several fresh
 processes, then `--table` says, case by case, how far the sample's median and the kernel's moved
 between processes and what the rest (sample minus kernel) did.
 
@@ -63,6 +64,50 @@ def calls(xp, kind: str, dims: tuple) -> list:
     return out
 
 
+def _trimmed_us(t: list[float]) -> float:
+    """The mean of the middle 80% of samples (us): the event timer ticks in 32 ns steps on these GPUs,
+    so medians of short samples move in whole steps; the trimmed mean resolves between them."""
+    t = sorted(t)
+    mid = t[len(t) // 10: len(t) - len(t) // 10]
+    return 1e6 * sum(mid) / len(mid)
+
+
+def floors(torch, ad, n_streams: int = 8) -> list[dict]:
+    """Per stream (torch's current stream, then the native part's `n_streams` timing streams): an empty
+    kernel (torch.cuda._sleep(0)) and the fp16 GEMV 1024x1024, SAMPLES one-call samples each behind
+    the gate, interleaved in blocks, and BATCH_SAMPLES samples of BATCH empty kernels; trimmed means
+    (us). Does a process's and a stream's floor move as its short rows do?"""
+    A = [torch.randn(1024, 1024, device="cuda", dtype=torch.float16) for _ in range(SETS)]
+    x = [torch.randn(1024, device="cuda", dtype=torch.float16) for _ in range(SETS)]
+    turn = [0]
+
+    def gemv():
+        turn[0] += 1
+        return torch.mv(A[turn[0] % SETS], x[turn[0] % SETS])
+
+    def empty():
+        torch.cuda._sleep(0)
+
+    out = []
+    streams = [None] + list(range(ad.timing_streams(n_streams)))
+    for s in streams:
+        if s is not None:
+            ad.use_stream(s)
+        for _ in range(2 * SETS):
+            gemv(), empty()
+        torch.cuda.synchronize()
+        e, g = [], []
+        for _ in range(SAMPLES // 50):  # interleaved blocks: both see the same moments of the process
+            e += ad.time_device_each(empty, 50)
+            g += ad.time_device_each(gemv, 50)
+        batch = [ad.time_device(empty, BATCH) / BATCH for _ in range(BATCH_SAMPLES)]
+        out.append({"stream": "current" if s is None else s, "empty_us": _trimmed_us(e),
+                    "empty_median_us": 1e6 * sorted(e)[len(e) // 2], "gemv_us": _trimmed_us(g),
+                    "gemv_median_us": 1e6 * sorted(g)[len(g) // 2], "empty_batch_us": _trimmed_us(batch)})
+    torch.cuda.set_stream(torch.cuda.default_stream())
+    return out
+
+
 def main(path: str) -> None:
     import cupy
     import torch
@@ -107,6 +152,9 @@ def main(path: str) -> None:
                              1e6 * batch[9 * len(batch) // 10]], "batch": BATCH}
             with open(path, "w") as f:
                 json.dump(doc, f, indent=1)
+    doc["floors"] = floors(torch, adapters["torch-cuda"])
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
 
 
 def _spread(values: list[float]) -> str:
@@ -146,8 +194,37 @@ def table(paths: list[str]) -> str:
     return "\n".join(out) + "\n"
 
 
+def floor_table(paths: list[str]) -> str:
+    """Per process: its empty kernel and GEMV 1024x1024 on torch's current stream (trimmed means, us),
+    the empty kernel's per-call time in a batch, and the range of both over the native timing streams;
+    then the correlation across processes of the current stream's empty kernel with the mean of the
+    short framework rows' sample medians (the process's common offset)."""
+    docs = [(Path(p).name, json.load(open(p))) for p in paths]
+    docs = [(n, d) for n, d in docs if d.get("floors")]
+    out = ["| process | loading | empty, current stream | empty, batched | GEMV 1024 | empty, 8 streams | GEMV 1024, 8 streams | short rows' mean sample |",
+           "|---|---|---|---|---|---|---|---|"]
+    xs, ys = [], []
+    for name, d in docs:
+        cur = next(f for f in d["floors"] if f["stream"] == "current")
+        rest = [f for f in d["floors"] if f["stream"] != "current"]
+        short = [r["sample_us"][1] for k, r in d["rows"].items() if "256x256" in k.split()[1] or "1024x1024" in k.split()[1]]
+        level = statistics.fmean(short) if short else float("nan")
+        if short:
+            xs.append(cur["empty_us"])
+            ys.append(level)
+        rng = (lambda key: f"{min(f[key] for f in rest):.3f}-{max(f[key] for f in rest):.3f}" if rest else "-")
+        out.append(f"| {name} | {d.get('module_loading') or 'driver default'} | {cur['empty_us']:.3f} | {cur['empty_batch_us']:.3f} "
+                   f"| {cur['gemv_us']:.3f} | {rng('empty_us')} | {rng('gemv_us')} | {level:.3f} |")
+    if len(xs) > 2 and statistics.pstdev(xs) > 0 and statistics.pstdev(ys) > 0:
+        out.append(f"\nAcross {len(xs)} processes, the current stream's empty kernel against the short rows' mean: "
+                   f"correlation {statistics.correlation(xs, ys):.2f}.")
+    return "\n".join(out) + "\n"
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "--table":
         sys.stdout.write(table(sys.argv[2:]))
+    elif sys.argv[1] == "--floors":
+        sys.stdout.write(floor_table(sys.argv[2:]))
     else:
         main(sys.argv[1])
