@@ -199,3 +199,26 @@ def test_floor_table_sets_each_process_floor_beside_its_short_rows(tmp_path):
     line = next(x for x in text.splitlines() if x.startswith("| p1.json |"))
     assert line == "| p1.json | driver default | 2.100 | 1.100 | 5.100 | 2.100-2.200 | 5.200-5.200 | 5.100 |"
     assert "Across 3 processes, the current stream's empty kernel against the short rows' mean: correlation 1.00." in text
+
+
+def test_offsets_splits_the_moves_into_one_offset_per_process_and_takes_the_floor_off(tmp_path):
+    """Rows that move only by their process's offset, which the empty kernel also moves by (in us):
+    nothing is left after the floor's move, the correlation is 1, and beside the common (log) offset
+    only what an offset in us does to rows of other lengths is left."""
+    op = _module("overhead_probe")
+    paths = []
+    for i, lift in enumerate((0.0, 0.1, -0.1, 0.2)):
+        p = tmp_path / f"p{i}.json"
+        floors = [{"stream": "current", "empty_us": 3.0 + lift, "empty_batch_us": 2.0 + lift, "gemv_us": 0,
+                   "empty_median_us": 0, "gemv_median_us": 0}]
+        rows = {k: {"sample_us": [0, base + lift, 0], "batch_us": [0, base - 1 + lift, 0]}
+                for k, base in zip(op.SHORT, (5.0, 4.8, 4.8, 5.9, 5.9))}
+        p.write_text(json.dumps({"device": "GPU X", "floors": floors, "rows": rows}))
+        paths.append(str(p))
+    text = op.offsets(paths)
+    one = next(x for x in text.splitlines() if x.startswith("| one call each |"))
+    cells = [c.strip() for c in one.strip("|").split("|")]
+    assert cells[3] == "0.00%" and cells[4] == "1.00"
+    moved, beside = float(cells[1].rstrip("%")), float(cells[2].rstrip("%"))
+    assert moved > 1.0 and beside < moved / 5  # the rows did move, by their process's offset
+    assert op.offsets(paths[:2]).startswith("fewer than 3 processes")

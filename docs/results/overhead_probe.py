@@ -14,11 +14,14 @@ between processes and what the rest (sample minus kernel) did.
 
     python docs/results/overhead_probe.py OUT.json
     python docs/results/overhead_probe.py --table RUN.json ...   # Markdown over several processes
+    python docs/results/overhead_probe.py --floors RUN.json ...  # per process: its floors, its short rows
+    python docs/results/overhead_probe.py --offsets RUN.json ... # the common offset, and the floor against it
 
 """
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -221,10 +224,64 @@ def floor_table(paths: list[str]) -> str:
     return "\n".join(out) + "\n"
 
 
+#: the short rows of the offsets table: the framework rows of the cases under 10 us (CuPy's batched
+#: GEMM is 4 kernels and 28 us a call: not one of them)
+SHORT = ("gemm 8x256x256x256 torch-cuda", "gemv 256x256 torch-cuda", "gemv 256x256 cupy",
+         "gemv 1024x1024 torch-cuda", "gemv 1024x1024 cupy")
+
+
+def _rms(values: list[float]) -> float:
+    return math.sqrt(statistics.fmean([v * v for v in values])) if values else float("nan")
+
+
+def offsets(paths: list[str]) -> str:
+    """How much of the short rows' moves between processes one offset per process explains, and
+    whether the process's empty kernel (`floors`, torch's current stream) measures it. For the
+    one-call samples and the batch arm: each row's log median less its mean over the processes; the
+    process's common offset (the mean over SHORT rows); the rms of the rows' moves, of what is left
+    beside the common offset, and of what is left after the process's empty kernel's own move
+    (microseconds, one-call or batched) is taken off each row; and the correlation of the empty
+    kernel's move with the common offset. sd across processes, as a share of the row."""
+    docs = [json.load(open(p)) for p in paths]
+    docs = [d for d in docs if d.get("floors") and all(k in d.get("rows", {}) for k in SHORT)]
+    if len(docs) < 3:
+        return "fewer than 3 processes with floors and every short row: no offsets table\n"
+    cur = [next(f for f in d["floors"] if f["stream"] == "current") for d in docs]
+    out = [f"{len(docs)} processes ({', '.join(sorted({d.get('device', '?') for d in docs}))}); rows: {', '.join(SHORT)}.\n",
+           "| samples | rms of the rows' moves | beside the common offset | after the empty kernel's move | "
+           "correlation: empty kernel, common offset | common offset per process |",
+           "|---|---|---|---|---|---|"]
+    for arm, field, floor in (("one call each", "sample_us", "empty_us"), ("batch, per call", "batch_us", "empty_batch_us")):
+        f = [c[floor] for c in cur]
+        fm = statistics.fmean(f)
+        moves, left, adjusted = [], [], []
+        common = [0.0] * len(docs)
+        per_row = {}
+        for k in SHORT:
+            v = [d["rows"][k][field][1] for d in docs]
+            lv = [math.log(x) for x in v]
+            m = statistics.fmean(lv)
+            per_row[k] = [x - m for x in lv]
+            a = [math.log(x - (fi - fm)) for x, fi in zip(v, f)]
+            am = statistics.fmean(a)
+            adjusted += [x - am for x in a]
+        for i in range(len(docs)):
+            common[i] = statistics.fmean(per_row[k][i] for k in SHORT)
+        for k in SHORT:
+            moves += per_row[k]
+            left += [x - c for x, c in zip(per_row[k], common)]
+        corr = statistics.correlation(f, common) if statistics.pstdev(f) > 0 and statistics.pstdev(common) > 0 else float("nan")
+        out.append(f"| {arm} | {100 * _rms(moves):.2f}% | {100 * _rms(left):.2f}% | {100 * _rms(adjusted):.2f}% | "
+                   f"{corr:.2f} | {', '.join(f'{100 * c:+.2f}%' for c in common)} |")
+    return "\n".join(out) + "\n"
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "--table":
         sys.stdout.write(table(sys.argv[2:]))
     elif sys.argv[1] == "--floors":
         sys.stdout.write(floor_table(sys.argv[2:]))
+    elif sys.argv[1] == "--offsets":
+        sys.stdout.write(offsets(sys.argv[2:]))
     else:
         main(sys.argv[1])
