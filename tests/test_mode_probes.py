@@ -189,7 +189,7 @@ def test_floor_table_sets_each_process_floor_beside_its_short_rows(tmp_path):
         p = tmp_path / f"p{i}.json"
         floors = [{"stream": "current", "empty_us": 2.0 + lift, "empty_median_us": 2.0, "gemv_us": 5.0 + lift,
                    "gemv_median_us": 5.0, "empty_batch_us": 1.0 + lift}] + [
-            {"stream": s, "empty_us": 2.1 + s / 10, "empty_median_us": 2.1, "gemv_us": 5.2, "gemv_median_us": 5.2,
+            {"stream": s, "empty_us": 2.1 + s / 10, "empty_median_us": 2.1, "gemv_us": 5.1 + s / 10, "gemv_median_us": 5.1,
              "empty_batch_us": 1.1} for s in range(2)]
         p.write_text(json.dumps({"device": "GPU X", "module_loading": "", "floors": floors, "rows": {
             "gemv 256x256 torch-cuda": {"sample_us": [0, 4.0 + lift, 0]},
@@ -198,8 +198,9 @@ def test_floor_table_sets_each_process_floor_beside_its_short_rows(tmp_path):
         paths.append(str(p))
     text = op.floor_table(paths)
     line = next(x for x in text.splitlines() if x.startswith("| p1.json |"))
-    assert line == "| p1.json | driver default | 2.100 | 1.100 | 5.100 | 2.100-2.200 | 5.200-5.200 | 5.100 |"
+    assert line == "| p1.json | driver default | 2.100 | 1.100 | 5.100 | 2.100-2.200 | 5.100-5.200 | 5.100 |"
     assert "Across 3 processes, the current stream's empty kernel against the short rows' mean: correlation 1.00." in text
+    assert "stream to stream" in text and text.rstrip().endswith("correlation 1.00.")  # streams' GEMV rises with its floor
 
 
 def test_offsets_splits_the_moves_into_one_offset_per_process_and_takes_the_floor_off(tmp_path):
