@@ -132,7 +132,8 @@ def main(path: str) -> None:
     import os
 
     doc: dict = {"device": torch.cuda.get_device_name(), "rows": {},
-                 "module_loading": os.environ.get("CUDA_MODULE_LOADING", "")}
+                 "module_loading": os.environ.get("CUDA_MODULE_LOADING", ""),
+                 "max_connections": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "")}
     for label, kind, dims in CASES:
         for fw, ad in adapters.items():
             sample_us, acts = gated_and_profiled(ad, calls(libs[fw], kind, dims), SAMPLES, PROFILED, sync)
