@@ -201,6 +201,9 @@ def test_floor_table_sets_each_process_floor_beside_its_short_rows(tmp_path):
     assert line == "| p1.json | driver default | 2.100 | 1.100 | 5.100 | 2.100-2.200 | 5.100-5.200 | 5.100 |"
     assert "Across 3 processes, the current stream's empty kernel against the short rows' mean: correlation 1.00." in text
     assert "stream to stream" in text and text.rstrip().endswith("correlation 1.00.")  # streams' GEMV rises with its floor
+    # every GEMV moved exactly as its empty kernel: nothing is left once the empty kernel's move is off
+    assert "Over every stream of every process (9), the empty kernel interleaved with the GEMV: correlation 1.00" in text
+    assert "0.00% after the empty kernel's move (us) is taken off." in text
 
 
 def test_offsets_splits_the_moves_into_one_offset_per_process_and_takes_the_floor_off(tmp_path):
