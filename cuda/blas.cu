@@ -233,14 +233,25 @@ std::string Case::strategy(Impl impl) const {
   throw std::invalid_argument("unknown impl " + std::to_string((int)impl));
 }
 
-// What one run launches: an Impl, or (named) one kernel of the op by strategy.
+// What one run launches: an Impl, or (named) one kernel of the op by strategy, or (empty) the
+// empty kernel of time_empty.
 struct Case::Which {
   bool named = false;
   Impl impl = Impl::dispatch;
   Kernel kernel{};
+  bool empty = false;
 };
 
+namespace {
+__global__ void empty_kernel() {}
+}  // namespace
+
 void Case::Impl_::run(const Which& w, const Set& s) {
+  if (w.empty) {
+    empty_kernel<<<1, 1, 0, stream>>>();
+    GB_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   if (!w.named) return run(w.impl, s);
   gb::blas::Buffers buf{s.in.size() > 0 ? s.in[0] : nullptr, s.in.size() > 1 ? s.in[1] : nullptr, s.out, work};
   gb::blas::launch(w.kernel, p, gpu, buf, stream);
@@ -264,6 +275,9 @@ std::vector<double> Case::time(Impl impl, int samples, int warmup, Cache cache) 
 std::vector<double> Case::time(Kernel kernel, int samples, int warmup, Cache cache) {
   strategy(kernel);
   return time_(Which{true, Impl::dispatch, kernel}, samples, warmup, cache);
+}
+std::vector<double> Case::time_empty(int samples, int warmup) {
+  return time_(Which{false, Impl::dispatch, {}, true}, samples, warmup, Cache::hot);
 }
 
 void Case::run_once_(const Which& w, void* host) {
@@ -289,7 +303,7 @@ std::vector<double> Case::time_(const Which& w, int samples, int warmup, Cache c
   for (int i = 0; (int)out.size() < samples;) {
     const int set = cold ? 0 : (int)(s.round % (long long)s.sets.size());
     const Set& st = s.sets[set];
-    const bool timed = i >= warmup, last = timed && (int)out.size() == samples - 1;
+    const bool timed = i >= warmup, last = !w.empty && timed && (int)out.size() == samples - 1;
     if (last) {  // so that last_output() shows what the last timed run wrote, not an older result
       GB_CUDA_CHECK(cudaMemsetAsync(st.out, 0xFF, s.out_bytes, s.stream));
       s.last_set = set;
@@ -307,7 +321,7 @@ std::vector<double> Case::time_(const Which& w, int samples, int warmup, Cache c
     GB_CUDA_CHECK(cudaEventRecord(s.e1, s.stream));
     s.gate->release();
     GB_CUDA_CHECK(cudaEventSynchronize(s.e1));
-    ++s.round;
+    if (!w.empty) ++s.round;  // the empty kernel reads no set: the rows' rotation carries on
     if (s.gate->timed_out()) {  // the host took longer than the gate's timeout to queue: invalid
       if (++s.invalid > max_invalid)
         throw std::runtime_error("the gate timed out " + std::to_string(s.invalid) +

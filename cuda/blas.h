@@ -67,6 +67,13 @@ class Case {
   void run_once(Kernel kernel, void* host);
   std::vector<double> time(Kernel kernel, int samples, int warmup, Cache cache);
 
+  // Device seconds of an empty kernel (one thread, no work), timed as time() times a run: held
+  // behind the gate, between the same events, on the stream in use. The launch floor of that
+  // stream beside the case's rows: what a one-call sample holds besides its kernel moves with the
+  // stream and the process (docs/findings/between-runs.md). Hot only; the sets' rotation and the
+  // last timed output stay as the rows left them.
+  std::vector<double> time_empty(int samples, int warmup);
+
  private:
   struct Impl_;
   struct Which;

@@ -167,6 +167,9 @@ def test_streams_plans_are_recorded_with_the_config_and_handed_to_more_processes
     for plan, counts in want.items():
         back = Config.from_dict(Config(streams=plan).to_dict())
         assert back.streams is plan and (back.native_streams(), back.framework_streams()) == counts
+    # --launch-floor is recorded where set and handed to the more processes
+    assert "launch_floor" not in default.to_dict() and Config.from_dict(default.to_dict()).launch_floor is False
+    assert Config.from_dict(Config(launch_floor=True).to_dict()).launch_floor is True
 
 
 def test_failed_verification_is_not_timed(monkeypatch):
@@ -1069,3 +1072,75 @@ def test_cli_times_the_short_cases_in_more_processes(tmp_path):
 
     covers = {c.key[4]: c.covers for c in cmp.compare_runs(run, run)}
     assert covers == {"gemv fp32 64x64": "between processes (2 + 2)", "gemv fp32 2048x2048": "within-run"}
+
+
+def test_launch_floor_arms_run_in_the_rounds_and_each_row_records_its_own():
+    """--launch-floor: an empty-kernel arm per stream group runs in the case's paired rounds (on the
+    round's stream, by the rows' own hook), is no row, moves no ratio, and each row it serves records
+    its median; a row without a floor records none, and cold modes take no floor."""
+    from gapbench.benchmarks.blas.measure import FloorArm, measure_case
+
+    ran, stream = [], [None]
+    hook = lambda i: stream.__setitem__(0, i % 2)  # noqa: E731 - the native rows' round hook
+
+    def floor_sample(label, base):
+        def sample(n):
+            ran.append((label, stream[0]))
+            return [base] * n
+        return sample
+
+    native_floor = FloorArm("launch-floor/native-cuda", floor_sample("native", 3.0e-6), "empty, native streams", hook)
+    fw_floor = FloorArm("launch-floor/torch-cuda", floor_sample("fw", 3.2e-6), "empty, torch's stream")
+    cublas, mine = _fake_arm("cublas", 5.0e-6, vendor=True), _fake_arm("gapbench", 5.5e-6)
+    torch, plain = _fake_arm("torch", 6.0e-6), _fake_arm("other", 7.0e-6)
+    for a in (cublas, mine):
+        a.floor, a.on_round, a.streams = native_floor, hook, 2
+    torch.floor = fw_floor
+    recs = measure_case(lambda b, v, p, **kw: Record(probe="blas", backend=b, variant=v, params=p.to_dict(), **kw),
+                        [cublas, mine, torch, plain], [HOT], budget_s=1.0, rel_hw=0.01, max_rounds=20, min_rounds=10,
+                        warmup=0, seed=0)
+    by = {r.variant: BlasParams.of(r) for r in recs}
+    assert set(by) == {"cublas", "gapbench", "torch", "other"}  # the floors are no rows
+    assert by["gapbench"].launch_floor.median_s == pytest.approx(3.0e-6)
+    assert by["cublas"].launch_floor.median_s == pytest.approx(3.0e-6)
+    assert by["torch"].launch_floor.median_s == pytest.approx(3.2e-6) and by["torch"].launch_floor.what == "empty, torch's stream"
+    assert by["other"].launch_floor is None
+    assert by["gapbench"].launch_floor.rounds == by["gapbench"].stop.rounds >= 10
+    assert by["gapbench"].paired.speed_ratio == pytest.approx(5.0 / 5.5)  # ratios as without floors
+    # the native floor took the rounds' streams (its warm-up, like every arm's, runs before round 0's hook)
+    assert {s for who, s in ran if who == "native" and s is not None} == {0, 1}
+
+
+def test_framework_floors_group_rows_by_the_stream_their_framework_times_on():
+    """torch and CuPy on one stream handle share one floor (made by the first with an empty kernel);
+    a framework on another stream gets its own; native rows and rows that rotate streams get none here."""
+    from gapbench.benchmarks.blas.arms import framework_floors
+    from gapbench.benchmarks.blas.measure import CaseArm
+
+    class Ad:
+        def __init__(self, handle, empty=True):
+            self.handle, self.empty, self.calls = handle, empty, 0
+
+        def stream_handle(self):
+            return self.handle
+
+        def empty_kernel(self):
+            return (lambda: None) if self.empty else None
+
+        def time_device_each(self, fn, n):
+            self.calls += n
+            return [2e-6] * n
+
+    def arm(backend, on_round=None):
+        return CaseArm(backend, backend.value, DeviceClass.cuda, "device_events", {CacheMode.hot: lambda n: [1e-6] * n},
+                       lambda mode: (True, ""), "", on_round=on_round)
+
+    ads = {Backend.torch_cuda: Ad(0, empty=False), Backend.cupy: Ad(0), Backend.mlx_gpu: Ad(7)}
+    t, c, m, nat = arm(Backend.torch_cuda), arm(Backend.cupy), arm(Backend.mlx_gpu), arm(Backend.native_cuda)
+    rot = arm(Backend.cupy, on_round=lambda i: None)
+    framework_floors([t, c, m, nat, rot], ads)
+    assert t.floor is c.floor and t.floor.key == "launch-floor/cupy"  # torch has no empty kernel here: CuPy's
+    assert "torch-cuda, cupy" in t.floor.what and "0x0" in t.floor.what
+    assert m.floor is not None and m.floor is not t.floor and m.floor.key == "launch-floor/mlx-gpu"
+    assert nat.floor is None and rot.floor is None
+    assert t.floor.sample(3) == [2e-6] * 3 and ads[Backend.cupy].calls == 3

@@ -233,3 +233,29 @@ def test_offsets_splits_the_moves_into_one_offset_per_process_and_takes_the_floo
         Path(path).write_text(json.dumps(doc))
     one = next(x for x in op.offsets(paths).splitlines() if x.startswith("| one call each |"))
     assert [c.strip() for c in one.strip("|").split("|")][3:5] == ["-", "-"]
+
+
+def test_floor_runs_takes_each_rows_floor_move_off_its_own(tmp_path):
+    """Three runs whose short rows move only by their stream's launch floor (in us): d moves, d' is
+    0, native and framework rows apart; rows without a floor are left out."""
+    from gapbench.benchmarks.blas.params import LaunchFloor
+
+    fr = _module("floor_runs")
+    paths = []
+    for i, lift in enumerate((0.0, 0.1e-6, -0.1e-6)):
+        w = RunWriter(tmp_path / f"r{i}.json.gz", env={"source_hash": "0" * 64}, run={"probe": "blas"}, overhead=None)
+        for b, v, base, floor in ((Backend.native_cuda, "cublas", 4e-6, 3e-6), (Backend.torch_cuda, "torch", 5e-6, 3.2e-6)):
+            p = BlasParams(launch_floor=LaunchFloor(median_s=floor + lift, what="empty", rounds=10))
+            w.add(record(ops.get("gemv"), DType.fp16, {"m": 256, "k": 256}, b, v, p, status=OK,
+                         samples_s=[base + lift] * 5))
+        w.add(record(ops.get("gemv"), DType.fp16, {"m": 16384, "k": 16384}, Backend.cupy, "cupy", BlasParams(),
+                     status=OK, samples_s=[1e-3 * (1 + i / 10)] * 5))  # no floor: not a row of the table
+        w.finish()
+        paths.append(str(tmp_path / f"r{i}.json.gz"))
+    lines = fr.table(paths).splitlines()
+    native = next(x for x in lines if x.startswith("| native rows |"))
+    cells = [c.strip() for c in native.strip("|").split("|")]
+    assert cells[1] == "3" and float(cells[2].rstrip("%")) > 1.0 and cells[3] == "0.00%" and cells[5] == "0.00%"
+    fw = next(x for x in lines if x.startswith("| framework rows |"))
+    assert [c.strip() for c in fw.strip("|").split("|")][3] == "0.00%"
+    assert "| r1.json.gz | 2 | 3.200 |" in lines

@@ -365,6 +365,27 @@ def test_every_stream_of_a_case_runs_it_right(cublas):
         case.use_stream(8)
 
 
+@pytest.mark.cuda
+@needs_gpu
+def test_time_empty_times_an_empty_kernel_and_leaves_the_rows_as_they_were(cublas):
+    """bench.blas --launch-floor: time_empty gives one positive sample each, on every stream, each
+    shorter than the case's own run beside it, and leaves last_output what the last timed run of
+    the case wrote (the empty kernel writes nothing and takes no input set)."""
+    case, ref = _case("gemv", "fp16", {"m": 4096, "k": 4096}, np.random.default_rng(5))
+    for i in (0, 5):
+        case.use_stream(i)
+        op = case.time(native.impl("dispatch"), 20, 2, native.cache("hot"))
+        before = bytes(case.last_output())
+        empty = case.time_empty(20, 2)
+        assert len(empty) == 20 and min(empty) > 0
+        assert float(np.median(empty)) < float(np.median(op))
+        assert bytes(case.last_output()) == before
+        ok, detail = dtypes.check(dtypes.from_bytes(case.last_output(), "fp16"), ref, "fp16")
+        assert ok, detail
+    with pytest.raises(ValueError, match="samples"):
+        case.time_empty(0, 0)
+
+
 #: the lab's kernels at one regular shape per op (whole 16-byte packs, every SM busy)
 LAB_SHAPES = {"vjp_dx": {"m": 2048, "k": 4096}, "vjp_dw": {"m": 64, "k": 1024},
               "gemm": {"batch": 2, "m": 256, "n": 128, "k": 192}}

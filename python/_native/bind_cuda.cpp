@@ -93,7 +93,10 @@ void register_cuda(py::module_& m) {
              return read_output(self, out, [&](void* host) { self.run_once(kernel, host); });
            }, py::arg("impl"), py::arg("out") = py::none())
       .def("time", py::overload_cast<gb::Kernel, int, int, Cache>(&Case::time), py::arg("impl"), py::arg("samples"),
-           py::arg("warmup"), py::arg("cache") = Cache::hot, rel());
+           py::arg("warmup"), py::arg("cache") = Cache::hot, rel())
+      .def("time_empty", &Case::time_empty, py::arg("samples"), py::arg("warmup") = 0, rel(),
+           "Device seconds of an empty kernel, timed as time() times a run, on the stream in use: the "
+           "stream's launch floor beside the case's rows.");
 
   using gb::cuda::Gate;
   py::class_<Gate>(c, "Gate", "Release gate: hold(stream) enqueues a kernel that waits for release() (or the "

@@ -144,6 +144,16 @@ class Adapter(ABC):
         """Run CPU ops on `n` threads; returns the number now used (None: not settable here)."""
         return None
 
+    def empty_kernel(self) -> Callable[[], None] | None:
+        """A call that queues an empty kernel (no work) on the framework's current stream, for
+        bench.blas --launch-floor; None where the framework has none."""
+        return None
+
+    def stream_handle(self) -> int | None:
+        """The framework's current stream as an int (a cudaStream_t; 0: the legacy default stream),
+        or None where there is none: rows on one handle share its launch floor."""
+        return None
+
     def timing_streams(self, n: int) -> int:
         """Sets up n streams for the rows to time on, one a paired round in turn (use_stream), and
         returns how many there are: n where the framework can run on the native CUDA part's blocking

@@ -138,6 +138,16 @@ class CupyAdapter(Adapter):
     def can_scrub(self) -> bool:
         return self._stream_hold().can_scrub
 
+    def empty_kernel(self):
+        """An empty RawKernel, one thread."""
+        if not hasattr(self, "_empty_kernel"):
+            self._empty_kernel = self.cp.RawKernel(r'extern "C" __global__ void gb_empty() {}', "gb_empty")
+        k = self._empty_kernel
+        return lambda: k((1,), (1,), ())
+
+    def stream_handle(self):
+        return int(self.cp.cuda.get_current_stream().ptr)
+
     def timing_streams(self, n: int) -> int:
         handles = self._stream_hold().timing_streams(n)
         if not handles:

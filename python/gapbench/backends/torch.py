@@ -193,6 +193,16 @@ class TorchAdapter(Adapter):
             self._timing = self._event_pair()
         return self.hold
 
+    def empty_kernel(self):
+        """torch.cuda._sleep(0): torch's spin kernel told to spin for no cycles (one thread)."""
+        if not self.cuda:
+            return None
+        sleep = self.torch.cuda._sleep
+        return lambda: sleep(0)
+
+    def stream_handle(self):
+        return int(self.torch.cuda.current_stream().cuda_stream) if self.cuda else None
+
     def timing_streams(self, n: int) -> int:
         handles = self._stream_hold().timing_streams(n) if self.cuda else []
         if not handles:

@@ -14,8 +14,8 @@ from typing import Callable, ContextManager
 import numpy as np
 
 from gapbench.backends.base import Adapter, BackendInfo
-from gapbench.benchmarks.blas.config import Config
-from gapbench.benchmarks.blas.measure import CaseArm
+from gapbench.benchmarks.blas.config import Config, is_short
+from gapbench.benchmarks.blas.measure import CaseArm, FloorArm
 from gapbench.benchmarks.blas.streams import StreamRotation, native_rounds
 from gapbench.benchmarks.blas.params import BlasParams, CpuThreads
 from gapbench.core import dtypes, native
@@ -211,11 +211,42 @@ def native_cuda(c: Case, cfg: Config, info: BackendInfo, case, cublas_path: str,
     more, arms = _verified_arms(c, info, "device_events", rows, case, samplers, verify_last, extra)
 
     on_round = native_rounds(case, n_streams, shared=cfg.framework_streams() > 1)
+    floor = None
+    if cfg.launch_floor and is_short(c.spec, c.shape) and arms:
+        floor = FloorArm("launch-floor/native-cuda", lambda n: case.time_empty(n, 0),
+                         f"an empty kernel on the native rows' stream of each round ({n_streams} streams)", on_round)
     for a in arms:
         a.invalid = lambda mode, _impl=a.impl: invalid.get((_impl, mode), 0)
         a.conditions = conditions
         a.on_round, a.streams = on_round, n_streams
+        a.floor = floor
     return recs + more, arms
+
+
+def framework_floors(arms: list[CaseArm], adapters: dict[Backend, Adapter]) -> None:
+    """bench.blas --launch-floor for the CUDA frameworks' rows of a short case that time on one
+    stream: one empty-kernel arm per stream they share (their adapters' stream_handle: torch's and
+    CuPy's default streams are the one legacy stream), made by the first of them that has an empty
+    kernel; each of those rows gets it as its floor."""
+    groups: dict[int, list[CaseArm]] = {}
+    for a in arms:
+        ad = adapters.get(a.backend)
+        if a.device_class is not DeviceClass.cuda or a.backend.is_native or a.on_round is not None or ad is None:
+            continue
+        h = ad.stream_handle()
+        if h is not None:
+            groups.setdefault(h, []).append(a)
+    for h, group in groups.items():
+        maker = next(((a.backend, adapters[a.backend], k) for a in group
+                      if (k := adapters[a.backend].empty_kernel()) is not None), None)
+        if maker is None:
+            continue
+        b, ad, empty = maker
+        names = ", ".join(dict.fromkeys(a.backend.value for a in group))
+        floor = FloorArm(f"launch-floor/{b.value}", lambda n, ad=ad, empty=empty: ad.time_device_each(empty, n),
+                         f"an empty kernel ({b.value}) on the stream {names} time on (handle {h:#x})")
+        for a in group:
+            a.floor = floor
 
 
 def kernel_rows(case, op: str) -> list:

@@ -93,6 +93,10 @@ class BlasBenchmark(Benchmark):
                              f"calibrated method), shared (every row of a round on one of the process's {STREAMS}: "
                              "2-3x the rounds, no gain in compare on 4 starts: findings/between-runs.md), one (every "
                              "row on one stream)")
+        ap.add_argument("--launch-floor", action="store_true",
+                        help="time an empty kernel as one more arm of each short case's rounds, on the stream its "
+                             "rows take: each CUDA row records its stream's launch floor (params.launch_floor; "
+                             "for issue 35's noise study, not yet used by gapbench compare)")
         ap.add_argument("--inject-delay-us", action="append", default=[], metavar="BACKEND=US",
                         type=injection(lambda b: b is Backend.torch_cuda, "torch-cuda only (torch.cuda._sleep), "
                                        "e.g. torch-cuda=2"),
@@ -105,7 +109,8 @@ class BlasBenchmark(Benchmark):
     def config(args) -> Config:
         cfg = Config(quick=args.quick, cold=args.cold or [], seed=args.seed, data=args.data,
                      inject_delay_us=dict(args.inject_delay_us), graph=args.graph, kernels=args.variants == "all",
-                     overlap=not args.no_overlap, processes=args.processes, streams=args.streams)
+                     overlap=not args.no_overlap, processes=args.processes, streams=args.streams,
+                     launch_floor=args.launch_floor)
         if args.quick:
             cfg.samples, cfg.min_rounds, cfg.budget_s = 10, 5, 0.3
         cfg.ops = args.ops or cfg.ops

@@ -63,6 +63,8 @@ class Config:
     short_only: bool = False
     #: --streams: which streams the CUDA rows time on (StreamPlan; findings/between-runs.md)
     streams: StreamPlan = StreamPlan.native
+    #: --launch-floor: an empty kernel as one more arm of each short case's rounds (params.launch_floor)
+    launch_floor: bool = False
 
     def run_seed(self) -> int:
         """The seed of this run's input data: --seed, or one drawn now (and recorded)."""
@@ -111,7 +113,8 @@ class Config:
                 **({"overlap": False} if not self.overlap else {}),
                 "processes": self.processes,
                 **({"short_only": True} if self.short_only else {}),
-                **({"streams": self.streams.value} if self.streams is not StreamPlan.native else {})}
+                **({"streams": self.streams.value} if self.streams is not StreamPlan.native else {}),
+                **({"launch_floor": True} if self.launch_floor else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Config":
@@ -126,7 +129,8 @@ class Config:
                    inject_delay_us={Backend(b): us for b, us in (d.get("inject_delay_us") or {}).items()},
                    kernels=bool(d.get("kernels")), overlap=d.get("overlap", True), processes=d.get("processes", 1),
                    short_only=bool(d.get("short_only")),
-                   streams=StreamPlan(d.get("streams") or StreamPlan.native.value))
+                   streams=StreamPlan(d.get("streams") or StreamPlan.native.value),
+                   launch_floor=bool(d.get("launch_floor")))
 
 
 #: A case is short where it reads and writes at most SHORT_ELEMENTS elements and does at most

@@ -21,7 +21,7 @@ from typing import Any, Callable, ContextManager, Sequence
 import numpy as np
 
 from gapbench.benchmarks.blas.config import Mode
-from gapbench.benchmarks.blas.params import BlasParams, Paired, Stop
+from gapbench.benchmarks.blas.params import BlasParams, LaunchFloor, Paired, Stop
 from gapbench.core.conditions import Clock, Conditions, mismatch, not_comparable
 from gapbench.core.measure import Arm, ClockWatch, MeasureError, paired, perturbation
 from gapbench.core.names import Backend, CacheMode, DeviceClass
@@ -55,10 +55,24 @@ class CaseArm:
     #: for arms timed on one stream throughout
     on_round: Callable[[int], None] | None = None
     streams: int = 1
+    #: bench.blas --launch-floor: the empty kernel timed beside this arm, on its streams (hot mode)
+    floor: "FloorArm | None" = None
 
     @property
     def key(self) -> str:
         return f"{self.backend.value}/{self.variant}"
+
+
+@dataclass
+class FloorArm:
+    """An empty kernel timed as one more arm of a case's paired rounds (hot mode), on the stream
+    the rows it serves take in each round (`on_round`, theirs): not a row of the run; each row it
+    serves records its median (params.launch_floor)."""
+
+    key: str
+    sample: Callable[[int], Sequence[float]]
+    what: str
+    on_round: Callable[[int], None] | None = None
 
 
 #: the variant name of the library's dispatcher row
@@ -155,10 +169,14 @@ def measure_case(make_record: Callable[..., Record], arms: list[CaseArm], modes:
                 (a for a in live if a.backend.is_native and a.variant == DISPATCHER), None)
             pairs = [(a.key, ref.key) for a in live if ref is not None and a is not ref]
             w = watch if cls is DeviceClass.cuda else None
-            hooks = list({id(a.on_round): a.on_round for a in live if a.on_round is not None}.values())
+            floors = list({id(a.floor): a.floor for a in live if a.floor is not None}.values()) \
+                if mode.cache is CacheMode.hot else []
+            hooks = list({id(h): h for h in [a.on_round for a in live] + [f.on_round for f in floors]
+                          if h is not None}.values())
             try:
                 with part("paired rounds (warm-up included)"):
-                    res = paired([Arm(a.key, a.samplers[mode.cache], device_timed=_gated(a, mode.cache)) for a in live],
+                    res = paired([Arm(a.key, a.samplers[mode.cache], device_timed=_gated(a, mode.cache)) for a in live]
+                                 + [Arm(f.key, f.sample, device_timed=True) for f in floors],
                                  rel_hw=rel_hw, budget_s=budget_s, max_rounds=max_rounds,
                                  min_rounds=min(min_rounds, max_rounds), warmup=warmup, seed=seed, pairs=pairs, watch=w,
                                  on_round=(lambda i: [h(i) for h in hooks]) if hooks else None)
@@ -179,6 +197,9 @@ def measure_case(make_record: Callable[..., Record], arms: list[CaseArm], modes:
                 seen["event_pair_s"] = event_pair_s
             for a in live:
                 params = a.params.replace(cache=mode.text, **_pair_params(res, a, ref, mode.cache, alone))
+                if a.floor is not None and any(a.floor is f for f in floors):
+                    params.launch_floor = LaunchFloor(median_s=res.arms[a.floor.key].median, what=a.floor.what,
+                                                      rounds=res.n_rounds)
                 cond = a.conditions(mode.cache).replace(**seen).to_dict()
                 if a.invalid is not None:
                     params.invalid_samples = int(a.invalid(mode.cache))

@@ -42,6 +42,17 @@ class Paired(Params):
 
 
 @dataclass
+class LaunchFloor(Params):
+    """bench.blas --launch-floor: an empty kernel timed as one more arm of the case's paired rounds,
+    on the stream the row's runs took (docs/findings/between-runs.md: what a one-call sample of a
+    short row holds beside its kernel moves with its stream and process, and an empty kernel beside
+    it moves with it). Recorded, not yet used by compare."""
+    median_s: float | None = None  # the empty kernel's median over the rounds
+    what: str | None = None  # which empty kernel, on which streams
+    rounds: int | None = None
+
+
+@dataclass
 class CpuThreads(Params):
     threads: int | None = None
     cores: int | None = None
@@ -83,6 +94,7 @@ class BlasParams(Params):
     invalid_samples: int | None = None  # release-gate timeouts dropped and retaken
     hold: str | None = None  # how a framework's stream was held behind the gate
     cpu_threads: CpuThreads | None = None
+    launch_floor: LaunchFloor | None = None  # --launch-floor: the row's stream's empty kernel, same rounds
     graph: bool | None = None  # the op captured into a CUDA graph and replayed (a `<row>@graph` row)
     suspect: str | None = None  # why the rate is implausibly low (under 1% of the roofline)
     #: why the rate is implausibly high: over the ceiling measured in the run, not L2-resident

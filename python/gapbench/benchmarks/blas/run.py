@@ -280,6 +280,8 @@ def run_case(c: rows.Case, cfg: Config, s: Session, live: list[Backend], phases:
             r, a = _backend_rows(b, c, cfg, s, cases)
             recs += r
             arms += a
+    if cfg.launch_floor and is_short(c.spec, c.shape):
+        rows.framework_floors(arms, s.adapters)  # the native rows' floor is made with their arms
     if before_timing is not None:
         before_timing()
     with phases("paired timing, last runs verified"):
