@@ -197,7 +197,7 @@ def measure_case(make_record: Callable[..., Record], arms: list[CaseArm], modes:
                 seen["event_pair_s"] = event_pair_s
             for a in live:
                 params = a.params.replace(cache=mode.text, **_pair_params(res, a, ref, mode.cache, alone))
-                if a.floor is not None and any(a.floor is f for f in floors):
+                if a.floor is not None and floors:  # floors holds every live arm's floor (hot mode)
                     params.launch_floor = LaunchFloor(median_s=res.arms[a.floor.key].median, what=a.floor.what,
                                                       rounds=res.n_rounds)
                 cond = a.conditions(mode.cache).replace(**seen).to_dict()
