@@ -443,24 +443,96 @@ def test_a_single_sample_row_never_gets_a_zero_width_interval(tmp_path):
     assert c.verdict == cmp.CANT_TELL and "one sample a side" in c.why
 
 
+def test_same_is_two_one_sided_tests_at_5pct_and_faster_slower_keep_the_95pct_interval():
+    """classify: "same" from the 90% interval (TOST), faster/slower from the 95% one."""
+    assert cmp.classify(0.965, 1.025) == cmp.CANT_TELL
+    assert cmp.classify(0.965, 1.025, same=(0.972, 1.02)) == cmp.SAME
+    assert cmp.classify(0.965, 1.035, same=(0.972, 1.031)) == cmp.CANT_TELL
+    assert cmp.classify(1.035, 1.1, same=(1.04, 1.09)) == cmp.SLOWER
+    assert cmp.classify(0.9, 0.969, same=(0.91, 0.96)) == cmp.FASTER
+    assert cmp.classify(1.02, 1.06, same=(1.025, 1.029)) == cmp.SAME  # within the band, 90% inside
+
+
+def _tost_model(scale):
+    """_model with the 90% scale the fit gives a normal class of many pairs (t95 ~ Z90, so equal)."""
+    m = _model(scale)
+    for cls in m.devices["h100-80gb-hbm3"]["across"].values():
+        cls["scale90"] = scale
+    return m
+
+
+def test_a_change_of_exactly_the_min_effect_is_called_same_at_most_5pct_of_the_time(tmp_path):
+    """Simulated rows whose B is truly 3% slower (or faster), each moved between the runs by the
+    model's scale and noisy within them: TOST's promise, "same" at most 5% of the time at the bound.
+    On A/A runs TOST calls more rows same than the 95% interval alone, and every 95%-same row too."""
+    rng = np.random.default_rng(23)
+    n, s = 400, 0.006
+    scales = rng.uniform(0.5, 5, n)
+    shift = lambda: np.exp(rng.normal(0, s))  # noqa: E731
+    a = load_run(_write(tmp_path / "a.json", [_row(f"op{i}", _lognormal(rng, x, 0.004)) for i, x in enumerate(scales)]))
+    m = _tost_model(s)
+    for true in (1.03, 0.97):
+        b = load_run(_write(tmp_path / f"b{true}.json", [_row(f"op{i}", _lognormal(rng, true * x * shift(), 0.004))
+                                                        for i, x in enumerate(scales)]))
+        got = cmp.counts(cmp.compare_runs(a, b, model=m))
+        # 5% by design, plus two binomial sd of 400 rows (2000 rows gave 4.8% and 5.3%; the 95% interval
+        # alone 2.9% and 2.4%)
+        assert got[cmp.SAME] <= 0.072 * n, (true, got)
+    aa = load_run(_write(tmp_path / "aa.json", [_row(f"op{i}", _lognormal(rng, x * shift(), 0.004))
+                                                for i, x in enumerate(scales)]))
+    changes = cmp.compare_runs(a, aa, model=m)
+    tost = sum(c.verdict == cmp.SAME for c in changes)
+    both = sum(cmp.classify(c.lo, c.hi) == cmp.SAME for c in changes)
+    assert all(c.verdict == cmp.SAME for c in changes if cmp.classify(c.lo, c.hi) == cmp.SAME)
+    assert tost > both and tost >= 0.7 * n, (tost, both)
+    assert all(c.same_lo >= c.lo and c.same_hi <= c.hi for c in changes)  # the 90% interval inside the 95%
+    assert changes[0].to_dict()["same_interval_90"] == [changes[0].same_lo, changes[0].same_hi]
+
+
+def test_the_t95_quantile_and_the_noise_fits_90pct_scale():
+    from gapbench.core import noise
+
+    assert noise.t95(1) == 6.314 and noise.t95(30) == 1.697
+    assert noise.t95(31) < 1.697 and noise.t95(1e6) == pytest.approx(noise.Z90, abs=1e-4)
+    assert noise.t_quantile(5, 0.95) == noise.t975(5) and noise.t_quantile(5, 0.90) == noise.t95(5)
+    with pytest.raises(ValueError):
+        noise.t_quantile(5, 0.8)
+    rng = np.random.default_rng(24)
+    cls = ("blas", "time", "native", "gated", "many", "e-5.0")
+    f = noise.fit([(cls, float(d), i % 40) for i, d in enumerate(rng.normal(0, 0.01, 800))])[noise.key(cls)]
+    assert f["scale90"] == pytest.approx(max(f["rms"] * noise.t95(f["df"]), f["q90"]) / noise.Z90, abs=1e-6)
+    assert noise.Z90 * f["scale90"] < noise.Z95 * f["scale"]
+    host = ("launch", "submit", "cupy", "host", "many", "e-5.0")
+    h = noise.fit([(host, float(d), i % 2) for i, d in enumerate(rng.normal(0, 0.01, 400))])[noise.key(host)]
+    assert h["scale90"] == h["scale"]  # heavy tails: "same" keeps the 95% bound
+    m = noise.NoiseModel({"devices": {"h200": {"across": {noise.key(cls): f}}}})
+    assert m.scale("h200", cls, confidence=0.90)[0] == f["scale90"] and m.scale("h200", cls)[0] == f["scale"]
+    old = {k: v for k, v in f.items() if k != "scale90"}  # a model fitted before scale90: its 95% scale
+    assert noise.NoiseModel({"devices": {"h200": {"across": {noise.key(cls): old}}}}).scale(
+        "h200", cls, confidence=0.90)[0] == f["scale"]
+
+
 def test_the_repeat_interval_keeps_its_coverage_with_three_runs_a_side():
     """Simulated: three process medians a side, log-normal between processes. The t interval covers
     the true ratio in ~95% of trials, with or without a correct prior from the noise model; the old
     percentile bootstrap over three medians covered far less."""
     rng = np.random.default_rng(15)
     trials, sigma, true = 2000, 0.02, 1.03
-    hit = hit_prior = hit_boot = 0
+    hit = hit_prior = hit_boot = hit90 = 0
     for i in range(trials):
         a = np.exp(rng.normal(0, sigma, 3))
         b = true * np.exp(rng.normal(0, sigma, 3))
         _, lo, hi = cmp.process_ratio_ci(a, b)
         hit += lo <= true <= hi
+        _, lo90, hi90 = cmp.process_ratio_ci(a, b, confidence=0.90)
+        hit90 += lo90 <= true <= hi90 and lo <= lo90 and hi90 <= hi
         _, lo, hi = cmp.process_ratio_ci(a, b, prior_scale=sigma * np.sqrt(2))
         hit_prior += lo <= true <= hi
         if i < 300:
             _, lo, hi = cmp.median_ratio_ci(a, b, n=300, seed=i)
             hit_boot += lo <= true <= hi
     assert 0.93 <= hit / trials <= 0.97 and 0.93 <= hit_prior / trials <= 0.97, (hit, hit_prior)
+    assert 0.88 <= hit90 / trials <= 0.92, hit90  # the 90% interval "same" is judged by, inside the 95%
     assert hit_boot / 300 < 0.92  # under-covers: the medians of three processes are too few to resample
 
 
@@ -585,15 +657,20 @@ def test_the_calibration_counts_how_often_an_interval_holds_the_true_ratio_by_ro
     cal = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(cal)
     cover = cal.new_cover()
-    rows = [NS(why="", lo=0.98, hi=1.02, quantiles={"A": [5e-6]}),     # short, holds 1
-            NS(why="", lo=1.01, hi=1.05, quantiles={"A": [6e-6]}),     # short, misses
-            NS(why="", lo=0.99, hi=1.01, quantiles={"A": [2e-4]}),     # long, holds 1
-            NS(why="a floor moved", lo=1.2, hi=1.3, quantiles={"A": [2e-4]}),  # no verdict: not counted
-            NS(why="", lo=None, hi=None, quantiles={"A": [5e-5]})]     # no interval: not counted
+    rows = [NS(why="", lo=0.98, hi=1.02, same_lo=0.985, same_hi=1.015, quantiles={"A": [5e-6]}),  # short, holds 1
+            NS(why="", lo=1.01, hi=1.05, same_lo=1.015, same_hi=1.045, quantiles={"A": [6e-6]}),  # short, misses
+            NS(why="", lo=0.99, hi=1.01, same_lo=0.992, same_hi=1.008, quantiles={"A": [2e-4]}),  # long, holds 1
+            NS(why="a floor moved", lo=1.2, hi=1.3, same_lo=1.21, same_hi=1.29, quantiles={"A": [2e-4]}),  # no verdict
+            NS(why="", lo=None, hi=None, same_lo=None, same_hi=None, quantiles={"A": [5e-5]})]  # no interval
     for c in rows:
         cal.covered(cover, c)
-    assert cover == {"< 10 us": [1, 2], "10-100 us": [0, 0], ">= 100 us": [1, 1]}
+    assert {k: cover[k] for k in ("< 10 us", "10-100 us", ">= 100 us")} == \
+        {"< 10 us": [1, 2], "10-100 us": [0, 0], ">= 100 us": [1, 1]}
     assert cal.cover_cell(cover) == "2/3 (66.7%) (< 10 us 50.0%, >= 100 us 100.0%)"
+    # "same" by the 95% interval alone: rows 1 and 3 of all 5; the 90% interval held 1 on rows 1 and 3
+    # of the 3 judged; moved by exactly 3%, only row 2 moved x0.97 lands inside the band (of 3 x 2)
+    assert cover["same95"] == [2, 5] and cover["held90"] == [2, 3] and cover["at_bound"] == [1, 6]
+    assert "called same in 1/6 (16.7%)" in cal.tost_cell(cover)
 
 
 def test_a_compute_bound_row_is_held_against_its_machines_flop_ceiling_not_the_copy(tmp_path):

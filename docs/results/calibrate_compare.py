@@ -268,7 +268,7 @@ def commit_of(env: dict) -> str:
 #: sample sets and the seed): a pair of runs of two starts is judged twice (once for each start
 #: held out), and the bootstrap was nearly all of a comparison's time
 _intervals: dict = {}
-_compute_interval = ratio_ci.median_ratio_ci
+_compute_interval = ratio_ci.median_ratio_cis
 
 
 def _interval_key(a, b, seed) -> bytes:
@@ -281,14 +281,14 @@ def _interval_key(a, b, seed) -> bytes:
     return h.digest()
 
 
-def memo_interval(a, b, n: int = ratio_ci.BOOTSTRAP, seed: int = 0, confidence: float = 0.95):
-    """ratio_ci.median_ratio_ci, remembered (the same numbers: the draws depend only on the seed
+def memo_interval(a, b, n: int = ratio_ci.BOOTSTRAP, seed: int = 0, confidences=(0.95, 0.90)):
+    """ratio_ci.median_ratio_cis, remembered (the same numbers: the draws depend only on the seed
     and the sizes)."""
-    if n != ratio_ci.BOOTSTRAP or confidence != 0.95:
-        return _compute_interval(a, b, n, seed, confidence)
+    if n != ratio_ci.BOOTSTRAP or tuple(confidences) != (0.95, 0.90):
+        return _compute_interval(a, b, n, seed, confidences)
     k = _interval_key(a, b, seed)
     if k not in _intervals:
-        _intervals[k] = _compute_interval(a, b, n, seed, confidence)
+        _intervals[k] = _compute_interval(a, b, n, seed, confidences)
     return _intervals[k]
 
 
@@ -352,8 +352,17 @@ SIZES = (("< 10 us", 0.0, 1e-5), ("10-100 us", 1e-5, 1e-4), (">= 100 us", 1e-4, 
 
 
 def new_cover() -> dict:
-    """Coverage counts by row size: {label: [intervals that hold 1, intervals]}."""
-    return {label: [0, 0] for label, _, _ in SIZES}
+    """Coverage counts by row size: {label: [intervals that hold 1, intervals]}, and under TOST
+    what "same" rests on (equivalence): {"same95": [rows the 95% interval alone calls same, rows],
+    "held90": [90% intervals that hold 1, intervals], "at_bound": [rows called same with B moved by
+    exactly the min-effect (x1.03 and x0.97, each counted), rows x 2]}."""
+    out = {label: [0, 0] for label, _, _ in SIZES}
+    out.update({k: [0, 0] for k in TOST_KEYS})
+    return out
+
+
+#: new_cover's counts of the "same" test (the rest are by row size)
+TOST_KEYS = ("same95", "held90", "at_bound")
 
 
 def covered(cover: dict, c) -> None:
@@ -361,12 +370,20 @@ def covered(cover: dict, c) -> None:
     `cover` by its size: [intervals that hold 1, intervals]. An A/A pair's true ratio is 1, so a 95%
     interval that says what it covers holds it in about 95% of pairs: much more, and it is wider
     than the noise (fewer `same` than the data allow); less, and it claims more than it knows."""
+    cover["same95"][1] += 1
     if c.why or c.lo is None or c.hi is None:
         return
+    cover["same95"][0] += cmp.classify(c.lo, c.hi) == cmp.SAME
     for label, lo, hi in SIZES:
         if lo <= c.quantiles["A"][0] < hi:
             cover[label][1] += 1
             cover[label][0] += c.lo <= 1.0 <= c.hi
+    slo, shi = (c.same_lo, c.same_hi) if c.same_lo is not None else (c.lo, c.hi)
+    cover["held90"][1] += 1
+    cover["held90"][0] += slo <= 1.0 <= shi
+    for f in (1 + cmp.MIN_EFFECT, 1 - cmp.MIN_EFFECT):  # a true change of exactly the min-effect
+        cover["at_bound"][1] += 1
+        cover["at_bound"][0] += cmp.classify(c.lo * f, c.hi * f, same=(slo * f, shi * f)) == cmp.SAME
 
 
 def add_cover(into: dict, cover: dict) -> None:
@@ -377,14 +394,23 @@ def add_cover(into: dict, cover: dict) -> None:
 
 
 def cover_total(cover: dict) -> str:
-    """The share of intervals that held 1, over every row size."""
-    return pct(sum(v[0] for v in cover.values()), sum(v[1] for v in cover.values()))
+    """The share of 95% intervals that held 1, over every row size."""
+    sizes = [v for k, v in cover.items() if k not in TOST_KEYS]
+    return pct(sum(v[0] for v in sizes), sum(v[1] for v in sizes))
 
 
 def cover_cell(cover: dict) -> str:
-    """The share of intervals that held 1, in all and by row size."""
-    by = ", ".join(f"{label} {100 * v[0] / v[1]:.1f}%" for label, v in cover.items() if v[1])
+    """The share of 95% intervals that held 1, in all and by row size."""
+    by = ", ".join(f"{label} {100 * v[0] / v[1]:.1f}%" for label, v in cover.items() if v[1] and label not in TOST_KEYS)
     return cover_total(cover) + (f" ({by})" if by else "")
+
+
+def tost_cell(cover: dict) -> str:
+    """What "same" rests on, in words (new_cover)."""
+    return (f"by the 95% interval alone {pct(*cover['same95'])} same; the 90% interval held 1 in "
+            f"{pct(*cover['held90'])}; a true change of {100 * cmp.MIN_EFFECT:g}% (B x{1 + cmp.MIN_EFFECT:g} or "
+            f"x{1 - cmp.MIN_EFFECT:g} of the same pairs) called same in {pct(*cover['at_bound'])} (at most 5% by "
+            "design)")
 
 
 #: processes a side in the --repeat section (`gapbench run --repeat 3`, the README's default)
@@ -460,14 +486,15 @@ def pct(k: int, total: int) -> str:
 def main() -> None:
     files = load()
     allp = pairs(files)
-    cmp.median_ratio_ci = memo_interval  # the same intervals, each computed once
+    cmp.median_ratio_cis = memo_interval  # the same intervals, each computed once
     precompute_intervals(allp)
     lines = ["# gapbench compare: the noise model, judged on machine starts it was not fitted on", "",
              "Generated by `python docs/results/calibrate_compare.py` from the committed runs it names (its STARTS); "
              "do not edit by hand. For each machine start, the model is fitted on the A/A row pairs of the other "
              "starts only, then judged on every pair of runs that includes a run of the held-out start (within it, "
              "and between it and the others). One run a side, default min-effect "
-             f"{100 * cmp.MIN_EFFECT:g}%, the verdicts gapbench compare prints. Injected rows: torch-cuda slowed "
+             f"{100 * cmp.MIN_EFFECT:g}%, the verdicts gapbench compare prints (same: the 90% interval within the band, "
+             "two one-sided tests at 5%; faster or slower: the 95% interval beyond it). Injected rows: torch-cuda slowed "
              "by a test-only delay (`--inject-delay-us`), counted by the slowdown the delay must at least cause "
              "(delay / the row's A median; the spin's own launch gap comes on top).", ""]
     for gpu in STARTS:
@@ -517,7 +544,8 @@ def main() -> None:
                     if sum(by_scope[scope].values()):
                         same, alarm, _ = shares(by_scope[scope])
                         lines.append(f"- {what}: {same} same, {alarm} faster or slower; the 95% interval held 1 "
-                                     f"in {cover_cell(cov_scope[scope])} of the rows it judged")
+                                     f"in {cover_cell(cov_scope[scope])} of the rows it judged; "
+                                     f"{tost_cell(cov_scope[scope])}")
                 lines += [""] + alarm_lines("False alarms (row, B/A, runs; a row alarmed in several pairs once):", all_alarms)
     lines += repeat_sections(files, allp)
     doc = fit_model(allp)
@@ -610,7 +638,7 @@ def repeat_sections(files: list[File], allp: list[tuple[File, File]]) -> list[st
                 if sum(tot[scope].values()):
                     same, alarm, cant = shares(tot[scope])
                     lines.append(f"| **{gpu}, {probe}: all {what}** | | | **{same}** | **{alarm}** | {cant} | "
-                                 f"{cover_cell(cov[scope])} |")
+                                 f"{cover_cell(cov[scope])}; {tost_cell(cov[scope])} |")
     return lines + [""] + alarm_lines("False alarms (row, B/A [interval], groups; a row alarmed in several pairs once):", alarms)
 
 

@@ -24,7 +24,7 @@ def main(rels: list[str]) -> None:
           f"`python docs/results/judge_start.py` over {len(files)} runs ({model.describe()}); do not edit by hand.\n")
     print("| benchmark | runs | one run a side: pairs, same, faster or slower, can't tell | --repeat 3: group pairs, same, "
           "faster or slower, can't tell | 95% interval holds 1: one run a side; --repeat 3 |\n|---|---|---|---|---|")
-    alarms = []
+    alarms, tost = [], []
     for probe in ("blas", "launch"):
         mine = [f for f in files if f.probe == probe]
         if not mine:
@@ -37,7 +37,9 @@ def main(rels: list[str]) -> None:
         print(f"| {probe} | {len(mine)} | {pairs}, {', '.join(cc.shares(single['n']))} | "
               f"{len(group_pairs)}, {', '.join(cc.shares(groups['n']))} | {cc.cover_cell(single['cover'])}; "
               f"{cc.cover_cell(groups['cover'])} |")
+        tost.append(f"- {probe}, one run a side: {cc.tost_cell(single['cover'])}")
     print()
+    print("\n".join(tost) + "\n")
     print("\n".join(cc.alarm_lines("Faster or slower (row, B/A, runs; a row in several pairs once):", alarms)))
 
 

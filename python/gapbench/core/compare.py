@@ -26,8 +26,11 @@ the ratio of medians, B time / A time (below 1: B is faster), with a 95% interva
 
 Each row is then:
 
-- same: the whole interval within 1 +- min_effect;
-- faster / slower: the whole interval below 1 - min_effect / above 1 + min_effect;
+- faster / slower: the whole 95% interval below 1 - min_effect / above 1 + min_effect;
+- same: the whole 90% interval within 1 +- min_effect: two one-sided tests at 5% each (TOST), so a
+  change of min_effect is called same at most 5% of the time (the 90% interval is built as the 95%
+  one, each term at its level: the bootstrap's 5-95% quantiles, the noise model's 90% prediction
+  scale, t95 between processes; heavy-tailed classes keep the 95% interval);
 - can't tell: the interval straddles a bound (or there is none), so the data cannot say.
 
 What moved (floor_moves): each run measures its own floors (the empty event pair behind the gate,
@@ -53,8 +56,10 @@ from typing import Sequence
 from gapbench.core.conditions import Conditions, mismatch
 from gapbench.core.floors import (EVENT_ROWS, HOST_BOUND, HOST_CPU, FloorMove, cold_start_differs, floor_moves,
                                   host_differences, is_floor, plain_floors, same_start)
-from gapbench.core.noise import Z95, NoiseModel, device_class, row_class, row_key, shipped  # noqa: F401 (row_key: API)
-from gapbench.core.ratio_ci import (K0, beyond_processes, median_ratio_ci, own_processes,  # noqa: F401 (API)
+from gapbench.core.noise import (Z90, Z95, NoiseModel, device_class, is_heavy, row_class, row_key,  # noqa: F401 (API)
+                                 shipped, z_of)
+from gapbench.core.ratio_ci import (K0, beyond_processes, median_ratio_ci, median_ratio_cis,  # noqa: F401 (API)
+                                    own_processes,
                                     process_ratio_ci, process_spread, run_term, within_run)
 from gapbench.core.result import OK, Record, Run
 from gapbench.core.run_setup import (SEQUENCE_EFFECT, case_sequence, sequence_note, streams_note,  # noqa: F401 (API)
@@ -91,13 +96,19 @@ def key_text(k: Sequence[str]) -> str:
     return " ".join(x for x in (k[0], k[4], f"{k[1]}/{k[2]}", k[3]) if x)
 
 
-def classify(lo: float, hi: float, min_effect: float = MIN_EFFECT) -> str:
-    """same / faster / slower / can't tell from the interval of B time / A time."""
+def classify(lo: float, hi: float, min_effect: float = MIN_EFFECT,
+             same: tuple[float, float] | None = None) -> str:
+    """same / faster / slower / can't tell from the 95% interval (lo, hi) of B time / A time, and for
+    "same" the 90% one (`same`; default the 95% one): "same" is two one-sided tests at 5% each
+    (TOST, Schuirmann 1987), that B/A is above 1 - min_effect and that it is below 1 + min_effect,
+    so a change of min_effect is called same at most 5% of the time; faster and slower keep 2.5%
+    a side."""
     if hi < 1 - min_effect:
         return FASTER
     if lo > 1 + min_effect:
         return SLOWER
-    if lo >= 1 - min_effect and hi <= 1 + min_effect:
+    slo, shi = same if same is not None else (lo, hi)
+    if slo >= 1 - min_effect and shi <= 1 + min_effect:
         return SAME
     return CANT_TELL
 
@@ -120,12 +131,16 @@ class RowChange:
     absolute: float | None = None
     #: how the row was judged where that is not the default (a floor it was divided by, the noise class)
     note: str = ""
+    #: the 90% interval "same" is judged by (classify; the 95% one for heavy-tailed classes)
+    same_lo: float | None = None
+    same_hi: float | None = None
 
     def to_dict(self) -> dict:
         return {"row": key_text(self.key), "verdict": self.verdict, "ratio_b_over_a": self.ratio, "lo": self.lo,
                 "hi": self.hi, "why": self.why or None, "quantiles_s": self.quantiles,
                 "of_ceiling": self.of_ceiling or None, "interval_covers": self.covers,
-                "absolute_ratio": self.absolute, "note": self.note or None}
+                "absolute_ratio": self.absolute, "note": self.note or None,
+                "same_interval_90": [self.same_lo, self.same_hi] if self.same_lo is not None else None}
 
 
 def _ceiling_fraction(run: Run, r: Record) -> float | None:
@@ -196,21 +211,34 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
         cls = row_class(ra, quant["A"][0])
         scale = _scale(model, dev_a, dev_b, cls, one_start)
         note, reason = "", ""
+        # two intervals: the 95% one (shown; faster and slower) and the 90% one "same" is judged by
+        # (two one-sided tests at 5%, classify), each of its level throughout
         if len(ma) >= 2 and len(mb) >= 2:
             # the prior is of the spread between processes (of one start: within); what another start
             # adds is its own term (ratio_ci.beyond_processes)
             prior = model.prior(dev_a, cls, True) if model is not None and dev_a == dev_b else None
-            ratio, lo, hi = process_ratio_ci(ma, mb, prior_scale=prior[0] if prior else None,
-                                             k0=min(K0, prior[1]) if prior else K0)
-            covers = f"between processes ({len(ma)} + {len(mb)})"
-            if between is None and model is not None and dev_a == dev_b:  # one run's processes a side
-                lo, hi, covers = within_run(run_term(model, dev_a, cls, spread.get(cls[:6])), ratio, lo, hi, covers)
-            if model is not None and dev_a == dev_b:
-                lo, hi, covers = beyond_processes(model, dev_a, cls, one_start, scale[0], ratio, lo, hi, covers)
+            ivs = []
+            for conf in (0.95, 0.90):
+                ratio, lo, hi = process_ratio_ci(ma, mb, prior_scale=prior[0] if prior else None,
+                                                 k0=min(K0, prior[1]) if prior else K0, confidence=conf)
+                covers = f"between processes ({len(ma)} + {len(mb)})"
+                z = z_of(conf)
+                if between is None and model is not None and dev_a == dev_b:  # one run's processes a side
+                    lo, hi, covers = within_run(run_term(model, dev_a, cls, spread.get(cls[:6])), ratio, lo, hi,
+                                                covers, z=z)
+                if model is not None and dev_a == dev_b:
+                    single_scale = scale[0] if conf == 0.95 else _scale(model, dev_a, dev_b, cls, one_start, conf)[0]
+                    lo, hi, covers = beyond_processes(model, dev_a, cls, one_start, single_scale, ratio, lo, hi,
+                                                      covers, z=z)
+                ivs.append((lo, hi, covers))
+            (lo, hi, covers), (slo, shi, _) = ivs
         else:
-            ratio, lo, hi = median_ratio_ci(qa, qb, seed=seed) if intervals else (r.median() / ra.median(),) * 3
+            if intervals:
+                ratio, ((lo, hi), (slo, shi)) = median_ratio_cis(qa, qb, seed=seed)
+            else:
+                ratio = lo = hi = slo = shi = r.median() / ra.median()
             if widen != 1:  # on the log scale, so the interval stays positive and symmetric in ratio terms
-                lo, hi = ratio * (lo / ratio) ** widen, ratio * (hi / ratio) ** widen
+                lo, hi, slo, shi = (ratio * (x / ratio) ** widen for x in (lo, hi, slo, shi))
             covers = "within-run"
             single = min(len(qa), len(qb)) <= 1
             if model is not None:
@@ -218,20 +246,23 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
                 if s is None:
                     reason = where
                 else:
-                    inner = max(math.log(hi / ratio), math.log(ratio / lo))
-                    half = min(math.sqrt(inner ** 2 + (Z95 * s) ** 2), 10.0)  # e^10: no verdict either way
-                    lo, hi = ratio * math.exp(-half), ratio * math.exp(half)
+                    s90 = _scale(model, dev_a, dev_b, cls, one_start, 0.90)[0]
+                    lo, hi = _with_term(ratio, lo, hi, Z95 * s)
+                    slo, shi = _with_term(ratio, slo, shi, Z90 * (s if s90 is None else s90))
                     covers = f"within-run + noise model +-{100 * math.expm1(min(Z95 * s, 10.0)):.2g}%"
                     note = where
             else:
                 m = float(margins.get(k[3], margins.get("*", 0.0)))
-                if m:
+                if m:  # a fixed margin has no level: both intervals take it whole
                     lo, hi = lo * math.exp(-m), hi * math.exp(m)
+                    slo, shi = slo * math.exp(-m), shi * math.exp(m)
                     covers = f"within-run + between-run margin +-{100 * math.expm1(m):.3g}%"
                 elif single:
                     reason = "one sample a side: no interval without the noise model or --repeat"
             if single and cold_why:  # even a calibrated class would not hold across a cold start
                 reason = f"single sample across {cold_why}"
+        if is_heavy(cls):  # heavy tails (host-bound, single-sample): "same" keeps the 95% interval
+            slo, shi = lo, hi
         absolute = None
         clock = cls[3]
         if not reason and clock in ("gated", "graph", "issued") and "event pair" in moves:
@@ -243,20 +274,29 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
             reason = why or reason
             if floor is not None:
                 absolute = ratio
-                ratio, lo, hi = ratio / floor.ratio, lo / floor.ratio, hi / floor.ratio
+                ratio, lo, hi, slo, shi = (x / floor.ratio for x in (ratio, lo, hi, slo, shi))
                 note = f"gap to the host floor ({floor.text()}); absolute B/A {absolute:.3f}"
         frac = {}
         if dev_a != dev_b:
             fa, fb = _ceiling_fraction(a, ra), _ceiling_fraction(b, r)
             if fa is not None and fb is not None:
                 frac = {"A": fa, "B": fb}
-        verdict = CANT_TELL if reason else classify(lo, hi, min_effect)
+        verdict = CANT_TELL if reason else classify(lo, hi, min_effect, same=(slo, shi))
         if verdict in (FASTER, SLOWER) and units:  # qualified: the unit may be the change (floors.host_differences)
             note = "; ".join(x for x in (note, f"on {units}: units of one model differ too (16384^2 GEMVs of two "
                                                "H200s 4.7% apart)") if x)
         out.append(RowChange(k, ra, r, verdict, ratio, lo, hi, why=reason, quantiles=quant, of_ceiling=frac,
-                             covers=covers, absolute=absolute, note=note))
+                             covers=covers, absolute=absolute, note=note, same_lo=slo, same_hi=shi))
     return out
+
+
+def _with_term(ratio: float, lo: float, hi: float, term: float) -> tuple[float, float]:
+    """An interval around `ratio` whose log half-width is the larger of the bootstrap's two sides and
+    `term` (the noise model's, of the same level) added in quadrature (at most e^10: no verdict
+    either way)."""
+    inner = max(math.log(hi / ratio), math.log(ratio / lo))
+    half = min(math.sqrt(inner ** 2 + term ** 2), 10.0)
+    return ratio * math.exp(-half), ratio * math.exp(half)
 
 
 def host_bound_rule(r: Record, moves: dict[str, FloorMove], plains: dict[str, FloorMove],
@@ -311,22 +351,24 @@ class _Everything(NoiseModel):
     def __init__(self):
         super().__init__({})
 
-    def scale(self, device, cls, same_start=False):
+    def scale(self, device, cls, same_start=False, confidence=0.95):
         return 0.0, "any"
 
 
 _ALL = _Everything()
 
 
-def _scale(model: NoiseModel | None, dev_a: str, dev_b: str, cls, one_start: bool) -> tuple[float | None, str]:
-    """The row's between-run scale: from the model of its device (the larger of the two where the
-    runs are of different devices, none where either is uncalibrated)."""
+def _scale(model: NoiseModel | None, dev_a: str, dev_b: str, cls, one_start: bool,
+           confidence: float = 0.95) -> tuple[float | None, str]:
+    """The row's between-run scale at `confidence` (NoiseModel.scale): from the model of its device
+    (the larger of the two where the runs are of different devices, none where either is
+    uncalibrated)."""
     if model is None:
         return None, "no noise model"
-    sa = model.scale(dev_a, cls, one_start)
+    sa = model.scale(dev_a, cls, one_start, confidence)
     if dev_a == dev_b or sa[0] is None:
         return sa
-    sb = model.scale(dev_b, cls, False)
+    sb = model.scale(dev_b, cls, False, confidence)
     if sb[0] is None:
         return sb
     return (sa, sb)[sb[0] > sa[0]]

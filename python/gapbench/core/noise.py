@@ -132,6 +132,9 @@ def is_quick(run: Run) -> bool:
 
 
 Z95 = 1.959964
+#: the normal's 95% quantile: "same" is two one-sided tests at 5% each (TOST), so its interval is the
+#: two-sided 90% one (compare.classify); faster and slower keep the 95% one
+Z90 = 1.644854
 #: the 97.5% quantile of Student's t for 1..30 degrees of freedom
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
          2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
@@ -146,6 +149,39 @@ def t975(df: float) -> float:
         return _T975[int(df) - 1]
     z = Z95
     return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+
+
+#: the 95% quantile of Student's t for 1..30 degrees of freedom (one-sided 5%: the two-sided 90% interval)
+_T95 = (6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812, 1.796, 1.782, 1.771, 1.761, 1.753,
+        1.746, 1.740, 1.734, 1.729, 1.725, 1.721, 1.717, 1.714, 1.711, 1.708, 1.706, 1.703, 1.701, 1.699, 1.697)
+
+
+def t95(df: float) -> float:
+    """Student's t 95% quantile (two-sided 90%) for df >= 1, as t975."""
+    if df < 1:
+        raise ValueError("a t quantile needs at least 1 degree of freedom")
+    if df <= 30:
+        return _T95[int(df) - 1]
+    z = Z90
+    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+
+
+def t_quantile(df: float, confidence: float) -> float:
+    """The two-sided `confidence` interval's t quantile: 0.95 (t975) or 0.90 (t95)."""
+    if confidence == 0.95:
+        return t975(df)
+    if confidence == 0.90:
+        return t95(df)
+    raise ValueError(f"confidence {confidence}: 0.95 or 0.90")
+
+
+def z_of(confidence: float) -> float:
+    """The two-sided `confidence` interval's normal quantile: 0.95 (Z95) or 0.90 (Z90)."""
+    if confidence == 0.95:
+        return Z95
+    if confidence == 0.90:
+        return Z90
+    raise ValueError(f"confidence {confidence}: 0.95 or 0.90")
 
 
 #: chi-square's 5% quantile for 1..10 degrees of freedom (where Wilson-Hilferty is poor)
@@ -216,8 +252,10 @@ def fit(shifts: Iterable[tuple], min_pairs: int = MIN_PAIRS) -> dict[str, dict]:
     (Welch-Satterthwaite: few when the common part dominates and the groups are few). A new pair's
     shift then lies within +-t975(df) x rms with 95% probability (a prediction interval): `scale` is
     that half-width over 1.96, the between-run scale compare adds in quadrature to a row's bootstrap
-    interval. Single-sample classes (launch's cold starts move by up to 8x: heavy tails) take at
-    least the 99th percentile of |d| over 1.96."""
+    interval. `scale90` is the same for the 90% prediction interval (t95, the 90th percentile of
+    |d|, over 1.645): what "same" is judged by (two one-sided tests at 5%). Single-sample classes
+    (launch's cold starts move by up to 8x: heavy tails) take at least the 99th percentile of |d|
+    over 1.96, for "same" too."""
     by: dict[str, dict] = {}
     for cls, d, group in shifts:
         for lv in levels(cls):
@@ -233,14 +271,16 @@ def fit(shifts: Iterable[tuple], min_pairs: int = MIN_PAIRS) -> dict[str, dict]:
         den = (vc * vc / dfc if dfc else 0.0) + vr * vr / dfr
         df = (vc + vr) ** 2 / den if den > 0 else float(dfr)
         ad = sorted(abs(x) for x in ds)
-        q95, q99 = (ad[min(n - 1, math.ceil(q * n) - 1)] for q in (0.95, 0.99))
-        if is_heavy(parts):  # heavy tails: bounds, not a normal prediction
+        q90, q95, q99 = (ad[min(n - 1, math.ceil(q * n) - 1)] for q in (0.90, 0.95, 0.99))
+        if is_heavy(parts):  # heavy tails: bounds, not a normal prediction, and no narrower one for "same"
             g = len(groups)
-            scale = max(rms * math.sqrt(g / chi2_quantile(1 - UPPER, g)), q99 / Z95)
+            scale = scale90 = max(rms * math.sqrt(g / chi2_quantile(1 - UPPER, g)), q99 / Z95)
         else:
             scale = max(rms * t975(max(df, 1.0)), q95) / Z95
+            scale90 = max(rms * t95(max(df, 1.0)), q90) / Z90
         out[k] = {"n": n, "groups": len(groups), "rms": round(rms, 6), "common": round(math.sqrt(vc), 6),
-                  "df": round(df, 1), "q95": round(q95, 6), "q99": round(q99, 6), "scale": round(scale, 6)}
+                  "df": round(df, 1), "q90": round(q90, 6), "q95": round(q95, 6), "q99": round(q99, 6),
+                  "scale": round(scale, 6), "scale90": round(scale90, 6)}
     return out
 
 
@@ -271,13 +311,16 @@ class NoiseModel:
         except (OSError, ValueError):
             return cls({})
 
-    def scale(self, device: str, cls: Sequence[str], same_start: bool = False) -> tuple[float | None, str]:
+    def scale(self, device: str, cls: Sequence[str], same_start: bool = False,
+              confidence: float = 0.95) -> tuple[float | None, str]:
         """(the between-run scale (log) of a row of class `cls` on `device`, the class it came from),
         or (None, why there is none). `same_start`: both runs on one machine start (one boot of one
         host), where rows move less than across starts. The most specific level fitted wins (the row
         itself, then its class, then coarser ones), within one start before across starts at each
         level: a row's own scale across starts bounds what it does within one (starts add to it),
-        where too few pairs of one start saw it, better than a class whose loudest rows set its tail."""
+        where too few pairs of one start saw it, better than a class whose loudest rows set its tail.
+        `confidence` 0.90: the scale of the 90% prediction interval ("same"; a model fitted before
+        it was kept gives its 95% one, which is wider)."""
         if device not in self.devices:
             have = ", ".join(sorted(self.devices)) or "none"
             return None, f"uncalibrated on {device} (calibrated: {have}): use --repeat"
@@ -285,7 +328,9 @@ class NoiseModel:
         if found is None:
             return None, f"no calibrated class for {key(cls)} on {device}: use --repeat"
         scope, k, hit = found
-        return float(hit["scale"]), f"{scope} starts: {k}" if scope == "across" else f"one start: {k}"
+        z_of(confidence)
+        s = hit.get("scale90", hit["scale"]) if confidence == 0.90 else hit["scale"]
+        return float(s), f"{scope} starts: {k}" if scope == "across" else f"one start: {k}"
 
     def prior(self, device: str, cls: Sequence[str], same_start: bool = False) -> tuple[float, int] | None:
         """(rms of the class's shifts, groups behind it) for a --repeat interval's prior, or None."""

@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from gapbench.core.noise import Z95, NoiseModel, is_heavy, row_class, t975
+from gapbench.core.noise import Z95, NoiseModel, is_heavy, row_class, t_quantile
 from gapbench.core.result import OK, Record, Run
 
 #: the most prior weight (degrees of freedom) the noise model's rms gets in a --repeat interval
@@ -64,20 +64,29 @@ def _bootstrap_counts(seed: int, n: int, size_a: int, size_b: int) -> tuple[np.n
     return _draws(seed, n, size_a, size_b)
 
 
-def median_ratio_ci(a: np.ndarray, b: np.ndarray, n: int = BOOTSTRAP, seed: int = 0,
-                    confidence: float = 0.95) -> tuple[float, float, float]:
-    """(median(b) / median(a), lo, hi): the ratio of medians and its percentile-bootstrap interval,
-    each side resampled with replacement on its own (the two runs are independent)."""
+def median_ratio_cis(a: np.ndarray, b: np.ndarray, n: int = BOOTSTRAP, seed: int = 0,
+                     confidences: Sequence[float] = (0.95, 0.90)) -> tuple[float, tuple[tuple[float, float], ...]]:
+    """(median(b) / median(a), ((lo, hi) per confidence)): the ratio of medians and its
+    percentile-bootstrap intervals from one set of resamples, each side resampled with replacement
+    on its own (the two runs are independent)."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     ca, cb = _bootstrap_counts(seed, n, a.size, b.size)
     ma, mb = resampled_medians(a, ca), resampled_medians(b, cb)
     r = mb / ma
-    tail = (1 - confidence) / 2
-    return float(np.median(b) / np.median(a)), float(np.quantile(r, tail)), float(np.quantile(r, 1 - tail))
+    qs = np.quantile(r, [p for c in confidences for p in ((1 - c) / 2, (1 + c) / 2)])
+    return float(np.median(b) / np.median(a)), tuple((float(qs[2 * i]), float(qs[2 * i + 1]))
+                                                     for i in range(len(confidences)))
+
+
+def median_ratio_ci(a: np.ndarray, b: np.ndarray, n: int = BOOTSTRAP, seed: int = 0,
+                    confidence: float = 0.95) -> tuple[float, float, float]:
+    """(median(b) / median(a), lo, hi): median_ratio_cis at one confidence."""
+    ratio, ((lo, hi),) = median_ratio_cis(a, b, n, seed, (confidence,))
+    return ratio, lo, hi
 
 
 def beyond_processes(model: NoiseModel, device: str, cls, one_start: bool, single_scale: float | None,
-                      ratio: float, lo: float, hi: float, covers: str) -> tuple[float, float, str]:
+                      ratio: float, lo: float, hi: float, covers: str, z: float = Z95) -> tuple[float, float, str]:
     """(lo, hi, what it covers) of a --repeat interval widened for what the processes of one side
     share, where the noise model knows it (else as it came):
     - across machine starts, the start's own term (NoiseModel.start_term: another host, another GPU
@@ -86,16 +95,18 @@ def beyond_processes(model: NoiseModel, device: str, cls, one_start: bool, singl
       without it, GEMVs of two units 5% apart);
     - a heavy-tailed class (host-bound, single-sample) keeps at least one run a side's half-width:
       processes started one after another share what ran before them (within one H200 start
-      the host-bound launch rows of two groups of three differed 1.4-1.5x)."""
+      the host-bound launch rows of two groups of three differed 1.4-1.5x).
+    `z`: the normal quantile of the interval's level (Z95; Z90 for the 90% one "same" is judged by,
+    with `single_scale` the model's 90% scale)."""
     half = max(math.log(hi / ratio), math.log(ratio / lo))
     notes = []
     if not one_start:
         term = model.start_term(device, cls)
         if term > 0:
-            half = math.sqrt(half ** 2 + (Z95 * term) ** 2)
-            notes.append(f"+ machine starts +-{100 * math.expm1(Z95 * term):.2g}%")
-    if is_heavy(cls) and single_scale is not None and Z95 * single_scale > half:
-        half = min(Z95 * single_scale, 10.0)
+            half = math.sqrt(half ** 2 + (z * term) ** 2)
+            notes.append(f"+ machine starts +-{100 * math.expm1(z * term):.2g}%")
+    if is_heavy(cls) and single_scale is not None and z * single_scale > half:
+        half = min(z * single_scale, 10.0)
         notes.append(f"at least one run a side's +-{100 * math.expm1(half):.2g}% (heavy-tailed class)")
     if not notes:
         return lo, hi, covers
@@ -142,25 +153,28 @@ def run_term(model: NoiseModel, device: str, cls, process_var: float | None) -> 
     return math.sqrt(max(s * s / 2 - process_var, 0.0))
 
 
-def within_run(term: float, ratio: float, lo: float, hi: float, covers: str) -> tuple[float, float, str]:
+def within_run(term: float, ratio: float, lo: float, hi: float, covers: str,
+               z: float = Z95) -> tuple[float, float, str]:
     """(lo, hi, what it covers) of an interval on one run's processes a side widened for each run's
-    own term (run_term), in quadrature: two runs, so 2 term^2 on the log ratio."""
+    own term (run_term), in quadrature: two runs, so 2 term^2 on the log ratio (`z` as in
+    beyond_processes)."""
     if term <= 0:
         return lo, hi, covers
     half = max(math.log(hi / ratio), math.log(ratio / lo))
-    half = min(math.sqrt(half ** 2 + 2 * (Z95 * term) ** 2), 10.0)
+    half = min(math.sqrt(half ** 2 + 2 * (z * term) ** 2), 10.0)
     return (ratio * math.exp(-half), ratio * math.exp(half),
-            f"{covers} + each run's own +-{100 * math.expm1(Z95 * term):.2g}%")
+            f"{covers} + each run's own +-{100 * math.expm1(z * term):.2g}%")
 
 
 def process_ratio_ci(a_meds: Sequence[float], b_meds: Sequence[float], prior_scale: float | None = None,
-                     k0: int = K0) -> tuple[float, float, float]:
+                     k0: int = K0, confidence: float = 0.95) -> tuple[float, float, float]:
     """(B/A of the geometric means of the processes' medians, lo, hi): a 95% t interval on the log
     medians of several fresh processes a side, with the pooled variance of the processes. It covers
     the spread between processes (placement, clocks, allocator state), which one run's samples never
     see. `prior_scale`: the noise model's rms shift of the row's class (of a difference of two single
     runs, so s^2 / 2 per run), pooled in as k0 extra degrees of freedom (at most the number of
-    groups it was fitted on); without it, the processes alone (at least two a side)."""
+    groups it was fitted on); without it, the processes alone (at least two a side). `confidence`
+    0.90: the 90% interval "same" is judged by."""
     la, lb = np.log(np.asarray(a_meds, dtype=np.float64)), np.log(np.asarray(b_meds, dtype=np.float64))
     na, nb = la.size, lb.size
     ss = float(((la - la.mean()) ** 2).sum() + ((lb - lb.mean()) ** 2).sum())
@@ -172,5 +186,5 @@ def process_ratio_ci(a_meds: Sequence[float], b_meds: Sequence[float], prior_sca
         raise ValueError("a between-process interval needs at least two processes a side, or a noise model")
     d = float(lb.mean() - la.mean())
     se = math.sqrt(ss / df * (1 / na + 1 / nb))
-    half = t975(df) * se
+    half = t_quantile(df, confidence) * se
     return math.exp(d), math.exp(d - half), math.exp(d + half)

@@ -178,7 +178,8 @@ def rows_table(changes, devices: bool, min_effect: float):
 
     keep = _kept(changes)
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True,
-              caption=f"B/A: median time ratio (below 1: B faster) [95% interval]; verdict beyond +-{100 * min_effect:.3g}%; "
+              caption=f"B/A: median time ratio (below 1: B faster) [95% interval]; faster/slower: that interval beyond "
+                      f"+-{100 * min_effect:.3g}%; same: the 90% interval within (two one-sided tests); "
                       "* the reason is in the notes, --json or --markdown")
     cells = [row_cells(c) for c in changes]
     limit = {2: 12, 3: 16}  # shape and backend give way first; the numbers and the verdict keep their width
