@@ -143,11 +143,16 @@ _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 
 def t975(df: float) -> float:
     """Student's t 97.5% quantile (two-sided 95%) for df >= 1: exact table to 30 (df rounded down,
     never narrower), the Cornish-Fisher expansion above."""
+    return _t(df, _T975, Z95)
+
+
+def _t(df: float, table: tuple, z: float) -> float:
+    """A Student's t quantile from its table for df 1..30 (df rounded down, never narrower), else the
+    Cornish-Fisher expansion around the normal quantile z."""
     if df < 1:
         raise ValueError("a t quantile needs at least 1 degree of freedom")
     if df <= 30:
-        return _T975[int(df) - 1]
-    z = Z95
+        return table[int(df) - 1]
     return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
 
 
@@ -158,12 +163,7 @@ _T95 = (6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812, 1.
 
 def t95(df: float) -> float:
     """Student's t 95% quantile (two-sided 90%) for df >= 1, as t975."""
-    if df < 1:
-        raise ValueError("a t quantile needs at least 1 degree of freedom")
-    if df <= 30:
-        return _T95[int(df) - 1]
-    z = Z90
-    return z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+    return _t(df, _T95, Z90)
 
 
 def t_quantile(df: float, confidence: float) -> float:
