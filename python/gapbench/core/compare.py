@@ -210,6 +210,7 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
                   (own_processes(ra), own_processes(r)) if processes else ([], []))
         cls = row_class(ra, quant["A"][0])
         scale = _scale(model, dev_a, dev_b, cls, one_start)
+        scale90 = _scale(model, dev_a, dev_b, cls, one_start, 0.90)[0]  # None exactly where scale's is
         note, reason = "", ""
         # two intervals: the 95% one (shown; faster and slower) and the 90% one "same" is judged by
         # (two one-sided tests at 5%, classify), each of its level throughout
@@ -227,9 +228,8 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
                     lo, hi, covers = within_run(run_term(model, dev_a, cls, spread.get(cls[:6])), ratio, lo, hi,
                                                 covers, z=z)
                 if model is not None and dev_a == dev_b:
-                    single_scale = scale[0] if conf == 0.95 else _scale(model, dev_a, dev_b, cls, one_start, conf)[0]
-                    lo, hi, covers = beyond_processes(model, dev_a, cls, one_start, single_scale, ratio, lo, hi,
-                                                      covers, z=z)
+                    lo, hi, covers = beyond_processes(model, dev_a, cls, one_start,
+                                                      scale[0] if conf == 0.95 else scale90, ratio, lo, hi, covers, z=z)
                 ivs.append((lo, hi, covers))
             (lo, hi, covers), (slo, shi, _) = ivs
         else:
@@ -246,9 +246,8 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
                 if s is None:
                     reason = where
                 else:
-                    s90 = _scale(model, dev_a, dev_b, cls, one_start, 0.90)[0]
                     lo, hi = _with_term(ratio, lo, hi, Z95 * s)
-                    slo, shi = _with_term(ratio, slo, shi, Z90 * (s if s90 is None else s90))
+                    slo, shi = _with_term(ratio, slo, shi, Z90 * scale90)
                     covers = f"within-run + noise model +-{100 * math.expm1(min(Z95 * s, 10.0)):.2g}%"
                     note = where
             else:

@@ -166,22 +166,26 @@ def t95(df: float) -> float:
     return _t(df, _T95, Z90)
 
 
+#: the two interval levels compare uses: (normal quantile, t table, the model's scale key) for the
+#: 95% interval (faster, slower) and the 90% one ("same")
+_LEVELS = {0.95: (Z95, _T975, "scale"), 0.90: (Z90, _T95, "scale90")}
+
+
+def _level(confidence: float) -> tuple[float, tuple, str]:
+    if confidence not in _LEVELS:
+        raise ValueError(f"confidence {confidence}: 0.95 or 0.90")
+    return _LEVELS[confidence]
+
+
 def t_quantile(df: float, confidence: float) -> float:
     """The two-sided `confidence` interval's t quantile: 0.95 (t975) or 0.90 (t95)."""
-    if confidence == 0.95:
-        return t975(df)
-    if confidence == 0.90:
-        return t95(df)
-    raise ValueError(f"confidence {confidence}: 0.95 or 0.90")
+    z, table, _ = _level(confidence)
+    return _t(df, table, z)
 
 
 def z_of(confidence: float) -> float:
     """The two-sided `confidence` interval's normal quantile: 0.95 (Z95) or 0.90 (Z90)."""
-    if confidence == 0.95:
-        return Z95
-    if confidence == 0.90:
-        return Z90
-    raise ValueError(f"confidence {confidence}: 0.95 or 0.90")
+    return _level(confidence)[0]
 
 
 #: chi-square's 5% quantile for 1..10 degrees of freedom (where Wilson-Hilferty is poor)
@@ -328,8 +332,7 @@ class NoiseModel:
         if found is None:
             return None, f"no calibrated class for {key(cls)} on {device}: use --repeat"
         scope, k, hit = found
-        z_of(confidence)
-        s = hit.get("scale90", hit["scale"]) if confidence == 0.90 else hit["scale"]
+        s = hit.get(_level(confidence)[2], hit["scale"])
         return float(s), f"{scope} starts: {k}" if scope == "across" else f"one start: {k}"
 
     def prior(self, device: str, cls: Sequence[str], same_start: bool = False) -> tuple[float, int] | None:
