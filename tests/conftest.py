@@ -32,6 +32,7 @@ INTEGRATION = (
     "test_compare.py::test_the_noise_model_calls_same_finds_a_5pct_slowdown_and_keeps_false_alarms_rare",
     "test_compare.py::test_false_alarms_and_detection_on_synthetic_runs",
     "test_compare.py::test_the_shipped_noise_model_is_what_the_committed_runs_give",
+    "test_compare.py::test_the_shipped_floor_section_is_what_the_committed_launch_floor_runs_give",
     "test_compare.py::test_a_between_run_shift_is_absorbed_by_the_margin_and_a_larger_slowdown_is_not",
     "test_compare.py::test_an_injected_slowdown_is_found_and_a_bad_injection_refused",
     "test_blas.py::test_cpu_frameworks_verified_and_timed",

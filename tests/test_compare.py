@@ -641,7 +641,101 @@ def test_the_shipped_noise_model_is_what_the_committed_runs_give():
     doc = json.loads(json.dumps(cal.fit_model(cal.pairs(files)), sort_keys=True))
     from gapbench.core.noise import MODEL_FILE
 
-    assert doc == json.loads(MODEL_FILE.read_text())
+    shipped = json.loads(MODEL_FILE.read_text())
+    assert doc == {k: v for k, v in shipped.items() if k != "floor"}  # the floor's section: the next test
+
+
+def test_the_shipped_floor_section_is_what_the_committed_launch_floor_runs_give():
+    """compare_noise.json's launch-floor section (shares and floor classes per GPU model) regenerates
+    from the committed --launch-floor runs floor_model.py names."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "docs/results"))
+    try:
+        spec = importlib.util.spec_from_file_location("floor_model", root / "docs/results/floor_model.py")
+        fm = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(fm)
+        try:
+            floors = fm.load()
+        except fm.cc.HistoryUnavailable as e:
+            pytest.skip(str(e))
+        doc = json.loads(json.dumps(fm.fit_all(floors), sort_keys=True))
+    finally:
+        sys.path.remove(str(root / "docs/results"))
+    from gapbench.core.noise import MODEL_FILE
+
+    assert doc == json.loads(MODEL_FILE.read_text())["floor"]
+    assert set(doc) == {"h100-80gb-hbm3", "h200"} and all(0 < d["share"]["native"] <= 1.5 for d in doc.values())
+
+
+def _floored(op, samples_us, floor_us, backend="native-cuda"):
+    r = _row(op, [x * 1e-6 for x in samples_us], backend=backend)
+    r.params["launch_floor"] = {"median_s": floor_us * 1e-6, "what": "an empty kernel", "rounds": 10}
+    return r
+
+
+def _floor_model(share=1.0, scale=0.002):
+    """A model whose only classes are floor classes (every level of a native gated 3.2-10 us row)."""
+    from gapbench.core import noise
+
+    cls = ("blas", "time", "native", "gated" + noise.FLOORED, "many", "e-6.5")
+    fitted = {"n": 100, "groups": 20, "rms": scale, "scale": scale, "scale90": scale}
+    return noise.NoiseModel({"devices": {"h100-80gb-hbm3": {"within": {}, "across": {}}},
+                             "floor": {"h100-80gb-hbm3": {"share": {"native": share},
+                                                          "within": {noise.key(lv): fitted for lv in noise.levels(cls)},
+                                                          "across": {}}}})
+
+
+def test_a_short_rows_launch_floor_move_is_taken_off_and_a_real_change_is_still_found(tmp_path):
+    """Two --launch-floor runs: a 5 us row whose empty kernel beside it moved by 0.1 us moves with
+    it (B/A 1.02); less the model's share (here all) of the floor's move it is the same, judged by
+    its floor class, with the absolute B/A beside. A row that got 0.25 us slower while its floor
+    did not move is still slower. Without a floor fit the rows are judged as they are (the model
+    has no class for them: can't tell), and a row with a floor on one side only is not adjusted."""
+    rng = np.random.default_rng(3)
+    base = lambda us: list(us * rng.lognormal(0, 0.002, 60))  # noqa: E731
+    a = _write(tmp_path / "a.json", [_floored("moved", base(5.0), 2.8), _floored("slower", base(5.0), 2.8),
+                                     _floored("one side", base(5.0), 2.8)])
+    b = _write(tmp_path / "b.json", [_floored("moved", base(5.1), 2.9), _floored("slower", base(5.25), 2.8),
+                                     _row("one side", [x * 1e-6 for x in base(5.1)])])
+    by = {c.key[4].split()[0]: c for c in cmp.compare_runs(load_run(a), load_run(b), model=_floor_model(),
+                                                            one_start=True)}
+    moved = by["moved"]
+    assert moved.verdict == cmp.SAME and moved.ratio == pytest.approx(1.0, abs=0.003)
+    assert moved.absolute == pytest.approx(1.02, abs=0.003) and "launch floor" in moved.note
+    assert moved.noise_class[3] == "gated-floor"
+    assert by["slower"].verdict == cmp.SLOWER and by["slower"].ratio == pytest.approx(1.05, abs=0.003)
+    assert by["one"].absolute is None and by["one"].noise_class[3] == "gated" and by["one"].verdict == cmp.CANT_TELL
+    # half the move taken off: B/A 1.01
+    half = {c.key[4].split()[0]: c for c in cmp.compare_runs(load_run(a), load_run(b), model=_floor_model(0.5),
+                                                              one_start=True)}
+    assert half["moved"].ratio == pytest.approx(1.01, abs=0.003)
+    # no floor section: judged as they are
+    from gapbench.core import noise
+
+    bare = noise.NoiseModel({"devices": {"h100-80gb-hbm3": {"within": {}, "across": {}}}})
+    plain = {c.key[4].split()[0]: c for c in cmp.compare_runs(load_run(a), load_run(b), model=bare, one_start=True)}
+    assert plain["moved"].ratio == pytest.approx(1.02, abs=0.003) and plain["moved"].absolute is None
+    # another GPU model on one side: no adjustment (a share is per GPU model)
+    c = _write(tmp_path / "c.json", [_floored("moved", base(5.1), 2.9)], device="NVIDIA H200")
+    (other,) = cmp.compare_runs(load_run(a), load_run(c), model=_floor_model())
+    assert other.absolute is None and other.noise_class[3] == "gated"
+
+
+def test_the_calibration_sees_floored_rows_as_compare_judges_them(tmp_path):
+    """judged_shifts with floor shares: each floored row's shift is its B less the share of the
+    floor's move, in its floor class; without shares the same rows are plain gated rows."""
+    rng = np.random.default_rng(4)
+    base = lambda us: list(us * rng.lognormal(0, 0.002, 60))  # noqa: E731
+    a = load_run(_write(tmp_path / "a.json", [_floored("x", base(5.0), 2.8)]))
+    b = load_run(_write(tmp_path / "b.json", [_floored("x", base(5.1), 2.9)]))
+    ((cls, d),) = cmp.judged_shifts(a, b, one_start=True, floor_shares={"native": 1.0})
+    assert cls[3] == "gated-floor" and abs(d) < 0.003
+    ((cls0, d0),) = cmp.judged_shifts(a, b, one_start=True)
+    assert cls0[3] == "gated" and d0 == pytest.approx(np.log(1.02), abs=0.003)
 
 
 def test_the_calibration_counts_how_often_an_interval_holds_the_true_ratio_by_row_size():

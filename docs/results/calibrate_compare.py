@@ -569,18 +569,21 @@ def main() -> None:
             cells.append(" / ".join(parts))
         lines.append(f"| {k} | " + " | ".join(cells) + " |")
     print("\n".join(lines))
-    OUT.write_text(dump(doc))
+    # the launch floor's section is floor_model.py's (its own runs): kept as it is
+    kept = noise.NoiseModel.load(OUT).doc.get("floor")
+    OUT.write_text(dump({**doc, **({"floor": kept} if kept else {})}))
 
 
 def dump(doc: dict) -> str:
-    """The model as JSON, one fitted level a line (the file holds one per row and class)."""
+    """The model as JSON, one fitted level a line (the file holds one per row and class), the floor
+    section (floor_model.py) laid out as the devices are."""
     out = ["{"]
     for i, (k, v) in enumerate(sorted(doc.items())):
         sep = "," if i < len(doc) - 1 else ""
-        if k != "devices":
+        if k not in ("devices", "floor"):  # per device class: one fitted level a line
             out.append(f" {json.dumps(k)}: {json.dumps(v, sort_keys=True)}{sep}")
             continue
-        out.append(' "devices": {')
+        out.append(f' {json.dumps(k)}: {{')
         for j, (dev, d) in enumerate(sorted(v.items())):
             out.append(f"  {json.dumps(dev)}: {{")
             items = sorted(d.items())

@@ -39,6 +39,10 @@ so; across machine starts host-timed launch rows are then compared as gaps to th
 (the absolute change shown beside), within one start they get no verdict (there they do not keep
 their gap), nor do host rows without a plain loop of their metric where the host's CPU floor moved;
 device-timed rows short enough to move with the event-pair floor get no verdict (host_bound_rule).
+Rows of two `bench.blas --launch-floor` runs on one GPU model carry the empty kernel timed beside
+them (noise.floor_s): one run a side, compare takes the model's share b of that floor's move off B's
+samples (B - b (floor B - floor A)) and judges the rest by the model's floor classes (the absolute
+B/A shown beside); without a floor fit for the GPU model the rows are judged as they are.
 Host differences (another CPU, kernel, machine or boot; a first run after a machine start) are
 listed, and single-sample rows get no verdict across a first run or across compile caches (CuPy's
 kernels, torch's bytecode) empty for one run and filled for the other.
@@ -53,11 +57,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
+import numpy as np
+
 from gapbench.core.conditions import Conditions, mismatch
 from gapbench.core.floors import (EVENT_ROWS, HOST_BOUND, HOST_CPU, FloorMove, cold_start_differs, floor_moves,
                                   host_differences, is_floor, plain_floors, same_start)
-from gapbench.core.noise import (Z90, Z95, NoiseModel, device_class, is_heavy, row_class, row_key,  # noqa: F401 (API)
-                                 shipped, z_of)
+from gapbench.core.noise import (FLOORED, Z90, Z95, NoiseModel, device_class, floor_group, floor_s,  # noqa: F401
+                                 is_heavy, row_class, row_key, shipped, z_of)
 from gapbench.core.ratio_ci import (K0, beyond_processes, median_ratio_ci, median_ratio_cis,  # noqa: F401 (API)
                                     own_processes,
                                     process_ratio_ci, process_spread, run_term, within_run)
@@ -134,6 +140,8 @@ class RowChange:
     #: the 90% interval "same" is judged by (classify; the 95% one for heavy-tailed classes)
     same_lo: float | None = None
     same_hi: float | None = None
+    #: the noise class the row was judged by (noise.row_class; floored rows: "gated-floor")
+    noise_class: tuple = ()
 
     def to_dict(self) -> dict:
         return {"row": key_text(self.key), "verdict": self.verdict, "ratio_b_over_a": self.ratio, "lo": self.lo,
@@ -208,7 +216,14 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
             continue
         ma, mb = ((between[0].get(k, []), between[1].get(k, [])) if between else
                   (own_processes(ra), own_processes(r)) if processes else ([], []))
-        cls = row_class(ra, quant["A"][0])
+        share = None
+        if model is not None and dev_a == dev_b and not (len(ma) >= 2 and len(mb) >= 2):
+            fa, fb = floor_s(ra), floor_s(r)
+            b_share = model.floor_share(dev_a, floor_group(r)) if fa and fb else None
+            if b_share is not None and float(qb.min()) > b_share * (fb - fa):
+                share = (b_share, fa, fb, r.median() / ra.median())
+                qb = qb - b_share * (fb - fa)  # B less its floor's move, sample by sample
+        cls = row_class(ra, quant["A"][0], floored=share is not None)
         scale = _scale(model, dev_a, dev_b, cls, one_start)
         scale90 = _scale(model, dev_a, dev_b, cls, one_start, 0.90)[0]  # None exactly where scale's is
         note, reason = "", ""
@@ -236,7 +251,7 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
             if intervals:
                 ratio, ((lo, hi), (slo, shi)) = median_ratio_cis(qa, qb, seed=seed)
             else:
-                ratio = lo = hi = slo = shi = r.median() / ra.median()
+                ratio = lo = hi = slo = shi = float(np.median(qb) / np.median(qa))
             if widen != 1:  # on the log scale, so the interval stays positive and symmetric in ratio terms
                 lo, hi, slo, shi = (ratio * (x / ratio) ** widen for x in (lo, hi, slo, shi))
             covers = "within-run"
@@ -263,7 +278,11 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
         if is_heavy(cls):  # heavy tails (host-bound, single-sample): "same" keeps the 95% interval
             slo, shi = lo, hi
         absolute = None
-        clock = cls[3]
+        if share is not None:
+            b_share, fa, fb, absolute = share
+            note = "; ".join(x for x in (f"less {b_share:.2f} of its launch floor's move ({1e6 * fa:.2f} -> "
+                                         f"{1e6 * fb:.2f} us); absolute B/A {absolute:.3f}", note) if x)
+        clock = cls[3].removesuffix(FLOORED)
         if not reason and clock in ("gated", "graph", "issued") and "event pair" in moves:
             ev = moves["event pair"]
             if quant["A"][0] < EVENT_ROWS * max(ev.a, ev.b):
@@ -285,7 +304,7 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
             note = "; ".join(x for x in (note, f"on {units}: units of one model differ too (16384^2 GEMVs of two "
                                                "H200s 4.7% apart)") if x)
         out.append(RowChange(k, ra, r, verdict, ratio, lo, hi, why=reason, quantiles=quant, of_ceiling=frac,
-                             covers=covers, absolute=absolute, note=note, same_lo=slo, same_hi=shi))
+                             covers=covers, absolute=absolute, note=note, same_lo=slo, same_hi=shi, noise_class=cls))
     return out
 
 
@@ -330,28 +349,35 @@ def host_bound_rule(r: Record, moves: dict[str, FloorMove], plains: dict[str, Fl
     return "", None
 
 
-def judged_shifts(a: Run, b: Run, one_start: bool | None = None) -> list[tuple[tuple, float]]:
+def judged_shifts(a: Run, b: Run, one_start: bool | None = None,
+                  floor_shares: dict[str, float] | None = None) -> list[tuple[tuple, float]]:
     """(row class, log shift) of every row compare_runs would judge by its noise class, each run's
     first process (a --processes run's other processes aside: the model is of one process a side):
     rows whose conditions match, not left without a verdict by a floor that moved (event pair), host-timed
     launch rows as gaps to their host floor. The calibration fits the noise model on these, so the
-    model and compare see the same quantity."""
+    model and compare see the same quantity. `floor_shares` ({"native": b, "framework": b}): rows
+    with a launch floor less that share of its move, in their floor classes (floor_model.py)."""
     out = []
-    for c in compare_runs(a, b, model=_ALL, one_start=one_start, intervals=False, processes=False):
+    everything = _Everything(floor_shares) if floor_shares else _ALL
+    for c in compare_runs(a, b, model=everything, one_start=one_start, intervals=False, processes=False):
         if c.verdict == NOT_COMPARABLE or c.why or c.ratio is None:
             continue
-        out.append((row_class(c.a, c.quantiles["A"][0]), math.log(c.ratio)))
+        out.append((c.noise_class, math.log(c.ratio)))
     return out
 
 
 class _Everything(NoiseModel):
     """A stand-in model that calibrates every class (so judged_shifts sees every row)."""
 
-    def __init__(self):
+    def __init__(self, floor_shares: dict[str, float] | None = None):
         super().__init__({})
+        self.shares = floor_shares or {}
 
     def scale(self, device, cls, same_start=False, confidence=0.95):
         return 0.0, "any"
+
+    def floor_share(self, device, group):
+        return self.shares.get(group)
 
 
 _ALL = _Everything()

@@ -21,6 +21,13 @@ event-pair floor), each fitted on pairs of that kind.
 The shipped model (compare_noise.json) is written by docs/results/calibrate_compare.py from the
 committed A/A runs, with its sources and commits; the calibration report judges it only on machine
 starts it was not fitted on.
+
+Runs of `bench.blas --launch-floor` time an empty kernel beside each short row, in the same rounds on
+the same stream (the row's launch floor, `floor_s`). Much of a short row's move between processes is
+its floor's: compare takes a share b of the floor's move off the row's B (B - b (floor B - floor A))
+and judges what is left by floor classes (clock "gated-floor"), fitted on --launch-floor runs. The
+model's "floor" section (docs/results/floor_model.py) holds, per GPU model, b for native and for
+framework rows, and those classes; it is judged on machine starts it was not fitted on too.
 """
 from __future__ import annotations
 
@@ -49,6 +56,8 @@ _CLOCK = {Clock.GATED: "gated", Clock.ISSUED: "issued", Clock.GRAPH: "graph", Cl
           Clock.GPU_TIMESTAMPS: "gpu-ts"}
 #: clocks that see only the device's work: the queue held behind the gate, or one graph launch
 DEVICE_CLOCKS = ("gated", "graph", "gpu-ts")
+#: the clock of a row judged less its launch floor's move (floor_s): its own classes
+FLOORED = "-floor"
 
 
 def clock_kind(r: Record) -> str:
@@ -75,9 +84,24 @@ def row_key(r: Record) -> tuple[str, ...]:
     return (r.probe, r.backend, r.variant, r.metric, case)
 
 
-def row_class(r: Record, median_s: float) -> tuple[str, ...]:
+def floor_s(r: Record) -> float | None:
+    """The median of the empty kernel timed beside the row in the same rounds on the same stream
+    (bench.blas --launch-floor: `params.launch_floor`), or None."""
+    fl = (r.params or {}).get("launch_floor") or {}
+    m = fl.get("median_s") if isinstance(fl, dict) else None
+    return float(m) if m else None
+
+
+def floor_group(r: Record) -> str:
+    """Which floor share a row takes: "native" (gapbench's own kernels and the vendor library
+    called directly) or "framework"."""
+    return "native" if r.backend.startswith("native") else "framework"
+
+
+def row_class(r: Record, median_s: float, floored: bool = False) -> tuple[str, ...]:
     """What a row is, for its noise: (benchmark, metric, framework, clock, single|many, decade, row);
-    the framework carries the number of streams its rows were timed on where that is more than one
+    `floored`: judged less its launch floor's move (clock "gated-floor": classes of their own); the
+    framework carries the number of streams its rows were timed on where that is more than one
     ("native-streams8"); the row is its backend, variant and case (row_key), for the row's own level
     (levels)."""
     try:
@@ -92,7 +116,8 @@ def row_class(r: Record, median_s: float) -> tuple[str, ...]:
         family = f"{family}-streams{int(streams)}"
     single = "single" if len(r.samples_s or ()) <= 1 else "many"
     k = row_key(r)
-    return (r.probe, r.metric, family, clock_kind(r), single, decade(median_s), "|".join((k[1], k[2], k[4])))
+    clock = clock_kind(r) + (FLOORED if floored else "")
+    return (r.probe, r.metric, family, clock, single, decade(median_s), "|".join((k[1], k[2], k[4])))
 
 
 def is_heavy(cls: Sequence[str]) -> bool:
@@ -307,6 +332,18 @@ class NoiseModel:
     def __init__(self, doc: dict):
         self.doc = doc
         self.devices: dict[str, dict] = doc.get("devices", {})
+        #: per device class: {"share": {"native": b, "framework": b}, "within": ..., "across": ...}
+        self.floors: dict[str, dict] = doc.get("floor", {})
+
+    def _section(self, device: str, cls: Sequence[str]) -> dict | None:
+        """Where a class's fits are: the floor section for floored classes, else the device's."""
+        return (self.floors if cls[3].endswith(FLOORED) else self.devices).get(device)
+
+    def floor_share(self, device: str, group: str) -> float | None:
+        """b: the share of a launch floor's move taken off a row of `group` (floor_group) on
+        `device`, or None where the model has no floor fit there (the row is judged as it is)."""
+        b = ((self.floors.get(device) or {}).get("share") or {}).get(group)
+        return float(b) if b is not None else None
 
     @classmethod
     def load(cls, path: Path | str = MODEL_FILE) -> "NoiseModel":
@@ -325,7 +362,7 @@ class NoiseModel:
         where too few pairs of one start saw it, better than a class whose loudest rows set its tail.
         `confidence` 0.90: the scale of the 90% prediction interval ("same"; a model fitted before
         it was kept gives its 95% one, which is wider)."""
-        if device not in self.devices:
+        if self._section(device, cls) is None:
             have = ", ".join(sorted(self.devices)) or "none"
             return None, f"uncalibrated on {device} (calibrated: {have}): use --repeat"
         found = self._fitted(device, cls, same_start)
@@ -342,7 +379,7 @@ class NoiseModel:
 
     def _fitted(self, device: str, cls: Sequence[str], same_start: bool) -> tuple[str, str, dict] | None:
         """(scope, level key, its fit) of the first level fitted, in _lookup's order, or None."""
-        dev = self.devices.get(device) or {}
+        dev = self._section(device, cls) or {}
         for scope, lv in _lookup(cls, same_start):
             hit = dev.get(scope, {}).get(key(lv))
             if hit is not None:
@@ -355,7 +392,7 @@ class NoiseModel:
         what two processes of one start differ by: sqrt(rms across starts^2 - rms within one
         start^2) at the most specific level fitted in both scopes; 0 where there is none. Several
         processes of one start say nothing of it, so a --repeat interval across starts adds it."""
-        dev = self.devices.get(device) or {}
+        dev = self._section(device, cls) or {}
         within, across = dev.get("within", {}), dev.get("across", {})
         for lv in levels(cls):
             w, a = within.get(key(lv)), across.get(key(lv))
@@ -368,7 +405,9 @@ class NoiseModel:
             return "no noise model"
         parts = [f"{d} ({len(v.get('starts', []))} machine starts, {v.get('pairs', 0)} A/A row pairs)"
                  for d, v in sorted(self.devices.items())]
-        return f"per-row noise model of {', '.join(parts)} ({self.doc.get('generator', '?')})"
+        floors = [f"{d} ({len(v.get('starts', []))} starts)" for d, v in sorted(self.floors.items())]
+        return (f"per-row noise model of {', '.join(parts)} ({self.doc.get('generator', '?')})"
+                + (f"; launch floors of {', '.join(floors)}" if floors else ""))
 
 
 @functools.cache

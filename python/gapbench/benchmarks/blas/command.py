@@ -95,8 +95,9 @@ class BlasBenchmark(Benchmark):
                              "row on one stream)")
         ap.add_argument("--launch-floor", action="store_true",
                         help="time an empty kernel as one more arm of each short case's rounds, on the stream its "
-                             "rows take: each CUDA row records its stream's launch floor (params.launch_floor; "
-                             "for issue 35's noise study, not yet used by gapbench compare)")
+                             "rows take: each CUDA row records its stream's launch floor (params.launch_floor). "
+                             "gapbench compare of two such runs takes the floor's move off the short rows, which "
+                             "then move less between processes (more rows `same`; H100s and H200s calibrated)")
         ap.add_argument("--inject-delay-us", action="append", default=[], metavar="BACKEND=US",
                         type=injection(lambda b: b is Backend.torch_cuda, "torch-cuda only (torch.cuda._sleep), "
                                        "e.g. torch-cuda=2"),

@@ -1,0 +1,190 @@
+"""The noise model's launch-floor section (issue 35), fitted on committed `bench.blas --launch-floor`
+runs (`bash .ci/gpu floor`: three fresh processes a machine start) and judged on machine starts it
+was not fitted on.
+
+Per GPU model: b, the share of the floor's move taken off a row's B (least squares over the row
+pairs of two runs of one start, on a grid of 0 to 1.5, per group: native and framework rows), then
+the floor classes (clock "gated-floor", noise.fit) of what is left, within one start and across
+starts, exactly as compare judges them (compare.judged_shifts with the shares). For each start held
+out, b and the classes are fitted on the other starts of its GPU model only, and its pairs are then
+judged one run a side by `gapbench compare` twice: with the shipped model as it is without the floor
+section (the rows as a default run's compare sees them) and with the held-out floor fit. Every
+other row is judged by the shipped model in both, which was fitted on none of these starts.
+
+    python docs/results/floor_model.py            # the report (Markdown) on stdout; writes the
+                                                  # "floor" section of compare_noise.json
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import calibrate_compare as cc  # noqa: E402  (source, File, covered, pct, commit_of, dump)
+from gapbench.core import compare as cmp  # noqa: E402
+from gapbench.core import noise  # noqa: E402
+
+_H100 = "docs/results/floor-2026-11-28"
+#: per GPU model, machine start: its --launch-floor runs (a path under docs/results, or git:REV:PATH
+#: for a run kept in git history; INDEX.md lists each)
+FLOOR_STARTS = {
+    "h100-80gb-hbm3": {
+        "2026-11-28 02:14 (0537d43)": [f"git:e48e939:{_H100}/blas-floor-h100-80gb-hbm3-2026-11-28-{i}.json.gz"
+                                       for i in (1, 2, 3)],
+        "2026-11-28 03:27 (2c1fd8c)": [f"git:07f6f60:{_H100}/start2/blas-floor-h100-80gb-hbm3-2026-11-28-{i}.json.gz"
+                                       for i in (1, 2, 3)],
+        "2026-11-28 03:50 (c77b08b8f4da)": [
+            f"git:07f6f60:{_H100}/start3/blas-floor-h100-80gb-hbm3-2026-11-28-{i}.json.gz" for i in (1, 2, 3)],
+        "2026-11-28 04:4x (7f88c48)": [f"git:f73e02e:{_H100}/start4/blas-floor-h100-80gb-hbm3-2026-11-28-{i}.json.gz"
+                                       for i in (1, 2, 3)],
+    },
+    "h200": {
+        f"2026-11-28 {t} (64698a6)": [f"floor-2026-11-28/h200-start{n}/blas-floor-h200-2026-11-28-{i}.json.gz"
+                                      for i in (1, 2, 3)]
+        for n, t in ((1, "05:5x"), (2, "06:0x"), (3, "06:1x"))
+    },
+}
+#: per GPU model, runs with a test-only device delay on torch-cuda (another machine start than FLOOR_STARTS')
+FLOOR_INJECTED = {"h200": ["floor-2026-11-28/h200-inj/blas-floor-inj3-h200-2026-11-28-1.json.gz"]}
+GROUPS = ("native", "framework")
+BETAS = [i / 100 for i in range(151)]
+
+
+def load() -> dict[str, dict[str, list[cc.File]]]:
+    return {gpu: {start: [cc.File(rel, start, gpu) for rel in rels] for start, rels in starts.items()}
+            for gpu, starts in FLOOR_STARTS.items()}
+
+
+def _floor_pairs(files: list[cc.File], group: str) -> list[tuple[float, float, float, float]]:
+    """(A, B, floor A, floor B) medians, seconds, of every row both of two runs timed with a floor."""
+    out = []
+    for a, b in itertools.combinations(files, 2):
+        ra = {cmp.row_key(r): r for r in a.run.records if r.status == "ok" and r.samples_s and noise.floor_s(r)}
+        for r in b.run.records:
+            k = cmp.row_key(r)
+            if k in ra and r.status == "ok" and r.samples_s and noise.floor_s(r) and noise.floor_group(r) == group:
+                out.append((ra[k].median(), r.median(), noise.floor_s(ra[k]), noise.floor_s(r)))
+    return out
+
+
+def fit_share(starts: dict[str, list[cc.File]]) -> dict[str, float]:
+    """b per group: least squares of log((B - b (floor B - floor A)) / A) over the row pairs of two
+    runs of one start, every start given."""
+    out = {}
+    for group in GROUPS:
+        ps = [p for files in starts.values() for p in _floor_pairs(files, group)]
+        if ps:
+            out[group] = min(BETAS, key=lambda b: sum(math.log((p[1] - b * (p[3] - p[2])) / p[0]) ** 2 for p in ps))
+    return out
+
+
+def fit_floor(starts: dict[str, list[cc.File]]) -> dict:
+    """One GPU model's floor section: the shares, and the floor classes within a start and across."""
+    shares = fit_share(starts)
+    files = [f for fs in starts.values() for f in fs]
+    within, across = [], []
+    for a, b in itertools.combinations(files, 2):
+        one = a.start == b.start
+        group = (a.rel, b.rel) if one else tuple(sorted((a.start, b.start)))
+        for c, d in cmp.judged_shifts(a.run, b.run, one_start=one, floor_shares=shares):
+            if c[3].endswith(noise.FLOORED):
+                (within if one else across).append((c, d, group))
+    return {"share": shares, "within": noise.fit(within), "across": noise.fit(across),
+            "pairs_within": len(within), "pairs_across": len(across), "starts": sorted(starts),
+            "sources": sorted(f.rel for f in files), "commits": sorted({cc.commit_of(f.run.env) for f in files})}
+
+
+def fit_all(floors: dict[str, dict[str, list[cc.File]]]) -> dict:
+    return {gpu: fit_floor(starts) for gpu, starts in floors.items()}
+
+
+def _judge(model: noise.NoiseModel, test: list[tuple[cc.File, cc.File]]) -> dict:
+    """Verdicts of every A/A row of `test`, and of the rows with a floor alone, with the TOST counts
+    (calibrate_compare.covered) of the rows with a floor."""
+    n = {k: {v: 0 for v in (cmp.SAME, cmp.FASTER, cmp.SLOWER, cmp.CANT_TELL)} for k in ("all", "floor")}
+    cover = cc.new_cover()
+    for a, b in test:
+        for c in cmp.compare_runs(a.run, b.run, model=model, one_start=a.start == b.start):
+            if c.ratio is None or c.verdict == cmp.NOT_COMPARABLE:
+                continue
+            n["all"][c.verdict] += 1
+            if noise.floor_s(c.a) and noise.floor_s(c.b):
+                n["floor"][c.verdict] += 1
+                cc.covered(cover, c)
+    return {"n": n, "cover": cover}
+
+
+def _cells(n: dict) -> str:
+    total = sum(n.values())
+    return ", ".join(cc.pct(k, total) for k in (n[cmp.SAME], n[cmp.FASTER] + n[cmp.SLOWER], n[cmp.CANT_TELL]))
+
+
+def main() -> None:
+    floors = load()
+    shipped = noise.shipped().doc
+    base = noise.NoiseModel({k: v for k, v in shipped.items() if k != "floor"})
+    lines = ["# The launch floor in gapbench compare, judged on machine starts it was not fitted on", "",
+             "Generated by `python docs/results/floor_model.py` from the committed `bench.blas --launch-floor` runs "
+             "it names (its FLOOR_STARTS); do not edit by hand. For each start held out, b and the floor classes are "
+             "fitted on the other starts of its GPU model, then every pair of runs within the held-out start (and "
+             "between it and the others) is judged one run a side by the shipped model without its floor section "
+             "(as a default run is judged), and with the held-out floor fit. Every other row is judged by the shipped "
+             "model both times (fitted on none of these starts). Cells: same, faster or slower, can't tell.", "",
+             "| GPU model | held-out start | pairs | b native, framework (fitted on the others) | all rows, without the "
+             "floor | all rows, with it | rows with a floor, without | rows with a floor, with it |",
+             "|---|---|---|---|---|---|---|---|"]
+    notes = []
+    for gpu, starts in floors.items():
+        allf = [f for fs in starts.values() for f in fs]
+        tot = {k: {s: {v: 0 for v in (cmp.SAME, cmp.FASTER, cmp.SLOWER, cmp.CANT_TELL)} for s in ("without", "with")}
+               for k in ("within it", "with others")}
+        cov = {k: cc.new_cover() for k in tot}
+        for held in starts:
+            section = fit_floor({s: fs for s, fs in starts.items() if s != held})
+            model = noise.NoiseModel({**{k: v for k, v in shipped.items() if k != "floor"}, "floor": {gpu: section}})
+            for scope, test in (("within it", list(itertools.combinations(starts[held], 2))),
+                                ("with others", [(a, b) for a in starts[held] for b in allf if b.start != held])):
+                without, with_ = _judge(base, test), _judge(model, test)
+                for s, res in (("without", without), ("with", with_)):
+                    for v, k in res["n"]["all"].items():
+                        tot[scope][s][v] += k
+                cc.add_cover(cov[scope], with_["cover"])
+                sh = section["share"]
+                lines.append(f"| {gpu} | {held}, {scope} | {len(test)} | {sh.get('native', '-')}, {sh.get('framework', '-')} | "
+                             f"{_cells(without['n']['all'])} | {_cells(with_['n']['all'])} | "
+                             f"{_cells(without['n']['floor'])} | {_cells(with_['n']['floor'])} |")
+        for scope in tot:
+            a, b = (cc.shares(tot[scope][s]) for s in ("without", "with"))
+            notes.append(f"- {gpu}, {scope}: all rows {a[0]} same without the floor, {b[0]} with it; faster or slower "
+                         f"{a[1]} and {b[1]}. Rows with a floor, with it: {cc.tost_cell(cov[scope])}")
+    doc = fit_all(floors)
+    lines += ["", "All held-out pairs:", ""] + notes
+    full = noise.NoiseModel({**{k: v for k, v in shipped.items() if k != "floor"}, "floor": doc})
+    for gpu, rels in FLOOR_INJECTED.items():
+        for rel in rels:
+            inj = cc.File(rel, "injected", gpu)
+            test = [(a, inj) for fs in floors[gpu].values() for a in fs]
+            cells = []
+            for model in (base, full):
+                det = cc.judge(model, test)["detected"]
+                cells.append(" / ".join(cc.pct(*det[bk]) for bk in cc.BUCKETS))
+            lines += ["", f"Detection ({gpu}): {rel}, torch-cuda delayed by {inj.injected:g} us a timed op (another "
+                          f"machine start), against each of the {len(test)} runs above; its torch-cuda rows found "
+                          "`slower`, by the slowdown the delay must at least cause (3-5% / 5-10% / >=10%): without the "
+                          f"floor {cells[0]}; with the shipped floor section (which never saw that start) {cells[1]}."]
+    lines += ["", "## The shipped floor section (every start)", "",
+              "| GPU model | starts | b native | b framework | floor row pairs within a start / across | classes | commits |",
+              "|---|---|---|---|---|---|---|"]
+    for gpu, d in doc.items():
+        lines.append(f"| {gpu} | {len(d['starts'])} | {d['share'].get('native')} | {d['share'].get('framework')} | "
+                     f"{d['pairs_within']} / {d['pairs_across']} | {len(d['within'])} / {len(d['across'])} | "
+                     f"{', '.join(d['commits'])} |")
+    print("\n".join(lines))
+    cc.OUT.write_text(cc.dump({**{k: v for k, v in shipped.items() if k != "floor"}, "floor": doc}))
+
+
+if __name__ == "__main__":
+    main()
