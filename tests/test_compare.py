@@ -701,9 +701,12 @@ def test_a_short_rows_launch_floor_move_is_taken_off_and_a_real_change_is_still_
                                      _floored("one side", base(5.0), 2.8)])
     b = _write(tmp_path / "b.json", [_floored("moved", base(5.1), 2.9), _floored("slower", base(5.25), 2.8),
                                      _row("one side", [x * 1e-6 for x in base(5.1)])])
-    by = {c.key[4].split()[0]: c for c in cmp.compare_runs(load_run(a), load_run(b), model=_floor_model(),
-                                                            one_start=True)}
+    changes = cmp.compare_runs(load_run(a), load_run(b), model=_floor_model(), one_start=True)
+    by = {c.key[4].split()[0]: c for c in changes}
     moved = by["moved"]
+    (said,) = [n for n in cmp.notes(load_run(a), load_run(b), changes) if "launch floor" in n]
+    assert said.startswith("2 short rows judged less") and "+0.0% to +2.0%" in said
+    assert not any("host-timed rows" in n for n in cmp.notes(load_run(a), load_run(b), changes))
     assert moved.verdict == cmp.SAME and moved.ratio == pytest.approx(1.0, abs=0.003)
     assert moved.absolute == pytest.approx(1.02, abs=0.003) and "launch floor" in moved.note
     assert moved.noise_class[3] == "gated-floor"

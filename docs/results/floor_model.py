@@ -27,28 +27,28 @@ import calibrate_compare as cc  # noqa: E402  (source, File, covered, pct, commi
 from gapbench.core import compare as cmp  # noqa: E402
 from gapbench.core import noise  # noqa: E402
 
-_H100 = "docs/results/floor-2026-11-28"
+_FLOOR = "docs/results/floor-2026-11-28"
 #: per GPU model, machine start: its --launch-floor runs (a path under docs/results, or git:REV:PATH
 #: for a run kept in git history; INDEX.md lists each)
 FLOOR_STARTS = {
     "h100-80gb-hbm3": {
-        "2026-11-28 02:14 (0537d43)": [f"git:e48e939:{_H100}/blas-floor-h100-80gb-hbm3-2026-11-28-{i}.json.gz"
+        "2026-11-28 02:14 (0537d43)": [f"git:e48e939:{_FLOOR}/blas-floor-h100-80gb-hbm3-2026-11-28-{i}.json.gz"
                                        for i in (1, 2, 3)],
-        "2026-11-28 03:27 (2c1fd8c)": [f"git:07f6f60:{_H100}/start2/blas-floor-h100-80gb-hbm3-2026-11-28-{i}.json.gz"
+        "2026-11-28 03:27 (2c1fd8c)": [f"git:07f6f60:{_FLOOR}/start2/blas-floor-h100-80gb-hbm3-2026-11-28-{i}.json.gz"
                                        for i in (1, 2, 3)],
         "2026-11-28 03:50 (c77b08b8f4da)": [
-            f"git:07f6f60:{_H100}/start3/blas-floor-h100-80gb-hbm3-2026-11-28-{i}.json.gz" for i in (1, 2, 3)],
-        "2026-11-28 04:4x (7f88c48)": [f"git:f73e02e:{_H100}/start4/blas-floor-h100-80gb-hbm3-2026-11-28-{i}.json.gz"
+            f"git:07f6f60:{_FLOOR}/start3/blas-floor-h100-80gb-hbm3-2026-11-28-{i}.json.gz" for i in (1, 2, 3)],
+        "2026-11-28 04:4x (7f88c48)": [f"git:f73e02e:{_FLOOR}/start4/blas-floor-h100-80gb-hbm3-2026-11-28-{i}.json.gz"
                                        for i in (1, 2, 3)],
     },
     "h200": {
-        f"2026-11-28 {t} (64698a6)": [f"floor-2026-11-28/h200-start{n}/blas-floor-h200-2026-11-28-{i}.json.gz"
+        f"2026-11-28 {t} (64698a6)": [f"git:8d5bb3f:{_FLOOR}/h200-start{n}/blas-floor-h200-2026-11-28-{i}.json.gz"
                                       for i in (1, 2, 3)]
         for n, t in ((1, "05:5x"), (2, "06:0x"), (3, "06:1x"))
     },
 }
 #: per GPU model, runs with a test-only device delay on torch-cuda (another machine start than FLOOR_STARTS')
-FLOOR_INJECTED = {"h200": ["floor-2026-11-28/h200-inj/blas-floor-inj3-h200-2026-11-28-1.json.gz"]}
+FLOOR_INJECTED = {"h200": [f"git:8d5bb3f:{_FLOOR}/h200-inj/blas-floor-inj3-h200-2026-11-28-1.json.gz"]}
 GROUPS = ("native", "framework")
 BETAS = [i / 100 for i in range(151)]
 

@@ -477,9 +477,15 @@ def notes(a: Run, b: Run, changes: list[RowChange]) -> list[str]:
     moves = floor_moves(a, b)
     if moves:
         out.append("floors that moved: " + "; ".join(m.text() for m in moves))
-    gaps = sum(1 for c in changes if c.absolute is not None)
+    floored = [c for c in changes if c.noise_class and c.noise_class[3].endswith(FLOORED)]
+    gaps = sum(1 for c in changes if c.absolute is not None) - len(floored)
     if gaps:
         out.append(f"{gaps} host-timed rows judged as gaps to their host floor (absolute B/A in --json/--markdown)")
+    if floored:
+        moved = sorted(c.absolute / c.ratio for c in floored)
+        out.append(f"{len(floored)} short rows judged less the noise model's share of their launch floor's move "
+                   f"(--launch-floor runs; B/A is net of it, the absolute B/A in --json/--markdown; the floor moved "
+                   f"the rows by {100 * (moved[0] - 1):+.1f}% to {100 * (moved[-1] - 1):+.1f}%)")
     hosts = host_differences(a, b)
     if hosts:
         out.append("hosts: " + "; ".join(hosts))
