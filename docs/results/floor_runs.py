@@ -3,7 +3,7 @@ does taking the move of the empty kernel timed beside a short row (params.launch
 same stream) off the row's own move shrink how far it moves between processes? Issue 35;
 findings/between-runs.md ("Short rows move by one launch cost per process").
 
-For every two runs and every row both timed with a floor: d = log(B/A) as compare sees it, and
+For every two runs and every row both timed with a floor: d = log(B/A), its floor left in, and
 d' = log((B - (floor B - floor A)) / A), B less its floor's move in seconds. Per group (native rows,
 framework rows): the row pairs, the rms of d and of d', and the rms over the run pairs of the
 median d and d' (the pair's common move).
@@ -14,7 +14,8 @@ Out of sample over machine starts (`--start NAME RUN RUN ... --start NAME ...`; 
 `git:REV:PATH`, a run kept in git history, as in calibrate_compare.py): how much of the floor's move
 to take off, d_b = log((B - b (floor B - floor A)) / A), with b fitted per group on the other starts'
 row pairs (least squares over a grid of 0 to 1.5), then judged on the held-out start's pairs beside
-b = 0 (the rows as compare sees them) and b = 1 (the whole move).
+b = 0 (the floor left in) and b = 1 (the whole move). compare takes off the share floor_model.py
+fits per GPU model.
 """
 from __future__ import annotations
 

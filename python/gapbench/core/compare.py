@@ -251,7 +251,9 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
             if intervals:
                 ratio, ((lo, hi), (slo, shi)) = median_ratio_cis(qa, qb, seed=seed)
             else:
-                ratio = lo = hi = slo = shi = float(np.median(qb) / np.median(qa))
+                # the medians kept on the records (the calibration asks for millions), B's own where its
+                # floor's move was taken off
+                ratio = lo = hi = slo = shi = (float(np.median(qb)) if share else r.median()) / ra.median()
             if widen != 1:  # on the log scale, so the interval stays positive and symmetric in ratio terms
                 lo, hi, slo, shi = (ratio * (x / ratio) ** widen for x in (lo, hi, slo, shi))
             covers = "within-run"
