@@ -10,6 +10,7 @@ import pytest
 from gapbench.tools.compare import command
 from gapbench.core import compare as cmp
 from gapbench.core.result import OK, Record, RunWriter, load_run
+from gapbench.core.shifts import judged_shifts
 
 
 def _row(op, samples, cache="rotated", backend="native-cuda"):
@@ -735,9 +736,9 @@ def test_the_calibration_sees_floored_rows_as_compare_judges_them(tmp_path):
     base = lambda us: list(us * rng.lognormal(0, 0.002, 60))  # noqa: E731
     a = load_run(_write(tmp_path / "a.json", [_floored("x", base(5.0), 2.8)]))
     b = load_run(_write(tmp_path / "b.json", [_floored("x", base(5.1), 2.9)]))
-    ((cls, d),) = cmp.judged_shifts(a, b, one_start=True, floor_shares={"native": 1.0})
+    ((cls, d),) = judged_shifts(a, b, one_start=True, floor_shares={"native": 1.0})
     assert cls[3] == "gated-floor" and abs(d) < 0.003
-    ((cls0, d0),) = cmp.judged_shifts(a, b, one_start=True)
+    ((cls0, d0),) = judged_shifts(a, b, one_start=True)
     assert cls0[3] == "gated" and d0 == pytest.approx(np.log(1.02), abs=0.003)
 
 
@@ -1146,7 +1147,7 @@ def test_the_calibration_sees_one_process_a_side_of_a_processes_run(tmp_path):
     rows_a.params["process_medians_s"] = [1e-5, 1.04e-5, 0.98e-5]
     rows_b.params["process_medians_s"] = [1.02e-5, 0.97e-5, 1.0e-5]
     a, b = load_run(_write(tmp_path / "a.json", [rows_a])), load_run(_write(tmp_path / "b.json", [rows_b]))
-    ((_, shift),) = cmp.judged_shifts(a, b, one_start=True)
+    ((_, shift),) = judged_shifts(a, b, one_start=True)
     assert shift == pytest.approx(np.log(1.02))
     (judged,) = cmp.compare_runs(a, b, intervals=False)
     assert judged.ratio != pytest.approx(1.02)  # compare itself takes the processes' means

@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT / "python"))
 
 from gapbench.core import compare as cmp  # noqa: E402
 from gapbench.core import noise  # noqa: E402
+from gapbench.core.shifts import judged_shifts  # noqa: E402
 from gapbench.core import ratio_ci  # noqa: E402
 import numpy as np  # noqa: E402
 from gapbench.core.result import OK, load_run  # noqa: E402
@@ -224,10 +225,10 @@ _shifts: dict = {}
 
 
 def shifts(a: File, b: File):
-    """(class, d) of every A/A row pair of two runs, as compare judges them (cmp.judged_shifts: rows
+    """(class, d) of every A/A row pair of two runs, as compare judges them (shifts.judged_shifts: rows
     a moved floor leaves without a verdict are out, host-timed launch rows are gaps to their floor)."""
     if (a.rel, b.rel) not in _shifts:
-        _shifts[(a.rel, b.rel)] = cmp.judged_shifts(a.run, b.run, one_start=a.start == b.start)
+        _shifts[(a.rel, b.rel)] = judged_shifts(a.run, b.run, one_start=a.start == b.start)
     return _shifts[(a.rel, b.rel)]
 
 

@@ -91,6 +91,11 @@ def _d(p: tuple[float, float, float, float], beta: float) -> float:
     return math.log((b - beta * (fb - fa)) / a)
 
 
+def fit_beta(pairs: list[tuple[float, float, float, float]]) -> float:
+    """b on the grid that minimises the sum of d_b^2 over `pairs` (_pairs): least squares."""
+    return min(BETAS, key=lambda b: sum(_d(p, b) ** 2 for p in pairs))
+
+
 def held_out(starts: dict[str, list[str]]) -> str:
     from calibrate_compare import source  # the same reading of git:REV:PATH sources
     from gapbench.core.result import load_run
@@ -108,7 +113,7 @@ def held_out(starts: dict[str, list[str]]) -> str:
             train = [p for n, rs in runs.items() if n != held for p in _pairs(rs, pick)]
             if not test or not train:
                 continue
-            beta = min(BETAS, key=lambda b: sum(_d(p, b) ** 2 for p in train))
+            beta = fit_beta(train)
             cells = [_rms([_d(p, b) for p in test]) for b in (0.0, beta, 1.0)]
             out.append(f"| {held} | {gname} | {len(test)} | {beta:.2f} | " + " | ".join(f"{c:.2f}%" for c in cells) + " |")
     return "\n".join(out) + "\n"

@@ -351,40 +351,6 @@ def host_bound_rule(r: Record, moves: dict[str, FloorMove], plains: dict[str, Fl
     return "", None
 
 
-def judged_shifts(a: Run, b: Run, one_start: bool | None = None,
-                  floor_shares: dict[str, float] | None = None) -> list[tuple[tuple, float]]:
-    """(row class, log shift) of every row compare_runs would judge by its noise class, each run's
-    first process (a --processes run's other processes aside: the model is of one process a side):
-    rows whose conditions match, not left without a verdict by a floor that moved (event pair), host-timed
-    launch rows as gaps to their host floor. The calibration fits the noise model on these, so the
-    model and compare see the same quantity. `floor_shares` ({"native": b, "framework": b}): rows
-    with a launch floor less that share of its move, in their floor classes (floor_model.py)."""
-    out = []
-    everything = _Everything(floor_shares) if floor_shares else _ALL
-    for c in compare_runs(a, b, model=everything, one_start=one_start, intervals=False, processes=False):
-        if c.verdict == NOT_COMPARABLE or c.why or c.ratio is None:
-            continue
-        out.append((c.noise_class, math.log(c.ratio)))
-    return out
-
-
-class _Everything(NoiseModel):
-    """A stand-in model that calibrates every class (so judged_shifts sees every row)."""
-
-    def __init__(self, floor_shares: dict[str, float] | None = None):
-        super().__init__({})
-        self.shares = floor_shares or {}
-
-    def scale(self, device, cls, same_start=False, confidence=0.95):
-        return 0.0, "any"
-
-    def floor_share(self, device, group):
-        return self.shares.get(group)
-
-
-_ALL = _Everything()
-
-
 def _scale(model: NoiseModel | None, dev_a: str, dev_b: str, cls, one_start: bool,
            confidence: float = 0.95) -> tuple[float | None, str]:
     """The row's between-run scale at `confidence` (NoiseModel.scale): from the model of its device
@@ -467,6 +433,11 @@ def summary_line(changes: list[RowChange], n: dict[str, int] | None = None) -> s
     return f"{total} rows: {n[SAME]} same, {n[FASTER]} faster, {n[SLOWER]} slower, {tell}{tail}"
 
 
+def _floored(c: RowChange) -> bool:
+    """Judged less its launch floor's move (its absolute B/A is the row's own, not a host gap)."""
+    return bool(c.noise_class) and c.noise_class[3].endswith(FLOORED)
+
+
 def notes(a: Run, b: Run, changes: list[RowChange]) -> list[str]:
     """What moved between the runs and why rows got no verdict, in a few lines."""
     out = []
@@ -479,8 +450,8 @@ def notes(a: Run, b: Run, changes: list[RowChange]) -> list[str]:
     moves = floor_moves(a, b)
     if moves:
         out.append("floors that moved: " + "; ".join(m.text() for m in moves))
-    floored = [c for c in changes if c.noise_class and c.noise_class[3].endswith(FLOORED)]
-    gaps = sum(1 for c in changes if c.absolute is not None) - len(floored)
+    floored = [c for c in changes if _floored(c)]
+    gaps = sum(1 for c in changes if c.absolute is not None and not _floored(c))  # host rows' gaps
     if gaps:
         out.append(f"{gaps} host-timed rows judged as gaps to their host floor (absolute B/A in --json/--markdown)")
     if floored:
