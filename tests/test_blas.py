@@ -167,9 +167,25 @@ def test_streams_plans_are_recorded_with_the_config_and_handed_to_more_processes
     for plan, counts in want.items():
         back = Config.from_dict(Config(streams=plan).to_dict())
         assert back.streams is plan and (back.native_streams(), back.framework_streams()) == counts
-    # --launch-floor is recorded where set and handed to the more processes
-    assert "launch_floor" not in default.to_dict() and Config.from_dict(default.to_dict()).launch_floor is False
-    assert Config.from_dict(Config(launch_floor=True).to_dict()).launch_floor is True
+    # the launch floor is on by default, recorded either way and handed to the more processes; a run
+    # file from before it was recorded had none
+    assert default.launch_floor is True and Config.from_dict(default.to_dict()).launch_floor is True
+    assert Config.from_dict(Config(launch_floor=False).to_dict()).launch_floor is False
+    old = default.to_dict()
+    del old["launch_floor"]
+    assert Config.from_dict(old).launch_floor is False
+
+
+def test_the_launch_floor_is_on_by_default_and_off_with_quick_unless_asked():
+    """bench.blas times the launch floor beside short cases by default (compare's floor classes were
+    fitted on such runs); --quick leaves it out unless --launch-floor is given; --no-launch-floor
+    leaves it out of a default run."""
+    from gapbench.benchmarks.blas.command import BlasBenchmark
+
+    bench = BlasBenchmark()
+    got = {argv: BlasBenchmark.config(bench.parser("bench.blas").parse_args(list(argv))).launch_floor
+           for argv in [(), ("--quick",), ("--quick", "--launch-floor"), ("--no-launch-floor",)]}
+    assert got == {(): True, ("--quick",): False, ("--quick", "--launch-floor"): True, ("--no-launch-floor",): False}
 
 
 def test_failed_verification_is_not_timed(monkeypatch):

@@ -322,6 +322,24 @@ def test_k_per_round_and_auto_k():
     assert r1.k == 3 and r1.n_rounds <= 30
 
 
+def test_an_arm_that_does_not_settle_rides_along_without_holding_the_rounds():
+    """Arm.settles=False (bench.blas's launch floor): a noisy arm that rides along in the rounds is
+    timed in every round, but the rows alone decide when they stop. As an arm that settles it holds
+    the rounds to the budget; riding along, the run stops converged where the rows do."""
+    def run(settles: bool):
+        clock = FakeClock()
+        rng = np.random.default_rng(11)
+        quiet = [synth("a", clock, rng, sigma=0.005), synth("b", clock, rng, sigma=0.005)]
+        loud = synth("floor", clock, rng, sigma=0.8)
+        return paired(quiet + [Arm(loud.name, loud.sample, settles=settles)], pairs=[("b", "a")], k=1,
+                      budget_s=0.5, clock=clock)
+    held, riding = run(True), run(False)
+    assert held.reason is Stop.budget and riding.reason is Stop.converged
+    assert riding.n_rounds < held.n_rounds
+    assert len(riding.per_round["floor"]) == riding.n_rounds  # timed in every round all the same
+    assert not riding.arms["floor"].converged  # its own interval is what it is, and says so
+
+
 def test_paired_budget_stops_high_noise():
     clock = FakeClock()
     rng = np.random.default_rng(9)

@@ -256,8 +256,8 @@ def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, m
            on_round: Callable[[int], None] | None = None) -> PairedResult:
     """Interleaved rounds: in each, every arm runs `k` times in an order drawn from a seeded rng;
     an arm's value for the round is the median of its k runs. Drift shared by a round cancels in
-    the per-round ratios. Stops when every arm's median and every ratio in `pairs` (default: each
-    arm against the first) have a 95% interval within `rel_hw` and no ratio drifts, or at
+    the per-round ratios. Stops when every arm's median (of the arms that settle: Arm.settles) and
+    every ratio in `pairs` (default: each arm against the first) have a 95% interval within `rel_hw` and no ratio drifts, or at
     `max_rounds`, or when the next round no longer fits in `budget_s` (wall time, warm-up
     included); the first `min_rounds` rounds always run, so a slow case overruns its budget rather
     than report a median of one or two rounds. k=None sizes k from the warm-up so that a round takes about `batch_s`
@@ -290,6 +290,7 @@ def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, m
         per_round_s = sum(c.per for c in callers)
         k = 1 if math.isnan(per_round_s) else max(1, int(batch_s / per_round_s))
     per_round: dict[str, list[float]] = {n: [] for n in names}
+    settling = [a.name for a in arms if a.settles]
     seen: list[float] = []
     dropped = 0
     next_check, reason = min_rounds, None
@@ -312,13 +313,14 @@ def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, m
                         per_round[n][-1] = math.nan
                     dropped += 1
         if n_done + 1 >= next_check or n_done + 1 >= max_rounds:
-            if _paired_settled(per_round, pairs, rel_hw):
+            if _paired_settled(per_round, pairs, rel_hw, settling):
                 reason = Stop.converged
             next_check = max(n_done + 2, math.ceil((n_done + 1) * 1.1))
         if reason is None and n_done + 1 >= max_rounds:
             reason = Stop.max_samples
     rounds_done = len(per_round[names[0]])
-    if reason is not Stop.converged and rounds_done >= min_rounds and _paired_settled(per_round, pairs, rel_hw):
+    if reason is not Stop.converged and rounds_done >= min_rounds and _paired_settled(per_round, pairs, rel_hw,
+                                                                                      settling):
         reason = Stop.converged  # settled between the last check and the stop
     wall = clock() - t0
     measured = {}
@@ -379,9 +381,11 @@ def _settled(values: Sequence[float], rel_hw: float) -> bool:
     return abs(d) <= max(bound, rel_hw)
 
 
-def _paired_settled(per_round: dict[str, list[float]], pairs: list[tuple[str, str]], rel_hw: float) -> bool:
-    for v in per_round.values():
-        x = [a for a in v if not math.isnan(a)]
+def _paired_settled(per_round: dict[str, list[float]], pairs: list[tuple[str, str]], rel_hw: float,
+                    settling: Sequence[str]) -> bool:
+    """Have the medians of the arms in `settling` and every ratio of `pairs` reached rel_hw?"""
+    for name in settling:
+        x = [a for a in per_round[name] if not math.isnan(a)]
         if not x or stats.relative_half_width(*stats.median_ci(x, INTERVAL_CONFIDENCE)) > rel_hw:
             return False
     for a, b in pairs:

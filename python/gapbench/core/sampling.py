@@ -22,10 +22,14 @@ class Arm:
     """A named thing to time: sample(n) runs it n times and returns the valid runs' seconds.
     `device_timed`: its seconds are device time behind a release gate, so only the device's warm
     state shows in them (its clock), not the host's (caches, branch predictors, the host clock):
-    such arms of a pairing share one device warm-up (`warm_up_pairing`)."""
+    such arms of a pairing share one device warm-up (`warm_up_pairing`).
+    `settles`: the paired rounds stop only once this arm's median has its interval (False for an
+    arm that rides along in the rounds and is not a row of its own, e.g. bench.blas's launch floor:
+    the rows decide when to stop, as they do without it)."""
     name: str
     sample: Callable[[int], Sequence[float]]
     device_timed: bool = False
+    settles: bool = True
 
 
 class Caller:

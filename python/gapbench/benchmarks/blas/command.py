@@ -93,11 +93,12 @@ class BlasBenchmark(Benchmark):
                              f"calibrated method), shared (every row of a round on one of the process's {STREAMS}: "
                              "2-3x the rounds, no gain in compare on 4 starts: findings/between-runs.md), one (every "
                              "row on one stream)")
-        ap.add_argument("--launch-floor", action="store_true",
-                        help="time an empty kernel as one more arm of each short case's rounds, on the stream its "
-                             "rows take: each CUDA row records its stream's launch floor (params.launch_floor). "
-                             "gapbench compare of two such runs takes the floor's move off the short rows, which "
-                             "then move less between processes (more rows `same`; H100s and H200s calibrated)")
+        ap.add_argument("--launch-floor", action=argparse.BooleanOptionalAction, default=None,
+                        help="time an empty kernel beside each short case's rows, in the same rounds on the stream "
+                             "they take (default: on, off with --quick): each CUDA row records its stream's launch "
+                             "floor (params.launch_floor), and gapbench compare of two such runs takes the floor's "
+                             "move off the short rows, which then move less between processes (more rows `same`; "
+                             "calibrated on H100s and H200s)")
         ap.add_argument("--inject-delay-us", action="append", default=[], metavar="BACKEND=US",
                         type=injection(lambda b: b is Backend.torch_cuda, "torch-cuda only (torch.cuda._sleep), "
                                        "e.g. torch-cuda=2"),
@@ -111,7 +112,7 @@ class BlasBenchmark(Benchmark):
         cfg = Config(quick=args.quick, cold=args.cold or [], seed=args.seed, data=args.data,
                      inject_delay_us=dict(args.inject_delay_us), graph=args.graph, kernels=args.variants == "all",
                      overlap=not args.no_overlap, processes=args.processes, streams=args.streams,
-                     launch_floor=args.launch_floor)
+                     launch_floor=not args.quick if args.launch_floor is None else args.launch_floor)
         if args.quick:
             cfg.samples, cfg.min_rounds, cfg.budget_s = 10, 5, 0.3
         cfg.ops = args.ops or cfg.ops

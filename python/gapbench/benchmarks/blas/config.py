@@ -63,8 +63,9 @@ class Config:
     short_only: bool = False
     #: --streams: which streams the CUDA rows time on (StreamPlan; findings/between-runs.md)
     streams: StreamPlan = StreamPlan.native
-    #: --launch-floor: an empty kernel as one more arm of each short case's rounds (params.launch_floor)
-    launch_floor: bool = False
+    #: --launch-floor (the default but for --quick): an empty kernel rides along in each short case's
+    #: rounds (params.launch_floor); the rows alone decide when the rounds stop
+    launch_floor: bool = True
 
     def run_seed(self) -> int:
         """The seed of this run's input data: --seed, or one drawn now (and recorded)."""
@@ -114,7 +115,7 @@ class Config:
                 "processes": self.processes,
                 **({"short_only": True} if self.short_only else {}),
                 **({"streams": self.streams.value} if self.streams is not StreamPlan.native else {}),
-                **({"launch_floor": True} if self.launch_floor else {})}
+                "launch_floor": self.launch_floor}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Config":
@@ -130,7 +131,7 @@ class Config:
                    kernels=bool(d.get("kernels")), overlap=d.get("overlap", True), processes=d.get("processes", 1),
                    short_only=bool(d.get("short_only")),
                    streams=StreamPlan(d.get("streams") or StreamPlan.native.value),
-                   launch_floor=bool(d.get("launch_floor")))
+                   launch_floor=bool(d.get("launch_floor", False)))  # runs before 2026-11-28 had none
 
 
 #: A case is short where it reads and writes at most SHORT_ELEMENTS elements and does at most

@@ -176,7 +176,7 @@ def measure_case(make_record: Callable[..., Record], arms: list[CaseArm], modes:
             try:
                 with part("paired rounds (warm-up included)"):
                     res = paired([Arm(a.key, a.samplers[mode.cache], device_timed=_gated(a, mode.cache)) for a in live]
-                                 + [Arm(f.key, f.sample, device_timed=True) for f in floors],
+                                 + [Arm(f.key, f.sample, device_timed=True, settles=False) for f in floors],
                                  rel_hw=rel_hw, budget_s=budget_s, max_rounds=max_rounds,
                                  min_rounds=min(min_rounds, max_rounds), warmup=warmup, seed=seed, pairs=pairs, watch=w,
                                  on_round=(lambda i: [h(i) for h in hooks]) if hooks else None)

@@ -230,7 +230,8 @@ def measure(cases: Sequence[Case], *, backends: str | Sequence | None = None, qu
         names = [b for b in Backend.selectable() if not b.is_native and b.family in families]
     else:
         names = registry.backend_list(backends) if isinstance(backends, str) else [Backend(b) for b in backends]
-    cfg = Config(quick=quick, seed=seed, cold=[ColdScrub.parse(c) for c in (cold or [])], graph=graph)
+    cfg = Config(quick=quick, seed=seed, cold=[ColdScrub.parse(c) for c in (cold or [])], graph=graph,
+                 launch_floor=not quick)  # as bench.blas: the floor beside short cases but in quick runs
     if quick:
         cfg.samples, cfg.min_rounds, cfg.budget_s = 10, 5, 0.3
     cfg.ops = specs
