@@ -38,6 +38,11 @@ def main(rels: list[str]) -> None:
               f"{len(group_pairs)}, {', '.join(cc.shares(groups['n']))} | {cc.cover_cell(single['cover'])}; "
               f"{cc.cover_cell(groups['cover'])} |")
         tost.append(f"- {probe}, one run a side: {cc.tost_cell(single['cover'])}")
+        det = single["detected"]
+        if any(det[bk][1] for bk in cc.BUCKETS):  # runs with a test-only delay on torch-cuda, against each A/A run
+            tost.append(f"- {probe}, the runs with a test-only delay on {cc.INJECTED} against each other run: its rows "
+                        "found `slower`, by the slowdown the delay must at least cause (3-5% / 5-10% / >=10%): "
+                        + " / ".join(cc.pct(*det[bk]) for bk in cc.BUCKETS))
     print()
     print("\n".join(tost) + "\n")
     print("\n".join(cc.alarm_lines("Faster or slower (row, B/A, runs; a row in several pairs once):", alarms)))
