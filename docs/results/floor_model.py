@@ -28,6 +28,7 @@ from gapbench.core import noise  # noqa: E402
 from gapbench.core.shifts import judged_shifts  # noqa: E402
 
 _FLOOR = "docs/results/floor-2026-11-28"
+_CALIB = "docs/results/calib"
 #: per GPU model, machine start: its --launch-floor runs (a path under docs/results, or git:REV:PATH
 #: for a run kept in git history; INDEX.md lists each)
 FLOOR_STARTS = {
@@ -40,15 +41,25 @@ FLOOR_STARTS = {
             f"git:07f6f60:{_FLOOR}/start3/blas-floor-h100-80gb-hbm3-2026-11-28-{i}.json.gz" for i in (1, 2, 3)],
         "2026-11-28 04:4x (7f88c48)": [f"git:f73e02e:{_FLOOR}/start4/blas-floor-h100-80gb-hbm3-2026-11-28-{i}.json.gz"
                                        for i in (1, 2, 3)],
+        # default runs since 473ff8b: the floor on, riding along in the rounds (it no longer holds them)
+        **{f"2026-11-28 {t} (473ff8b, default)": [
+            f"git:d34bbcf:{_CALIB}/h100-2026-11-28{s}/aa-blas-a{i}-h100-80gb-hbm3-2026-11-28.json.gz" for i in (1, 2, 3)]
+           for s, t in (("b", "08:4x"), ("c", "08:5x"))},
     },
     "h200": {
-        f"2026-11-28 {t} (64698a6)": [f"git:8d5bb3f:{_FLOOR}/h200-start{n}/blas-floor-h200-2026-11-28-{i}.json.gz"
-                                      for i in (1, 2, 3)]
-        for n, t in ((1, "05:5x"), (2, "06:0x"), (3, "06:1x"))
+        **{f"2026-11-28 {t} (64698a6)": [f"git:8d5bb3f:{_FLOOR}/h200-start{n}/blas-floor-h200-2026-11-28-{i}.json.gz"
+                                         for i in (1, 2, 3)]
+           for n, t in ((1, "05:5x"), (2, "06:0x"), (3, "06:1x"))},
+        **{f"2026-11-28 {t} (473ff8b, default)": [f"git:d34bbcf:{_CALIB}/h200-2026-11-28{s}/aa-blas-a{i}-h200-2026-11-28.json.gz"
+                                                  for i in (1, 2, 3)]
+           for s, t in (("d", "08:3x"), ("e", "08:5x"))},
     },
 }
-#: per GPU model, runs with a test-only device delay on torch-cuda (another machine start than FLOOR_STARTS')
-FLOOR_INJECTED = {"h200": [f"git:8d5bb3f:{_FLOOR}/h200-inj/blas-floor-inj3-h200-2026-11-28-1.json.gz"]}
+#: per GPU model, runs with a test-only device delay on torch-cuda, each with the FLOOR_STARTS start it
+#: ran on (None: another machine start)
+FLOOR_INJECTED = {"h200": [(f"git:8d5bb3f:{_FLOOR}/h200-inj/blas-floor-inj3-h200-2026-11-28-1.json.gz", None)],
+                  "h100-80gb-hbm3": [(f"git:d34bbcf:{_CALIB}/h100-2026-11-28c/aa-blas-inj{us}-h100-80gb-hbm3-2026-11-28.json.gz",
+                                      "2026-11-28 08:5x (473ff8b, default)") for us in (1, 3)]}
 GROUPS = ("native", "framework")
 
 
@@ -149,19 +160,24 @@ def main() -> None:
                          f"{a[1]} and {b[1]}. Rows with a floor, with it: {cc.tost_cell(cov[scope])}")
     doc = fit_all(floors)
     lines += ["", "All held-out pairs:", ""] + notes
-    full = noise.NoiseModel({**rest, "floor": doc})
     for gpu, rels in FLOOR_INJECTED.items():
-        for rel in rels:
-            inj = cc.File(rel, "injected", gpu)
+        for rel, start in rels:
+            # judged as compare would judge it (within its start where it ran on one of FLOOR_STARTS), by a
+            # floor section that never saw its start: the shipped one, or one fitted on the other starts
+            inj = cc.File(rel, start or "injected", gpu)
+            section = doc[gpu] if start is None else fit_floor({s: fs for s, fs in floors[gpu].items() if s != start})
+            held = noise.NoiseModel({**rest, "floor": {**doc, gpu: section}})
             test = [(a, inj) for fs in floors[gpu].values() for a in fs]
             cells = []
-            for model in (base, full):
+            for model in (base, held):
                 det = cc.judge(model, test)["detected"]
                 cells.append(" / ".join(cc.pct(*det[bk]) for bk in cc.BUCKETS))
-            lines += ["", f"Detection ({gpu}): {rel}, torch-cuda delayed by {inj.injected:g} us a timed op (another "
-                          f"machine start), against each of the {len(test)} runs above; its torch-cuda rows found "
+            where = f"on the {start} start, after its A/A runs" if start else "another machine start"
+            lines += ["", f"Detection ({gpu}): {rel}, torch-cuda delayed by {inj.injected:g} us a timed op ({where}), "
+                          f"against each of the {len(test)} runs above; its torch-cuda rows found "
                           "`slower`, by the slowdown the delay must at least cause (3-5% / 5-10% / >=10%): without the "
-                          f"floor {cells[0]}; with the shipped floor section (which never saw that start) {cells[1]}."]
+                          f"floor {cells[0]}; with a floor section that never saw that start "
+                          f"({'the shipped one' if start is None else 'fitted on the other starts'}) {cells[1]}."]
     lines += ["", "## The shipped floor section (every start)", "",
               "| GPU model | starts | b native | b framework | floor row pairs within a start / across | classes | commits |",
               "|---|---|---|---|---|---|---|"]
