@@ -39,8 +39,8 @@ so; across machine starts host-timed launch rows are then compared as gaps to th
 (the absolute change shown beside), within one start they get no verdict (there they do not keep
 their gap), nor do host rows without a plain loop of their metric where the host's CPU floor moved;
 device-timed rows short enough to move with the event-pair floor get no verdict (host_bound_rule).
-Rows of two `bench.blas --launch-floor` runs on one GPU model carry the empty kernel timed beside
-them (noise.floor_s): one run a side, compare takes the model's share b of that floor's move off B's
+Rows of two bench.blas runs with the launch floor (the default since 473ff8b) on one GPU model carry
+the empty kernel timed beside them (noise.floor_s): one run a side, compare takes the model's share b of that floor's move off B's
 samples (B - b (floor B - floor A)) and judges the rest by the model's floor classes (the absolute
 B/A shown beside); without a floor fit for the GPU model the rows are judged as they are.
 Host differences (another CPU, kernel, machine or boot; a first run after a machine start) are
@@ -457,7 +457,7 @@ def notes(a: Run, b: Run, changes: list[RowChange]) -> list[str]:
     if floored:
         moved = sorted(c.absolute / c.ratio for c in floored)
         out.append(f"{len(floored)} short rows judged less the noise model's share of their launch floor's move "
-                   f"(--launch-floor runs; B/A is net of it, the absolute B/A in --json/--markdown; the floor moved "
+                   f"(runs with the launch floor; B/A is net of it, the absolute B/A in --json/--markdown; the floor moved "
                    f"the rows by {100 * (moved[0] - 1):+.1f}% to {100 * (moved[-1] - 1):+.1f}%)")
     hosts = host_differences(a, b)
     if hosts:

@@ -22,12 +22,13 @@ The shipped model (compare_noise.json) is written by docs/results/calibrate_comp
 committed A/A runs, with its sources and commits; the calibration report judges it only on machine
 starts it was not fitted on.
 
-Runs of `bench.blas --launch-floor` time an empty kernel beside each short row, in the same rounds on
-the same stream (the row's launch floor, `floor_s`). Much of a short row's move between processes is
-its floor's: compare takes a share b of the floor's move off the row's B (B - b (floor B - floor A))
-and judges what is left by floor classes (clock "gated-floor"), fitted on --launch-floor runs. The
-model's "floor" section (docs/results/floor_model.py) holds, per GPU model, b for native and for
-framework rows, and those classes; it is judged on machine starts it was not fitted on too.
+bench.blas runs (by default since 473ff8b; `--launch-floor`) time an empty kernel beside each short
+row, in the same rounds on the same stream (the row's launch floor, `floor_s`). Much of a short
+row's move between processes is its floor's: compare takes a share b of the floor's move off the
+row's B (B - b (floor B - floor A)) and judges what is left by floor classes (clock "gated-floor"),
+fitted on runs with it. The model's "floor" section (docs/results/floor_model.py) holds, per GPU
+model, b for native and for framework rows, and those classes; it is judged on machine starts it
+was not fitted on too.
 """
 from __future__ import annotations
 

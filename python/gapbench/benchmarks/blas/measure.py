@@ -66,8 +66,9 @@ class CaseArm:
 @dataclass
 class FloorArm:
     """An empty kernel timed as one more arm of a case's paired rounds (hot mode), on the stream
-    the rows it serves take in each round (`on_round`, theirs): not a row of the run; each row it
-    serves records its median (params.launch_floor)."""
+    the rows it serves take in each round (`on_round`, theirs): not a row of the run, and it rides
+    along (the rows alone decide when the rounds stop); each row it serves records its median
+    (params.launch_floor)."""
 
     key: str
     sample: Callable[[int], Sequence[float]]

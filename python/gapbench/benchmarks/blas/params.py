@@ -43,10 +43,10 @@ class Paired(Params):
 
 @dataclass
 class LaunchFloor(Params):
-    """bench.blas --launch-floor: an empty kernel timed as one more arm of the case's paired rounds,
-    on the stream the row's runs took (docs/findings/between-runs.md: what a one-call sample of a
-    short row holds beside its kernel moves with its stream and process, and an empty kernel beside
-    it moves with it). gapbench compare of two such runs takes the noise model's share of the floor's
+    """bench.blas's launch floor (on by default; --launch-floor): an empty kernel timed in the case's
+    paired rounds, on the stream the row's runs took (docs/findings/between-runs.md: what a one-call
+    sample of a short row holds beside its kernel moves with its stream and process, and an empty
+    kernel beside it moves with it). gapbench compare of two such runs takes the noise model's share of the floor's
     move off the row's (core.noise.floor_s reads `median_s`)."""
     median_s: float | None = None  # the empty kernel's median over the rounds
     what: str | None = None  # which empty kernel, on which streams
