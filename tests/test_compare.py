@@ -705,7 +705,7 @@ def test_a_short_rows_launch_floor_move_is_taken_off_and_a_real_change_is_still_
     changes = cmp.compare_runs(load_run(a), load_run(b), model=_floor_model(), one_start=True)
     by = {c.key[4].split()[0]: c for c in changes}
     moved = by["moved"]
-    (said,) = [n for n in cmp.notes(load_run(a), load_run(b), changes) if "launch floor" in n]
+    (said,) = [n for n in cmp.notes(load_run(a), load_run(b), changes) if "judged less" in n]
     assert said.startswith("2 short rows judged less") and "+0.0% to +2.0%" in said
     assert not any("host-timed rows" in n for n in cmp.notes(load_run(a), load_run(b), changes))
     assert moved.verdict == cmp.SAME and moved.ratio == pytest.approx(1.0, abs=0.003)
@@ -713,6 +713,14 @@ def test_a_short_rows_launch_floor_move_is_taken_off_and_a_real_change_is_still_
     assert moved.noise_class[3] == "gated-floor"
     assert by["slower"].verdict == cmp.SLOWER and by["slower"].ratio == pytest.approx(1.05, abs=0.003)
     assert by["one"].absolute is None and by["one"].noise_class[3] == "gated" and by["one"].verdict == cmp.CANT_TELL
+    # compare says which run timed the floor where only one did (an older run, --quick, --no-launch-floor)
+    for x, y, side in ((a, b, "A"), (b, a, "B")):
+        x, y = load_run(x), load_run(y)
+        said = [n for n in cmp.notes(x, y, cmp.compare_runs(x, y, model=_floor_model(), one_start=True))
+                if "timed in" in n]
+        assert len(said) == 1 and said[0].startswith(f"short rows with their launch floor timed in {side} only: 1 ")
+    assert not any("timed in" in n for n in cmp.notes(load_run(a), load_run(a), cmp.compare_runs(
+        load_run(a), load_run(a), model=_floor_model(), one_start=True)))
     # half the move taken off: B/A 1.01
     half = {c.key[4].split()[0]: c for c in cmp.compare_runs(load_run(a), load_run(b), model=_floor_model(0.5),
                                                               one_start=True)}

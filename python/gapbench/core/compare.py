@@ -40,9 +40,10 @@ so; across machine starts host-timed launch rows are then compared as gaps to th
 their gap), nor do host rows without a plain loop of their metric where the host's CPU floor moved;
 device-timed rows short enough to move with the event-pair floor get no verdict (host_bound_rule).
 Rows of two bench.blas runs with the launch floor (the default since 473ff8b) on one GPU model carry
-the empty kernel timed beside them (noise.floor_s): one run a side, compare takes the model's share b of that floor's move off B's
-samples (B - b (floor B - floor A)) and judges the rest by the model's floor classes (the absolute
-B/A shown beside); without a floor fit for the GPU model the rows are judged as they are.
+the empty kernel timed beside them (noise.floor_s): one run a side, compare takes the model's share
+b of that floor's move off B's samples (B - b (floor B - floor A)) and judges the rest by the
+model's floor classes (the absolute B/A shown beside); without a floor fit for the GPU model, or
+with the floor in one run only (said in the notes), the rows are judged as they are.
 Host differences (another CPU, kernel, machine or boot; a first run after a machine start) are
 listed, and single-sample rows get no verdict across a first run or across compile caches (CuPy's
 kernels, torch's bytecode) empty for one run and filled for the other.
@@ -459,6 +460,12 @@ def notes(a: Run, b: Run, changes: list[RowChange]) -> list[str]:
         out.append(f"{len(floored)} short rows judged less the noise model's share of their launch floor's move "
                    f"(runs with the launch floor; B/A is net of it, the absolute B/A in --json/--markdown; the floor moved "
                    f"the rows by {100 * (moved[0] - 1):+.1f}% to {100 * (moved[-1] - 1):+.1f}%)")
+    one_side = ["A" if floor_s(c.a) else "B" for c in changes
+                if c.ratio is not None and bool(floor_s(c.a)) != bool(floor_s(c.b))]
+    for side in sorted(set(one_side)):
+        out.append(f"short rows with their launch floor timed in {side} only: {one_side.count(side)} (the other run: "
+                   "before 473ff8b, --quick or --no-launch-floor), judged with it left in; runs that both time it "
+                   "decide more of them")
     hosts = host_differences(a, b)
     if hosts:
         out.append("hosts: " + "; ".join(hosts))
