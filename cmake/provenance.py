@@ -132,12 +132,26 @@ def _commit_hash(root: Path, commit: str) -> str | None:
     return hash_contents(items)
 
 
-def commit_for_hash(root: Path, digest: str, max_commits: int = 300) -> str | None:
-    """The newest of the last `max_commits` commits whose sources hash to `digest`, else None: a
-    result built where there was no git (the lent GPU machine gets a copy of the tree) or from a
-    stale checkout still names the commit of its code, found by content."""
+def day_after(when: str | None) -> str | None:
+    """A day after an ISO time (a result's env.time), for commit_for_hash's `until`: a result's code
+    is committed by then (a tree built on the lent machine may be committed some hours after it
+    ran); None where there is no time to read."""
+    import datetime as dt
+
     try:
-        p = _git(root, "rev-list", f"--max-count={max_commits}", "HEAD")
+        return (dt.datetime.fromisoformat(str(when)) + dt.timedelta(days=1)).isoformat() if when else None
+    except ValueError:
+        return None
+
+
+def commit_for_hash(root: Path, digest: str, max_commits: int = 300, until: str | None = None) -> str | None:
+    """The newest of the last `max_commits` commits (committed by `until`, an ISO time, where given)
+    whose sources hash to `digest`, else None: a result built where there was no git (the lent GPU
+    machine gets a copy of the tree) or from a stale checkout still names the commit of its code,
+    found by content. `until` anchors the search at the result's own time, so the answer for an old
+    result does not change as later commits push its code's commit out of the last `max_commits`."""
+    try:
+        p = _git(root, "rev-list", f"--max-count={max_commits}", *([f"--before={until}"] if until else []), "HEAD")
     except (OSError, subprocess.SubprocessError):
         return None
     for commit in p.stdout.split() if p.returncode == 0 else []:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -87,6 +88,27 @@ def test_a_result_names_the_commit_of_its_code_by_content(tree):
     assert prov.commit_for_hash(tree, second["source_hash"]) == second["source_commit"]
     assert prov.commit_for_hash(tree, "0" * 64) is None
     assert prov._COMMIT_HASHES[(str(tree.resolve()), first["source_commit"])] == first["source_hash"]
+
+
+def test_the_commit_of_an_old_result_is_found_however_many_commits_come_later(tree):
+    """`until` (the result's time and a margin) anchors the search: a commit pushed out of the last
+    max_commits by later ones is still found, and commits made after `until` are not looked at."""
+    import datetime as dt
+
+    first = prov.provenance(tree)
+    t0 = dt.datetime.now(dt.timezone.utc)
+    f = tree / "cuda" / "ops" / "gemv.cuh"
+    for days in (10, 20):
+        f.write_bytes(f.read_bytes() + b"\n// later\n")
+        when = (t0 + dt.timedelta(days=days)).isoformat()
+        subprocess.run(GIT + ["commit", "-qam", "later"], cwd=tree, check=True,
+                       env={**os.environ, "GIT_COMMITTER_DATE": when, "GIT_AUTHOR_DATE": when})
+    mid = prov.day_after(t0.isoformat())
+    assert prov.day_after(None) is None and prov.day_after("not a time") is None
+    assert prov.commit_for_hash(tree, first["source_hash"], max_commits=1) is None  # pushed out by HEAD's
+    assert prov.commit_for_hash(tree, first["source_hash"], max_commits=1, until=mid) == first["source_commit"]
+    last = prov.provenance(tree)["source_hash"]
+    assert prov.commit_for_hash(tree, last, until=mid) is None  # made after `until`
 
 
 def _well_formed(info: dict) -> None:

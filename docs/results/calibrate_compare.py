@@ -254,15 +254,20 @@ _commits: dict = {}
 
 def commit_of(env: dict) -> str:
     """The commit whose sources hash to the build's content hash (the lent machine builds from a
-    copy of the tree, so its own git state is not the code's)."""
-    digest = env.get("source_hash", "")
-    if digest not in _commits:
+    copy of the tree, so its own git state is not the code's), searched among the commits made
+    up to a day after the run (provenance.commit_for_hash's `until`: the answer stays the same
+    however many commits come later)."""
+    if str(ROOT / "cmake") not in sys.path:
         sys.path.insert(0, str(ROOT / "cmake"))
-        import provenance
+    import provenance
 
-        found = provenance.commit_for_hash(ROOT, digest) if digest else None
-        _commits[digest] = found[:7] if found else f"unknown (content hash {digest[:12]})"
-    return _commits[digest]
+    digest = env.get("source_hash", "")
+    until = provenance.day_after(env.get("time"))
+    if (digest, until) not in _commits:
+        found = provenance.commit_for_hash(ROOT, digest, until=until) if digest else None
+        _commits[digest, until] = found[:7] if found else f"unknown (content hash {digest[:12]})"
+    return _commits[digest, until]
+
 
 
 #: every bootstrap interval of one run a side computed so far, by what it depends on (the two

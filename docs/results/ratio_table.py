@@ -48,7 +48,7 @@ def commit_of(env: dict) -> str:
     import provenance
 
     digest = env.get("source_hash", "")
-    found = provenance.commit_for_hash(root, digest) if digest else None
+    found = provenance.commit_for_hash(root, digest, until=provenance.day_after(env.get("time"))) if digest else None
     if found:
         return f"source commit {found[:7]} (found by the content hash {digest[:12]})"
     return (f"source commit {env.get('source_commit', '?')[:7]}{' (dirty)' if env.get('dirty') else ''}, "
