@@ -135,13 +135,14 @@ def main() -> None:
              "floor | all rows, with it | rows with a floor, without | rows with a floor, with it |",
              "|---|---|---|---|---|---|---|---|"]
     notes = []
+    held_fits: dict[str, dict[str, dict]] = {}  # GPU model -> held-out start -> the section fitted without it
     for gpu, starts in floors.items():
         allf = [f for fs in starts.values() for f in fs]
         tot = {k: {s: {v: 0 for v in (cmp.SAME, cmp.FASTER, cmp.SLOWER, cmp.CANT_TELL)} for s in ("without", "with")}
                for k in ("within it", "with others")}
         cov = {k: cc.new_cover() for k in tot}
         for held in starts:
-            section = fit_floor({s: fs for s, fs in starts.items() if s != held})
+            section = held_fits.setdefault(gpu, {})[held] = fit_floor({s: fs for s, fs in starts.items() if s != held})
             model = noise.NoiseModel({**rest, "floor": {gpu: section}})
             for scope, test in (("within it", list(itertools.combinations(starts[held], 2))),
                                 ("with others", [(a, b) for a in starts[held] for b in allf if b.start != held])):
@@ -165,7 +166,7 @@ def main() -> None:
             # judged as compare would judge it (within its start where it ran on one of FLOOR_STARTS), by a
             # floor section that never saw its start: the shipped one, or one fitted on the other starts
             inj = cc.File(rel, start or "injected", gpu)
-            section = doc[gpu] if start is None else fit_floor({s: fs for s, fs in floors[gpu].items() if s != start})
+            section = doc[gpu] if start is None else held_fits[gpu][start]
             held = noise.NoiseModel({**rest, "floor": {**doc, gpu: section}})
             test = [(a, inj) for fs in floors[gpu].values() for a in fs]
             cells = []
