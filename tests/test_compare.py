@@ -2,6 +2,7 @@
 false-alarm and detection rates, refusal of unequal conditions, the CI gate's exit code, devices,
 and a corrupt input. No test times anything."""
 import gzip
+import math
 import json
 
 import numpy as np
@@ -1183,3 +1184,46 @@ def test_the_bootstrap_medians_are_numpys_medians_of_the_same_resamples():
     plain = (float(np.median(b) / np.median(a)), float(np.quantile(mb / ma, 0.025)), float(np.quantile(mb / ma, 0.975)))
     assert ratio_ci.median_ratio_ci(a, b, seed=3) == plain
     assert ratio_ci.median_ratio_ci(a, b, seed=3) == plain  # again, from the remembered draws
+
+
+def _state_rows(rng, score_pct, backends=(("torch-cuda", "torch"), ("cupy", "cupy"))):
+    """torch's and CuPy's 16 Mi-element fp16 GEMV and VJP dx rows whose state score is `score_pct`."""
+    out = []
+    for be, variant in backends:
+        for op, shape, scale in (("gemv", "16384x1024", math.exp(score_pct / 100)), ("vjp_dx", "1024x16384", 1.0)):
+            r = _row(op, _lognormal(rng, 1.3 * scale, 0.001), backend=be)
+            r.variant, r.params = variant, {"op": op, "dtype": "fp16", "shape_text": shape}
+            out.append(r)
+    return out
+
+
+def test_runs_in_different_process_states_are_said_to_be_and_no_verdict_changes(tmp_path, capsys):
+    """bench.blas's runs whose torch/CuPy state scores lie a level apart (states.GAP) get one note naming
+    both scores, in the CLI's notes too; runs of one level, of two GPU models, or without the two cases
+    get none; the rows' verdicts are compare's own either way."""
+    from gapbench.benchmarks.blas import states
+
+    rng = np.random.default_rng(11)
+    a = _write(tmp_path / "a.json", _state_rows(rng, +5.0))
+    b = _write(tmp_path / "b.json", _state_rows(rng, -5.5))
+    near = _write(tmp_path / "near.json", _state_rows(rng, +5.0 - 0.8 * states.GAP))
+    other_gpu = _write(tmp_path / "h200.json", _state_rows(rng, -5.5), device="NVIDIA H200")
+    torch_only = _write(tmp_path / "t.json", _state_rows(rng, -5.5, backends=(("torch-cuda", "torch"),)))
+    none = _write(tmp_path / "none.json", [_row("x", _lognormal(rng, 1))])
+    A = load_run(a)
+    sa, sb = states.scores(A), states.scores(load_run(b))
+    assert sa == pytest.approx({"torch-cuda": 5.0, "cupy": 5.0}, abs=0.1)
+    assert sb == pytest.approx({"torch-cuda": -5.5, "cupy": -5.5}, abs=0.1)
+    note = states.state_note(A, load_run(b))
+    assert "different process states" in note and "torch-cuda A +5.0, B -5.5" in note and "cupy A +5.0, B -5.5" in note
+    only = states.state_note(A, load_run(torch_only))  # a backend one run did not time is left out
+    assert "torch-cuda A +5.0, B -5.5" in only and "cupy A" not in only
+    for other in (near, other_gpu, none):
+        assert states.state_note(A, load_run(other)) == ""
+    assert command.main([str(a), str(b)]) == 0
+    assert "different process states" in capsys.readouterr().out
+    assert command.main([str(a), str(near)]) == 0
+    assert "process states" not in capsys.readouterr().out
+    # a note, never a verdict: the GEMV's 10% move between the states is still called as it is
+    by = {c.key: c.verdict for c in cmp.compare_runs(A, load_run(b), model=_model())}
+    assert by[("blas", "torch-cuda", "torch", "time", "gemv fp16 16384x1024")] == cmp.FASTER

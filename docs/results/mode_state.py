@@ -8,25 +8,16 @@ H100 one level a machine start as a rule, on the H200 a level drawn anew by each
 """
 from __future__ import annotations
 
-import math
 import sys
 
+#: the backends scored and each one's row variant: the two that carry the state, and native cuBLAS
 ROWS = {"torch-cuda": "torch", "cupy": "cupy", "native-cuda": "cublas"}
 
 
 def scores(run) -> dict[str, float]:
-    got = {}
-    for r in run.records:
-        if r.status != "ok" or not r.samples_s or r.metric != "time" or ROWS.get(r.backend) != r.variant:
-            continue
-        p = r.params or {}
-        got[(r.backend, p.get("op"), p.get("dtype"), p.get("shape_text"))] = r.median()
-    out = {}
-    for be in ROWS:
-        g, v = got.get((be, "gemv", "fp16", "16384x1024")), got.get((be, "vjp_dx", "fp16", "1024x16384"))
-        if g and v:
-            out[be] = 100 * math.log(g / v)
-    return out
+    from gapbench.benchmarks.blas.states import scores as state_scores
+
+    return state_scores(run, ROWS)
 
 
 def main(paths: list[str]) -> None:

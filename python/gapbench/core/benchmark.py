@@ -69,6 +69,12 @@ class Benchmark(ABC):
         run section of the result file (e.g. its roofline)."""
         return []
 
+    # ---- two runs (gapbench compare)
+    def compare_notes(self, a: Any, b: Any) -> list[str]:
+        """What this benchmark knows moved between two of its runs (gapbench.core.result.Run), in
+        lines gapbench compare prints after its own notes; never a verdict."""
+        return []
+
     # ---- many runs, many machines (bench.report)
     def report_tables(self, runs: list) -> list:
         """gapbench.core.reportkit.Table objects over result files (gapbench.core.result.Run) of any machines."""

@@ -219,6 +219,12 @@ class BlasBenchmark(Benchmark):
     def report_tables(self, runs):
         return tables.report_tables(runs)
 
+    def compare_notes(self, a, b):
+        from gapbench.benchmarks.blas.states import state_note
+
+        note = state_note(a, b)
+        return [note] if note else []
+
     def bundle_args(self, out, quick):
         return super().bundle_args(out, quick) + ["--no-progress", "--no-plots"]
 

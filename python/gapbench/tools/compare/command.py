@@ -25,6 +25,17 @@ from gapbench.core.bundle import load_inputs
 from gapbench.core.result import SchemaError, atomic_write_text
 
 
+def _benchmark_notes(probe: str, a, b) -> list[str]:
+    """What the benchmark whose records these are knows moved between the two runs (Benchmark.compare_notes)."""
+    from gapbench import benchmarks
+
+    try:
+        bench = benchmarks.get(probe)
+    except benchmarks.UnknownBenchmark:
+        return []
+    return bench.compare_notes(a, b)
+
+
 def _fail_if(text: str) -> tuple[str, float]:
     try:
         return cmp.parse_fail_if(text)
@@ -126,7 +137,7 @@ class CompareBenchmark(Benchmark):
                 summary = cmp.summary_line(changes, n)
                 console.print(f"[bold]{title}[/bold]\n{summary}", highlight=False)
                 console.print(rows_table(changes, devices, args.min_effect))
-                notes = cmp.notes(base, other, changes)
+                notes = cmp.notes(base, other, changes) + _benchmark_notes(probe, base, other)
                 for line in notes + [f"noise between runs: {noise.note}"]:
                     console.print(line, highlight=False, markup=False)
                 md += [f"## {title}", "", summary, ""] + markdown_rows(changes, devices) + [""] + \
