@@ -22,7 +22,7 @@ BACKENDS = {Backend.torch_cuda.value: Family.torch.value, Backend.cupy.value: Fa
 NUMERATOR = (gemv.SPEC.name, DType.fp16.value, "16384x1024")
 DENOMINATOR = (vjp_dx.SPEC.name, DType.fp16.value, "1024x16384")
 #: score points (100 x log) two runs' scores must lie apart to be called different states: the levels
-#: of the committed runs lie 4.0 to 10.5 apart, and runs of one level within 2.2 of each other
+#: of the committed runs lie 4.0 to 10.5 apart, and runs of one level within 2.3 of each other
 #: (state-2026-11-28/state-factor.md)
 GAP = 3.0
 
