@@ -1215,7 +1215,7 @@ def test_runs_in_different_process_states_are_said_to_be_and_no_verdict_changes(
     assert sa == pytest.approx({"torch-cuda": 5.0, "cupy": 5.0}, abs=0.1)
     assert sb == pytest.approx({"torch-cuda": -5.5, "cupy": -5.5}, abs=0.1)
     note = states.state_note(A, load_run(b))
-    assert "different process states" in note and "torch-cuda A +5.0, B -5.5" in note and "cupy A +5.0, B -5.5" in note
+    assert "different process states" in note and "torch-cuda A +5.0, B -5.5; cupy A +5.0, B -5.5" in note
     only = states.state_note(A, load_run(torch_only))  # a backend one run did not time is left out
     assert "torch-cuda A +5.0, B -5.5" in only and "cupy A" not in only
     for other in (near, other_gpu, none):

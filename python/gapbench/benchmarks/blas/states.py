@@ -54,8 +54,7 @@ def state_note(a, b) -> str:
     apart = [be for be in BACKENDS if be in sa and be in sb and abs(sb[be] - sa[be]) >= GAP]
     if not apart:
         return ""
-    told = ", ".join(f"{be} A {sa[be]:+.1f}, B {sb[be]:+.1f}" for be in apart)
-    return (f"torch's and CuPy's cuBLAS cases ran in different process states (score 100 x log(GEMV fp16 16384x1024 "
-            f"/ VJP dx fp16 1024x16384): {told}): each process draws one of a few levels, 4-10 points apart, and "
-            "other rows of these backends move with it, each its own way; --processes 3 or --repeat 3 pool "
-            "processes (findings/between-runs.md)")
+    told = "; ".join(f"{be} A {sa[be]:+.1f}, B {sb[be]:+.1f}" for be in apart)
+    return (f"torch's and CuPy's cuBLAS cases drew different process states (100 x log GEMV fp16 16384x1024 / "
+            f"VJP dx fp16 1024x16384: {told}; levels lie 4-10 apart), which move other rows of theirs too: "
+            "--processes 3 or gapbench run --repeat 3 pool processes (findings/between-runs.md)")
