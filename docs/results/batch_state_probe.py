@@ -13,6 +13,7 @@ method) and BLOCK samples of BATCH calls behind one gate (per call). Writes the 
 """
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import sys
@@ -80,7 +81,7 @@ def table(paths: list[str]) -> str:
             "| process | bench.blas run's score | one call a gate: score (GEMV, VJP dx us) | "
             f"{BATCH} calls a gate: score (GEMV, VJP dx us per call) |", "|---|---|---|---|"]
     for p in paths:
-        d = json.load(open(p))
+        d = json.loads((gzip.open(p, "rt") if p.endswith(".gz") else open(p)).read())
         o, b = d["one_call_us"], d["batched_us"]
         rs = d["run_score"]
         rows.append(f"| {p.rsplit('/', 1)[-1]} | {'-' if rs is None else f'{rs:+.1f}'} | {d['one_call_score']:+.1f} "
