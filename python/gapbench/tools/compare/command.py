@@ -26,12 +26,13 @@ from gapbench.core.result import SchemaError, atomic_write_text
 
 
 def _benchmark_notes(probe: str, a, b) -> list[str]:
-    """What the benchmark whose records these are knows moved between the two runs (Benchmark.compare_notes)."""
+    """What the benchmark whose records these are knows moved between the two runs (Benchmark.compare_notes);
+    none where this install cannot load that benchmark (an optional part missing): compare works without."""
     from gapbench import benchmarks
 
     try:
         bench = benchmarks.get(probe)
-    except benchmarks.UnknownBenchmark:
+    except (benchmarks.UnknownBenchmark, ImportError):
         return []
     return bench.compare_notes(a, b)
 
