@@ -1227,3 +1227,16 @@ def test_runs_in_different_process_states_are_said_to_be_and_no_verdict_changes(
     # a note, never a verdict: the GEMV's 10% move between the states is still called as it is
     by = {c.key: c.verdict for c in cmp.compare_runs(A, load_run(b), model=_model())}
     assert by[("blas", "torch-cuda", "torch", "time", "gemv fp16 16384x1024")] == cmp.FASTER
+
+
+def test_a_benchmark_this_install_cannot_load_adds_no_notes(monkeypatch):
+    """compare asks the benchmark whose records it judges for notes; an unknown probe, or a benchmark
+    whose optional dependencies are missing here, adds none and compare goes on."""
+    from gapbench import benchmarks
+
+    def missing(name):
+        raise ImportError(f"No module named 'optional_dep' (needed by {name})")
+
+    assert command._benchmark_notes("no-such-probe", None, None) == []
+    monkeypatch.setattr(benchmarks, "get", missing)
+    assert command._benchmark_notes("blas", None, None) == []
