@@ -5,8 +5,9 @@ On the H100 and the H200 a bench.blas process times torch's and CuPy's 16 Mi-ele
 100 x log(GEMV / VJP dx) of one backend's rows, took about +5, -5.5 and +0.5 on the H200 and +2.7,
 +6.9 and -1.3 on the H100 over the committed default runs, CuPy's within 0.7 of torch's and the native
 cuBLAS rows' near 0 (docs/results/state_factor.py, findings/between-runs.md). Other rows of torch and
-CuPy move with it, each its own way. Module loading does not fix it, and taking it off the rows
-would hide real slowdowns, so compare only says when two runs' scores lie apart.
+CuPy move with it, each its own way. Module loading does not fix it; the same calls timed alone in
+the same process after the run were not split, so bench.blas's case conditions set it. Taking it off
+the rows would hide real slowdowns, so compare only says when two runs' scores lie apart.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import math
 
 from gapbench.core.compare import device_of
 from gapbench.core.names import Backend, DType, Family
+from gapbench.core.result import OK
 from gapbench.ops import gemv, vjp_dx
 
 #: the backends whose rows carry the state, and each one's row variant
@@ -32,7 +34,7 @@ def scores(run, backends: dict[str, str] = BACKENDS) -> dict[str, float]:
     row variant) that timed both cases."""
     med: dict[tuple, float] = {}
     for r in run.records:
-        if (r.probe == "blas" and r.status == "ok" and r.samples_s and r.metric == "time"
+        if (r.probe == "blas" and r.status == OK and r.samples_s and r.metric == "time"
                 and backends.get(r.backend) == r.variant):
             p = r.params or {}
             med[(r.backend, p.get("op"), p.get("dtype"), p.get("shape_text"))] = r.median()
