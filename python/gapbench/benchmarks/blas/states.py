@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from gapbench.benchmarks.blas.config import PROBE
 from gapbench.core.compare import device_of
 from gapbench.core.names import Backend, DType, Family
 from gapbench.core.result import OK
@@ -34,7 +35,7 @@ def scores(run, backends: dict[str, str] = BACKENDS) -> dict[str, float]:
     row variant) that timed both cases."""
     med: dict[tuple, float] = {}
     for r in run.records:
-        if (r.probe == "blas" and r.status == OK and r.samples_s and r.metric == "time"
+        if (r.probe == PROBE and r.status == OK and r.samples_s and r.metric == "time"
                 and backends.get(r.backend) == r.variant):
             p = r.params or {}
             med[(r.backend, p.get("op"), p.get("dtype"), p.get("shape_text"))] = r.median()
