@@ -17,14 +17,12 @@ import gzip
 import json
 import math
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from overhead_probe import _trimmed_us  # noqa: E402
 
 ROUNDS, BLOCK, BATCH, SETS = 20, 10, 8, 4
-
-
-def _trimmed(t: list[float]) -> float:
-    t = sorted(t)
-    mid = t[len(t) // 10: len(t) - len(t) // 10]
-    return sum(mid) / len(mid)
 
 
 def main(out: str, run_path: str) -> None:
@@ -64,11 +62,11 @@ def main(out: str, run_path: str) -> None:
         for k, f in cases.items():
             one[k] += ad.time_device_each(f, BLOCK)
             batch[k] += [ad.time_device(f, BATCH) / BATCH for _ in range(BLOCK)]
-    t1 = {k: _trimmed(s) for k, s in one.items()}
-    tb = {k: _trimmed(s) for k, s in batch.items()}
+    t1 = {k: _trimmed_us(s) for k, s in one.items()}
+    tb = {k: _trimmed_us(s) for k, s in batch.items()}
     doc = {"rc": rc, "device": torch.cuda.get_device_name() if dev == "cuda" else "cpu",
            "run_score": scores(load_run(run_path)).get("torch-cuda") if run_path != "-" else None,
-           "one_call_us": {k: 1e6 * t for k, t in t1.items()}, "batched_us": {k: 1e6 * t for k, t in tb.items()},
+           "one_call_us": t1, "batched_us": tb,
            "one_call_score": 100 * math.log(t1["gemv"] / t1["vjp_dx"]),
            "batched_score": 100 * math.log(tb["gemv"] / tb["vjp_dx"])}
     with open(out, "w") as f:

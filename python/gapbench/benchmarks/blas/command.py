@@ -112,7 +112,8 @@ class BlasBenchmark(Benchmark):
         cfg = Config(quick=args.quick, cold=args.cold or [], seed=args.seed, data=args.data,
                      inject_delay_us=dict(args.inject_delay_us), graph=args.graph, kernels=args.variants == "all",
                      overlap=not args.no_overlap, processes=args.processes, streams=args.streams,
-                     launch_floor=not args.quick if args.launch_floor is None else args.launch_floor)
+                     launch_floor=Config.default_launch_floor(args.quick) if args.launch_floor is None
+                     else args.launch_floor)
         if args.quick:
             cfg.samples, cfg.min_rounds, cfg.budget_s = 10, 5, 0.3
         cfg.ops = args.ops or cfg.ops

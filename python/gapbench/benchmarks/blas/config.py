@@ -67,6 +67,11 @@ class Config:
     #: rounds (params.launch_floor); the rows alone decide when the rounds stop
     launch_floor: bool = True
 
+    @staticmethod
+    def default_launch_floor(quick: bool) -> bool:
+        """Whether a run times the launch floor when not told: yes, but for --quick runs."""
+        return not quick
+
     def run_seed(self) -> int:
         """The seed of this run's input data: --seed, or one drawn now (and recorded)."""
         if self.seed is None:

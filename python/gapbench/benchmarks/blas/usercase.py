@@ -43,7 +43,7 @@ import itertools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -231,7 +231,7 @@ def measure(cases: Sequence[Case], *, backends: str | Sequence | None = None, qu
     else:
         names = registry.backend_list(backends) if isinstance(backends, str) else [Backend(b) for b in backends]
     cfg = Config(quick=quick, seed=seed, cold=[ColdScrub.parse(c) for c in (cold or [])], graph=graph,
-                 launch_floor=not quick)  # as bench.blas: the floor beside short cases but in quick runs
+                 launch_floor=Config.default_launch_floor(quick))
     if quick:
         cfg.samples, cfg.min_rounds, cfg.budget_s = 10, 5, 0.3
     cfg.ops = specs
