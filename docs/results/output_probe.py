@@ -12,10 +12,11 @@ offset and case; `--table` prints them, with each case's spread over the offsets
 bench.blas run goes first in the same process (so the process has drawn its state as bench.blas's do).
 
     python docs/results/output_probe.py OUT.json [RUN.json.gz]
-    python docs/results/output_probe.py --table OUT.json ...
+    python docs/results/output_probe.py --table OUT.json[.gz] ...
 """
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -113,7 +114,7 @@ def table(paths: list[str]) -> str:
              "| process | after a run (score) | case | allocating | offsets: min | median | max | offsets more than "
              "0.3 us above the min |", "|---|---|---|---|---|---|---|---|"]
     for p in paths:
-        doc = json.loads(Path(p).read_text())
+        doc = json.loads(gzip.open(p, "rt").read() if p.endswith(".gz") else Path(p).read_text())
         d = doc["us"]
         after = f"yes ({doc['run_score']:+.1f})" if doc.get("after_run") and doc.get("run_score") is not None else (
             "yes" if doc.get("after_run") else "no")
@@ -122,7 +123,7 @@ def table(paths: list[str]) -> str:
             ts = sorted(offs.values())
             lo = ts[0]
             slow = sorted(o for o, t in offs.items() if t > lo + 0.3)
-            lines.append(f"| {Path(p).stem} | {after} | {case} | {d[case + ' alloc']:.2f} | {lo:.2f} | {ts[len(ts) // 2]:.2f} | "
+            lines.append(f"| {Path(p).name.split('.')[0]} | {after} | {case} | {d[case + ' alloc']:.2f} | {lo:.2f} | {ts[len(ts) // 2]:.2f} | "
                          f"{ts[-1]:.2f} | {len(slow)}: {', '.join(str(o) for o in slow[:12])}"
                          f"{' ...' if len(slow) > 12 else ''} |")
     return "\n".join(lines)
