@@ -141,6 +141,10 @@ STARTS = {
                                                       for b in ("blas", "launch") for k in (1, 2, 3)],
         "2026-11-27 16:29 (run --repeat 3, 7531cf2)": [f"git:2181ab4:docs/results/calib/h200-2026-11-27h/repeat-{b}-{k}.json.gz"
                                                       for b in ("blas", "launch") for k in (1, 2, 3)],
+        # bench.launch A/A only: their bench.blas runs (the launch floor on) are judged in each start's judged.md
+        **{f"2026-11-28 {t} (A/A launch, fdf2c2e)": [
+            f"git:8640fc8:docs/results/calib/h200-2026-11-28{s}/aa-launch-a{i}-h200-2026-11-28.json.gz" for i in range(1, n + 1)]
+           for t, s, n in (("12:50", "j", 6), ("12:55", "k", 8), ("13:04", "l", 8))},
     },
 }
 #: detection is counted by the injected slowdown a row must show at least (delay / its A median)
