@@ -25,25 +25,33 @@ from overhead_probe import _trimmed_us  # noqa: E402
 ROUNDS, BLOCK, BATCH, SETS = 20, 10, 8, 4
 
 
+def state_inputs(sets: int):
+    """(torch, a torch adapter with its context set up, the device, (A, x, W, v)): `sets` input sets of
+    the two state cases, fp16 GEMV 16384x1024 (A, x) and VJP dx 1024x16384 (W, v: dx = W^T v), on the
+    GPU; on a machine without one, fp32 on the CPU (a dry run of the script)."""
+    import torch
+
+    from gapbench.backends import registry
+    from gapbench.core.names import Backend
+
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    ad = registry.make_adapter(Backend.torch_cuda if dev == "cuda" else Backend.torch_cpu)
+    ad.setup_context()
+    h = torch.float16 if dev == "cuda" else torch.float32
+    A = [torch.randn(16384, 1024, device=dev, dtype=h) for _ in range(sets)]
+    x = [torch.randn(1024, device=dev, dtype=h) for _ in range(sets)]
+    W = [torch.randn(1024, 16384, device=dev, dtype=h) for _ in range(sets)]
+    v = [torch.randn(1024, device=dev, dtype=h) for _ in range(sets)]
+    return torch, ad, dev, (A, x, W, v)
+
+
 def main(out: str, run_path: str) -> None:
     from gapbench.benchmarks.blas.command import main as blas_main
     from gapbench.benchmarks.blas.states import scores
     from gapbench.core.result import load_run
 
     rc = blas_main(["--no-progress", "--no-plots", "--out", run_path]) if run_path != "-" else None
-    import torch
-
-    from gapbench.backends import registry
-    from gapbench.core.names import Backend
-
-    dev = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: a dry run of the script (run_path "-")
-    ad = registry.make_adapter(Backend.torch_cuda if dev == "cuda" else Backend.torch_cpu)
-    ad.setup_context()
-    h = torch.float16 if dev == "cuda" else torch.float32
-    A = [torch.randn(16384, 1024, device=dev, dtype=h) for _ in range(SETS)]
-    x = [torch.randn(1024, device=dev, dtype=h) for _ in range(SETS)]
-    W = [torch.randn(1024, 16384, device=dev, dtype=h) for _ in range(SETS)]  # VJP dx 1024x16384: W.T @ v
-    v = [torch.randn(1024, device=dev, dtype=h) for _ in range(SETS)]
+    torch, ad, dev, (A, x, W, v) = state_inputs(SETS)
     turn = [0]
 
     def nxt():

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from batch_state_probe import state_inputs  # noqa: E402
 from overhead_probe import _trimmed_us  # noqa: E402
 
 ROUNDS, BLOCK, SETS = 20, 10, 4
@@ -37,20 +38,9 @@ def main(out: str, run_path: str | None = None) -> None:
 
         rc = blas_main(["--no-progress", "--no-plots", "--out", run_path])
     import numpy as np
-    import torch
 
-    from gapbench.backends import registry
-    from gapbench.core.names import Backend
-
-    dev = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: a dry run of the script
-    ad = registry.make_adapter(Backend.torch_cuda if dev == "cuda" else Backend.torch_cpu)
-    ad.setup_context()
-    h = torch.float16 if dev == "cuda" else torch.float32
-    A = [torch.randn(16384, 1024, device=dev, dtype=h) for _ in range(SETS)]
-    x = [torch.randn(1024, device=dev, dtype=h) for _ in range(SETS)]
-    W = [torch.randn(1024, 16384, device=dev, dtype=h) for _ in range(SETS)]  # VJP dx 1024x16384: W.T @ v
-    v = [torch.randn(1024, device=dev, dtype=h) for _ in range(SETS)]
-    pool = torch.empty(max(OFFSETS) + 16384, device=dev, dtype=h)
+    torch, ad, dev, (A, x, W, v) = state_inputs(SETS)
+    pool = torch.empty(max(OFFSETS) + 16384, device=dev, dtype=A[0].dtype)
     turn = [0]
     views = []
 
