@@ -42,21 +42,13 @@ def _check(torch, got, want, what: str) -> None:
         raise SystemExit(f"{what}: output wrong by {err} (bound {0.05 * want.abs().max().item()})")
 
 
-def main(out: str, run_path: str | None = None) -> None:
-    rc = None
-    if run_path:
-        from gapbench.benchmarks.blas.command import main as blas_main
 
-        rc = blas_main(["--no-progress", "--no-plots", "--out", run_path])
-    import numpy as np
-
+def make_calls():
+    """(torch, its adapter, {call name: one call on the next of SETS input sets}, verify(when)): the CALLS on the GPU,
+    each GEMV writing into an output of its own set, which verify() poisons and checks against float32."""
     torch, ad, dev, (A, x, W, v) = state_inputs(SETS)
     if dev != "cuda":
-        raise SystemExit("hold_probe needs a CUDA GPU (the release gate is the native CUDA part's)")
-    hold = ad._stream_hold()
-    gate = hold.gate
-    if gate is None:
-        raise SystemExit(f"no release gate here: {hold.method}")
+        raise SystemExit("this probe needs a CUDA GPU (the release gate is the native CUDA part's)")
     S = [torch.randn(1024, 1024, device=dev, dtype=A[0].dtype) for _ in range(SETS)]
     s = [torch.randn(1024, device=dev, dtype=A[0].dtype) for _ in range(SETS)]
     y_big = [torch.empty(16384, device=dev, dtype=A[0].dtype) for _ in range(SETS)]
@@ -88,7 +80,17 @@ def main(out: str, run_path: str | None = None) -> None:
             torch.mv(S[i], s[i], out=y_small[i])
             _check(torch, y_small[i], S[i].float() @ s[i].float(), f"{when}: gemv 1024x1024 set {i}")
 
-    verify("before timing")
+    return torch, ad, calls, verify
+
+
+def gated_sampler(torch, ad):
+    """(sample(fn, delay_s, name) -> device seconds of one call behind the release gate, held delay_s
+    longer than the host needed to queue; [invalid samples]; {name: host queueing times of the samples
+    without delay})."""
+    hold = ad._stream_hold()
+    gate = hold.gate
+    if gate is None:
+        raise SystemExit(f"no release gate here: {hold.method}")
     stream = torch.cuda.current_stream()
     handle = stream.cuda_stream
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -115,6 +117,20 @@ def main(out: str, run_path: str | None = None) -> None:
             invalid[0] += 1
         raise SystemExit("the gate timed out five times in a row")
 
+    return sample, invalid, queued
+
+
+def main(out: str, run_path: str | None = None) -> None:
+    rc = None
+    if run_path:
+        from gapbench.benchmarks.blas.command import main as blas_main
+
+        rc = blas_main(["--no-progress", "--no-plots", "--out", run_path])
+    import numpy as np
+
+    torch, ad, calls, verify = make_calls()
+    sample, invalid, queued = gated_sampler(torch, ad)
+    verify("before timing")
     arms = [(c, d) for c in CALLS for d in DELAYS_US]
     for c, d in arms:  # every arm once before timing (module loads outside any hold)
         sample(calls[c], d * 1e-6, c)
