@@ -7,8 +7,9 @@ run in the same process (12.72-12.82). A bench.blas run leaves the process with 
 allocator and driver page tables behind it. This times the same calls (hold_probe.CALLS, one call a
 gate, no added hold) in STEPS within one process: as it is; after torch.cuda.empty_cache() (the
 allocator's free blocks back to the driver); while HOLD_GIB more are held in 1 GiB tensors, each
-written once; and after they are freed and the cache emptied again. Each step's arms are interleaved
-in rounds; the outputs are checked (poisoned first) before the first step and after the last. With
+written once; after they are dropped (kept in torch's cache); after the cache is emptied (freed to the
+driver); and WAITS_S seconds after that. Each step's arms are interleaved in rounds (each round's
+trimmed means kept: does a step's level fade?); the outputs are checked (poisoned first) before the first step and after the last. With
 RUN, a default bench.blas run goes first in the same process.
 
     python docs/results/footprint_probe.py OUT.json [RUN.json.gz]
@@ -19,6 +20,7 @@ from __future__ import annotations
 import gzip
 import json
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -27,7 +29,9 @@ from overhead_probe import _trimmed_us  # noqa: E402
 
 ROUNDS, BLOCK = 16, 10
 HOLD_GIB = 64
-STEPS = ("as it is", "cache emptied", f"{HOLD_GIB} GiB held", "freed again")
+WAITS_S = (3, 10)
+STEPS = ("as it is", "cache emptied", f"{HOLD_GIB} GiB held", "dropped, kept in torch's cache", "freed to the driver",
+         *(f"{w} s later" for w in WAITS_S))
 
 
 def main(out: str, run_path: str | None = None) -> None:
@@ -47,9 +51,10 @@ def main(out: str, run_path: str | None = None) -> None:
     res: dict[str, dict[str, float]] = {}
     mem: dict[str, dict[str, int]] = {}
     held: list = []
+    per_round: dict[str, dict[str, list[float]]] = {}
+    waited = 0.0
     for step in STEPS:
-        if step == STEPS[1] or step == STEPS[3]:
-            held.clear()
+        if step in (STEPS[1], STEPS[4]):
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
         elif step == STEPS[2]:
@@ -58,18 +63,29 @@ def main(out: str, run_path: str | None = None) -> None:
                 t.fill_(1.0)  # written once: every page mapped
                 held.append(t)
             torch.cuda.synchronize()
+        elif step == STEPS[3]:
+            held.clear()
+            torch.cuda.synchronize()
+        elif step != STEPS[0]:
+            w = WAITS_S[STEPS.index(step) - 5]
+            time.sleep(w - waited)
+            waited = w
         mem[step] = {"allocated": int(torch.cuda.memory_allocated()), "reserved": int(torch.cuda.memory_reserved())}
         got: dict[str, list[float]] = {c: [] for c in CALLS}
+        per_round[step] = {c: [] for c in CALLS}
         for _ in range(ROUNDS):
             for i in rng.permutation(len(CALLS)):
                 c = CALLS[i]
-                got[c] += [sample(calls[c], 0.0, c) for _ in range(BLOCK)]
+                block = [sample(calls[c], 0.0, c) for _ in range(BLOCK)]
+                got[c] += block
+                per_round[step][c].append(round(_trimmed_us(block), 3))
         res[step] = {c: _trimmed_us(t) for c, t in got.items()}
     held.clear()
     torch.cuda.synchronize()
     verify("after timing")
     doc = {"device": torch.cuda.get_device_name(), "after_run": bool(run_path), "rc": rc,
-           "invalid_samples": invalid[0], "steps": list(STEPS), "us": res, "memory": mem}
+           "invalid_samples": invalid[0], "steps": list(STEPS), "us": res, "memory": mem,
+           "per_round_us": per_round}
     if run_path:
         from gapbench.benchmarks.blas.states import scores
         from gapbench.core.result import load_run
@@ -93,6 +109,10 @@ def table(paths: list[str]) -> str:
                      + " | ".join(f"{gib[s]:.1f}" for s in doc["steps"]) + " |")
         for c in CALLS:
             lines.append(f"| | | {c} | " + " | ".join(f"{doc['us'][s][c]:.2f}" for s in doc["steps"]) + " |")
+        fr = doc.get("per_round_us", {}).get(STEPS[4])
+        if fr:
+            lines.append(f"| | | {STEPS[4]}, its rounds in order | " + "; ".join(
+                f"{c}: {', '.join(f'{t:.2f}' for t in fr[c])}" for c in CALLS[:2]) + " |" + " |" * (len(STEPS) - 1))
     return "\n".join(lines)
 
 
