@@ -15,6 +15,14 @@ RUN, a default bench.blas run goes first in the same process.
     python docs/results/footprint_probe.py OUT.json [RUN.json.gz]
     python docs/results/footprint_probe.py --table OUT.json ...
 
+`--redraw OUT.json`: which events move the level, in a fresh process. After a baseline, a sequence of
+REDRAW_EVENTS (each kind in turn, REDRAW_CYCLES times): nothing (a pause: does the level move by itself?),
+256 MiB more held (allocation only), 32 MiB, 256 MiB and 1 GiB allocated, written and freed to the driver,
+and a native BLAS case (fp16 GEMV 4096x4096: its slab, L2 scrub buffer, streams and gate) made and
+destroyed, as bench.blas does for every case. After each event and REDRAW_PAUSE_S, both state cases are
+timed (REDRAW_ROUNDS rounds of BLOCK one-call samples, interleaved). `--table` counts, per kind, the
+events after which a case moved by more than REDRAW_MOVE_US.
+
 `--decay OUT.json`: how long the slowdown after a free to the driver lasts, by the size freed. For each
 of DECAY_GIB, in a fresh process: HOLD written 1 GiB tensors are freed to the driver (torch.cuda.empty_cache),
 then GEMV 16384x1024 is timed one call a gate without a pause for DECAY_S seconds, each sample stamped
@@ -101,6 +109,74 @@ def main(out: str, run_path: str | None = None) -> None:
         json.dump(doc, f, indent=1)
 
 
+REDRAW_EVENTS = ("pause", "hold 256 MiB", "free 32 MiB", "free 256 MiB", "free 1 GiB", "native case")
+REDRAW_CYCLES, REDRAW_ROUNDS, REDRAW_PAUSE_S, REDRAW_MOVE_US = 8, 6, 0.02, 0.25
+
+
+def redraw(out: str) -> None:
+    import numpy as np
+
+    from gapbench import _native
+    from gapbench.core import native
+
+    torch, ad, calls, verify = make_calls()
+    sample, invalid, _ = gated_sampler(torch, ad)
+    verify("before timing")
+    for c in CALLS:
+        sample(calls[c], 0.0, c)
+    pair = CALLS[:2]
+    rng = np.random.default_rng(0)
+
+    def level() -> dict[str, float]:
+        got: dict[str, list[float]] = {c: [] for c in pair}
+        for _ in range(REDRAW_ROUNDS):
+            for i in rng.permutation(len(pair)):
+                got[pair[i]] += [sample(calls[pair[i]], 0.0, pair[i]) for _ in range(BLOCK)]
+        return {c: round(_trimmed_us(t), 3) for c, t in got.items()}
+
+    def freed(nbytes: int) -> None:
+        t = torch.empty(nbytes // 4, device="cuda", dtype=torch.float32)
+        t.fill_(1.0)
+        torch.cuda.synchronize()
+        del t
+        torch.cuda.empty_cache()
+
+    held = []
+    steps = [{"event": "baseline", **level()}]
+    for _ in range(REDRAW_CYCLES):
+        for ev in REDRAW_EVENTS:
+            if ev == "hold 256 MiB":
+                t = torch.empty(1 << 26, device="cuda", dtype=torch.float32)
+                t.fill_(1.0)
+                held.append(t)
+            elif ev.startswith("free"):
+                freed({"free 32 MiB": 32 << 20, "free 256 MiB": 256 << 20, "free 1 GiB": 1 << 30}[ev])
+            elif ev == "native case":
+                case = _native.cuda.BlasCase(native.op("gemv"), native.dtype("fp16"), 1, 4096, 1, 4096)
+                steps_rot = case.rotations()  # made: slab, scrub buffer, streams and gate
+                del case
+            torch.cuda.synchronize()
+            time.sleep(REDRAW_PAUSE_S)
+            steps.append({"event": ev, **level(), **({"rotations": steps_rot} if ev == "native case" else {})})
+    held.clear()
+    verify("after timing")
+    doc = {"device": torch.cuda.get_device_name(), "plan": "redraw", "invalid_samples": invalid[0], "steps": steps}
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1)
+
+
+def redraw_table(doc: dict, name: str) -> str:
+    steps = doc["steps"]
+    lines = [f"\n{name}: levels (us) of {CALLS[0]} and {CALLS[1]} after each event, in order: "
+             + "; ".join(f"{s['event']} {s[CALLS[0]]:.2f}/{s[CALLS[1]]:.2f}" for s in steps) + "\n",
+             f"| event | events | {CALLS[0]} moved > {REDRAW_MOVE_US} us | {CALLS[1]} moved |", "|---|---|---|---|"]
+    for ev in REDRAW_EVENTS:
+        idx = [i for i, s in enumerate(steps) if s["event"] == ev]
+        moved = [sum(abs(steps[i][c] - steps[i - 1][c]) > REDRAW_MOVE_US for i in idx) for c in CALLS[:2]]
+        lines.append(f"| {ev} | {len(idx)} | {moved[0]} | {moved[1]} |")
+    return "\n".join(lines)
+
+
 DECAY_GIB = (1, 4, 16, 64)
 DECAY_S, DECAY_REST_S = 1.5, 4.0
 DECAY_BINS_MS = (0, 10, 30, 100, 300, 1000, 1e9)
@@ -167,6 +243,9 @@ def table(paths: list[str]) -> str:
         if doc.get("plan") == "decay":
             decays.append(decay_table(doc, Path(p).name.split(".")[0]))
             continue
+        if doc.get("plan") == "redraw":
+            decays.append(redraw_table(doc, Path(p).name.split(".")[0]))
+            continue
         after = f"yes ({doc['run_score']:+.1f})" if doc.get("after_run") and doc.get("run_score") is not None else (
             "yes" if doc.get("after_run") else "no")
         gib = {s: doc["memory"][s]["reserved"] / 2**30 for s in doc["steps"]}
@@ -186,5 +265,7 @@ if __name__ == "__main__":
         print(table(sys.argv[2:]))
     elif sys.argv[1:2] == ["--decay"]:
         decay(sys.argv[2])
+    elif sys.argv[1:2] == ["--redraw"]:
+        redraw(sys.argv[2])
     else:
         main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
