@@ -153,7 +153,7 @@ def redraw(out: str) -> None:
                 freed({"free 32 MiB": 32 << 20, "free 256 MiB": 256 << 20, "free 1 GiB": 1 << 30}[ev])
             elif ev == "native case":
                 case = _native.cuda.BlasCase(native.op("gemv"), native.dtype("fp16"), 1, 4096, 1, 4096)
-                steps_rot = case.rotations()  # made: slab, scrub buffer, streams and gate
+                steps_rot = case.rotations  # made: slab, scrub buffer, streams and gate
                 del case
             torch.cuda.synchronize()
             time.sleep(REDRAW_PAUSE_S)
