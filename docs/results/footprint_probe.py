@@ -21,7 +21,8 @@ REDRAW_EVENTS (each kind in turn, REDRAW_CYCLES times): nothing (a pause: does t
 and a native BLAS case (fp16 GEMV 4096x4096: its slab, L2 scrub buffer, streams and gate) made and
 destroyed, as bench.blas does for every case. After each event and REDRAW_PAUSE_S, both state cases are
 timed (REDRAW_ROUNDS rounds of BLOCK one-call samples, interleaved). `--table` counts, per kind, the
-events after which a case moved by more than REDRAW_MOVE_US.
+events after which a case moved by more than REDRAW_MOVE_US. `--redraw split OUT.json`: SPLIT_EVENTS, the allocation
+apart from the kernel that writes it, and a native case after either level.
 
 `--decay OUT.json`: how long the slowdown after a free to the driver lasts, by the size freed. For each
 of DECAY_GIB, in a fresh process: HOLD written 1 GiB tensors are freed to the driver (torch.cuda.empty_cache),
@@ -110,10 +111,13 @@ def main(out: str, run_path: str | None = None) -> None:
 
 
 REDRAW_EVENTS = ("pause", "hold 256 MiB", "free 32 MiB", "free 256 MiB", "free 1 GiB", "native case")
+#: `--redraw split`: allocation apart from the kernel that writes it, and a native case after either level
+SPLIT_EVENTS = ("hold 256 MiB", "native case", "free 32 MiB", "native case", "hold 256 MiB, unwritten", "free 32 MiB",
+                "write a held 256 MiB", "free 32 MiB", "free 256 MiB, unwritten", "free 32 MiB")
 REDRAW_CYCLES, REDRAW_ROUNDS, REDRAW_PAUSE_S, REDRAW_MOVE_US = 8, 6, 0.02, 0.25
 
 
-def redraw(out: str) -> None:
+def redraw(out: str, events: tuple[str, ...] = REDRAW_EVENTS) -> None:
     import numpy as np
 
     from gapbench import _native
@@ -143,12 +147,20 @@ def redraw(out: str) -> None:
 
     held = []
     steps = [{"event": "baseline", **level()}]
-    for _ in range(REDRAW_CYCLES):
-        for ev in REDRAW_EVENTS:
-            if ev == "hold 256 MiB":
+    for _ in range(REDRAW_CYCLES if events == REDRAW_EVENTS else REDRAW_CYCLES // 2):
+        for ev in events:
+            if ev.startswith("hold 256 MiB"):
                 t = torch.empty(1 << 26, device="cuda", dtype=torch.float32)
-                t.fill_(1.0)
+                if not ev.endswith("unwritten"):
+                    t.fill_(1.0)
                 held.append(t)
+            elif ev == "write a held 256 MiB":
+                held[0].fill_(2.0)
+            elif ev == "free 256 MiB, unwritten":
+                t = torch.empty(1 << 26, device="cuda", dtype=torch.float32)
+                torch.cuda.synchronize()
+                del t
+                torch.cuda.empty_cache()
             elif ev.startswith("free"):
                 freed({"free 32 MiB": 32 << 20, "free 256 MiB": 256 << 20, "free 1 GiB": 1 << 30}[ev])
             elif ev == "native case":
@@ -160,7 +172,8 @@ def redraw(out: str) -> None:
             steps.append({"event": ev, **level(), **({"rotations": steps_rot} if ev == "native case" else {})})
     held.clear()
     verify("after timing")
-    doc = {"device": torch.cuda.get_device_name(), "plan": "redraw", "invalid_samples": invalid[0], "steps": steps}
+    doc = {"device": torch.cuda.get_device_name(), "plan": "redraw", "events": list(events),
+           "invalid_samples": invalid[0], "steps": steps}
     with open(out, "w") as f:
         json.dump(doc, f, indent=1)
 
@@ -170,7 +183,7 @@ def redraw_table(doc: dict, name: str) -> str:
     lines = [f"\n{name}: levels (us) of {CALLS[0]} and {CALLS[1]} after each event, in order: "
              + "; ".join(f"{s['event']} {s[CALLS[0]]:.2f}/{s[CALLS[1]]:.2f}" for s in steps) + "\n",
              f"| event | events | {CALLS[0]} moved > {REDRAW_MOVE_US} us | {CALLS[1]} moved |", "|---|---|---|---|"]
-    for ev in REDRAW_EVENTS:
+    for ev in dict.fromkeys(doc.get("events") or REDRAW_EVENTS):
         idx = [i for i, s in enumerate(steps) if s["event"] == ev]
         moved = [sum(abs(steps[i][c] - steps[i - 1][c]) > REDRAW_MOVE_US for i in idx) for c in CALLS[:2]]
         lines.append(f"| {ev} | {len(idx)} | {moved[0]} | {moved[1]} |")
@@ -266,6 +279,6 @@ if __name__ == "__main__":
     elif sys.argv[1:2] == ["--decay"]:
         decay(sys.argv[2])
     elif sys.argv[1:2] == ["--redraw"]:
-        redraw(sys.argv[2])
+        redraw(sys.argv[-1], SPLIT_EVENTS if sys.argv[2:3] == ["split"] else REDRAW_EVENTS)
     else:
         main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
