@@ -114,6 +114,9 @@ REDRAW_EVENTS = ("pause", "hold 256 MiB", "free 32 MiB", "free 256 MiB", "free 1
 #: `--redraw split`: allocation apart from the kernel that writes it, and a native case after either level
 SPLIT_EVENTS = ("hold 256 MiB", "native case", "free 32 MiB", "native case", "hold 256 MiB, unwritten", "free 32 MiB",
                 "write a held 256 MiB", "free 32 MiB", "free 256 MiB, unwritten", "free 32 MiB")
+#: `--redraw parity`: does each kernel launched toggle the level, on the timed stream or any?
+PARITY_EVENTS = ("1 empty kernel", "2 empty kernels", "1 empty kernel, other stream", "3 empty kernels",
+                 "1 empty kernel, other stream, synced", "1 empty kernel")
 REDRAW_CYCLES, REDRAW_ROUNDS, REDRAW_PAUSE_S, REDRAW_MOVE_US = 8, 6, 0.02, 0.25
 
 
@@ -154,6 +157,17 @@ def redraw(out: str, events: tuple[str, ...] = REDRAW_EVENTS) -> None:
                 if not ev.endswith("unwritten"):
                     t.fill_(1.0)
                 held.append(t)
+            elif "empty kernel" in ev:
+                n = int(ev.split()[0])
+                if "other stream" in ev:
+                    side = torch.cuda.Stream()
+                    with torch.cuda.stream(side):
+                        for _ in range(n):
+                            torch.cuda._sleep(0)
+                    side.synchronize()
+                else:
+                    for _ in range(n):
+                        torch.cuda._sleep(0)
             elif ev == "write a held 256 MiB":
                 held[0].fill_(2.0)
             elif ev == "free 256 MiB, unwritten":
@@ -279,6 +293,6 @@ if __name__ == "__main__":
     elif sys.argv[1:2] == ["--decay"]:
         decay(sys.argv[2])
     elif sys.argv[1:2] == ["--redraw"]:
-        redraw(sys.argv[-1], SPLIT_EVENTS if sys.argv[2:3] == ["split"] else REDRAW_EVENTS)
+        redraw(sys.argv[-1], {"split": SPLIT_EVENTS, "parity": PARITY_EVENTS}.get(sys.argv[2], REDRAW_EVENTS))
     else:
         main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
