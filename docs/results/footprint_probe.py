@@ -117,6 +117,10 @@ SPLIT_EVENTS = ("hold 256 MiB", "native case", "free 32 MiB", "native case", "ho
 #: `--redraw parity`: does each kernel launched toggle the level, on the timed stream or any?
 PARITY_EVENTS = ("1 empty kernel", "2 empty kernels", "1 empty kernel, other stream", "3 empty kernels",
                  "1 empty kernel, other stream, synced", "1 empty kernel")
+#: `--redraw balanced`: one empty kernel (a toggle) after each step, every call timed as bench.blas does and
+#: with 1 and 2 empty kernels in turn between the gate and the start event (each parity alike, whatever the
+#: call launches: every 4 samples hold both parities twice)
+BALANCED_EVENTS = ("1 empty kernel",)
 REDRAW_CYCLES, REDRAW_ROUNDS, REDRAW_PAUSE_S, REDRAW_MOVE_US = 8, 6, 0.02, 0.25
 
 
@@ -133,8 +137,24 @@ def redraw(out: str, events: tuple[str, ...] = REDRAW_EVENTS) -> None:
         sample(calls[c], 0.0, c)
     pair = CALLS[:2]
     rng = np.random.default_rng(0)
+    balanced = events == BALANCED_EVENTS
+
+    def level_balanced() -> dict[str, float]:
+        got = {(c, w): [] for c in CALLS for w in ("plain", "padded")}
+        for _ in range(REDRAW_ROUNDS):
+            for i in rng.permutation(len(got)):
+                c, w = list(got)[i]
+                got[(c, w)] += [sample(calls[c], 0.0, c, 0 if w == "plain" else 1 + j % 2) for j in range(2 * BLOCK // 4 * 4)]
+        res = {}
+        for c in CALLS:
+            res[c] = round(_trimmed_us(got[(c, "plain")]), 3)
+            res[c + " padded"] = round(_trimmed_us(got[(c, "padded")]), 3)
+            res[c + " padded median"] = round(1e6 * sorted(got[(c, "padded")])[len(got[(c, "padded")]) // 2], 3)
+        return res
 
     def level() -> dict[str, float]:
+        if balanced:
+            return level_balanced()
         got: dict[str, list[float]] = {c: [] for c in pair}
         for _ in range(REDRAW_ROUNDS):
             for i in rng.permutation(len(pair)):
@@ -150,7 +170,7 @@ def redraw(out: str, events: tuple[str, ...] = REDRAW_EVENTS) -> None:
 
     held = []
     steps = [{"event": "baseline", **level()}]
-    for _ in range(REDRAW_CYCLES if events == REDRAW_EVENTS else REDRAW_CYCLES // 2):
+    for _ in range(REDRAW_CYCLES if events in (REDRAW_EVENTS, BALANCED_EVENTS) else REDRAW_CYCLES // 2):
         for ev in events:
             if ev.startswith("hold 256 MiB"):
                 t = torch.empty(1 << 26, device="cuda", dtype=torch.float32)
@@ -192,8 +212,27 @@ def redraw(out: str, events: tuple[str, ...] = REDRAW_EVENTS) -> None:
         json.dump(doc, f, indent=1)
 
 
+def balanced_table(doc: dict, name: str) -> str:
+    steps = doc["steps"]
+    lines = [f"\n{name}: one empty kernel on the timed stream after each step; trimmed mean (us) as bench.blas times "
+             "(one call a gate), and with 1 and 2 empty kernels in turn before the start event (trimmed mean; median)\n",
+             "| step | " + " | ".join(f"{c}: plain / padded / padded median" for c in CALLS) + " |",
+             "|---|" + "---|" * len(CALLS)]
+    for i, st in enumerate(steps):
+        lines.append(f"| {i} {st['event']} | " + " | ".join(
+            f"{st[c]:.2f} / {st[c + ' padded']:.2f} / {st[c + ' padded median']:.2f}" for c in CALLS) + " |")
+    for c in CALLS:
+        for w in ("", " padded"):
+            v = [st[c + w] for st in steps]
+            lines.append(f"- {c}{w or ' plain'}: steps span {max(v) - min(v):.2f} us; mean |move| from step to step "
+                         f"{sum(abs(a - b) for a, b in zip(v, v[1:])) / (len(v) - 1):.3f} us")
+    return "\n".join(lines)
+
+
 def redraw_table(doc: dict, name: str) -> str:
     steps = doc["steps"]
+    if tuple(doc.get("events") or ()) == BALANCED_EVENTS:
+        return balanced_table(doc, name)
     lines = [f"\n{name}: levels (us) of {CALLS[0]} and {CALLS[1]} after each event, in order: "
              + "; ".join(f"{s['event']} {s[CALLS[0]]:.2f}/{s[CALLS[1]]:.2f}" for s in steps) + "\n",
              f"| event | events | {CALLS[0]} moved > {REDRAW_MOVE_US} us | {CALLS[1]} moved |", "|---|---|---|---|"]
@@ -293,6 +332,7 @@ if __name__ == "__main__":
     elif sys.argv[1:2] == ["--decay"]:
         decay(sys.argv[2])
     elif sys.argv[1:2] == ["--redraw"]:
-        redraw(sys.argv[-1], {"split": SPLIT_EVENTS, "parity": PARITY_EVENTS}.get(sys.argv[2], REDRAW_EVENTS))
+        redraw(sys.argv[-1], {"split": SPLIT_EVENTS, "parity": PARITY_EVENTS,
+                              "balanced": BALANCED_EVENTS}.get(sys.argv[2], REDRAW_EVENTS))
     else:
         main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)

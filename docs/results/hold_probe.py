@@ -84,8 +84,8 @@ def make_calls():
 
 
 def gated_sampler(torch, ad):
-    """(sample(fn, delay_s, name) -> device seconds of one call behind the release gate, held delay_s
-    longer than the host needed to queue; [invalid samples]; {name: host queueing times of the samples
+    """(sample(fn, delay_s, name, pad=0) -> device seconds of one call behind the release gate, held delay_s
+    longer than the host needed to queue, `pad` empty kernels launched between the gate and the start event; [invalid samples]; {name: host queueing times of the samples
     without delay})."""
     hold = ad._stream_hold()
     gate = hold.gate
@@ -97,10 +97,14 @@ def gated_sampler(torch, ad):
     invalid = [0]
     queued: dict[str, list[float]] = {c: [] for c in CALLS}
 
-    def sample(fn, delay_s: float, name: str) -> float:
+    sleep = torch.cuda._sleep
+
+    def sample(fn, delay_s: float, name: str, pad: int = 0) -> float:
         for _ in range(5):
             t0 = time.perf_counter()
             gate.hold(handle)
+            for _ in range(pad):  # empty kernels after the gate, before the start event: not timed
+                sleep(0)
             start.record(stream)
             fn()
             stop.record(stream)
