@@ -35,6 +35,11 @@ class Case {
   int rotations() const;     // input/output sets cycled through in hot-cache timing
   bool l2_resident() const;  // the sets together are under 2x L2 (memory did not allow more)
   int invalid_samples() const;  // gate timeouts in the last time() call (those samples were dropped)
+  // Parity pads on the case's gate (gate.h set_parity_pads): each timed run is held with one or two
+  // empty kernels after the gate, in turn; the last timed run's output poison is then one kernel of
+  // its own, with one pad fewer, so that run keeps its place in the turn.
+  void set_parity_pads(bool on);
+  bool parity_pads() const;
   int streams() const;          // streams it can time on (kTimingStreams)
   // Everything after this runs on stream i (0 <= i < streams(); 0 until called): set_input,
   // run_once, time, last_output.

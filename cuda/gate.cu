@@ -22,6 +22,9 @@ struct Gate::Impl {
   gb::cache::L2Scrub l2;              // scrub(): 2x the L2, allocated on first use
   bool l2_ready = false;
   int scrubs = 0;                     // varies the dirty scrub's byte from one run to the next
+  bool pads = false;                  // parity pads after each hold (set_parity_pads)
+  unsigned pad_turn = 0;              // holds padded so far: one pad, then two, in turn
+  bool skip = false;                  // the next hold launches one pad fewer (skip_pad)
 };
 
 namespace {
@@ -69,6 +72,8 @@ Gate::Gate(int device, double timeout_s) : impl_(new Impl) {
     GB_CUDA_CHECK(cudaStreamCreateWithFlags(&warm, cudaStreamNonBlocking));
     hold(reinterpret_cast<std::uintptr_t>(warm));
     release();
+    pad_kernel<<<1, 1, 0, warm>>>();  // the parity pad's too: it is launched behind holds (set_parity_pads)
+    GB_CUDA_CHECK_LAUNCH();
     GB_CUDA_CHECK(cudaStreamSynchronize(warm));
     GB_CUDA_CHECK(cudaStreamDestroy(warm));
   });
@@ -119,8 +124,24 @@ void Gate::hold(std::uintptr_t stream) {
     GB_CUDA_CHECK_LAUNCH();
     GB_CUDA_CHECK(cudaEventRecord(s.done, st));
     s.gen = want;
+    if (s.pads) {
+      int n = 1 + (int)(s.pad_turn++ & 1u) - (s.skip ? 1 : 0);
+      for (int i = 0; i < n; ++i) {
+        pad_kernel<<<1, 1, 0, st>>>();
+        GB_CUDA_CHECK_LAUNCH();
+      }
+    }
+    s.skip = false;
   });
 }
+
+void Gate::set_parity_pads(bool on) {
+  impl_->pads = on;
+  impl_->pad_turn = 0;
+  impl_->skip = false;
+}
+bool Gate::parity_pads() const { return impl_->pads; }
+void Gate::skip_pad() { impl_->skip = true; }
 
 void Gate::release() {
   auto& s = *impl_;

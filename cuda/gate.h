@@ -31,6 +31,16 @@ class Gate {
   Gate& operator=(const Gate&) = delete;
 
   void hold(std::uintptr_t stream);  // enqueue the gate kernel on `stream` (a cudaStream_t)
+  // Parity pads (findings/between-runs.md, "The state is the parity of the kernels launched on the
+  // timed stream"): on an H200 a cuBLAS GEMV's sample is 0.4-0.6 us longer at one parity of the count
+  // of kernels launched on its stream before it than at the other, and that count is the process's
+  // history. With pads on, each hold also launches one, then two, then one... empty kernels right
+  // after the gate kernel (before the caller's start event: not timed), so every four consecutive
+  // holds of one op, whatever it launches, time it twice at each parity. skip_pad(): the next hold
+  // launches one pad fewer (for a caller that queued one kernel of its own just before it).
+  void set_parity_pads(bool on);
+  bool parity_pads() const;
+  void skip_pad();
   void release();                    // let the last hold's kernel finish
   bool timed_out();                  // waits for the last hold's kernel; true if it ended by timeout
   // Queue an L2 scrub on `stream` before a hold (l2_scrub.cuh; mode 1: a 2x-L2 read pass, L2 left

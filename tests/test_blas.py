@@ -148,7 +148,8 @@ def test_cli_runs_one_vjp_cotangent(tmp_path):
                                       (["--inject-delay-us", "torch-cuda=0"], "must be > 0 microseconds"),
                                       (["--inject-delay-us", "torch-cuda"], "give BACKEND=MICROSECONDS"),
                                       (["--processes", "0"], "--processes 0: give 1"),
-                                      (["--streams", "8"], "unknown --streams plan")])
+                                      (["--streams", "8"], "unknown --streams plan"),
+                                      (["--parity", "even"], "unknown --parity")])
 def test_cli_errors(tmp_path, args, msg):
     p = run_module("bench.blas", *args, "--out", str(tmp_path / "x.json"))
     assert p.returncode == 2 and msg in p.stderr, p.stderr
@@ -174,6 +175,46 @@ def test_streams_plans_are_recorded_with_the_config_and_handed_to_more_processes
     old = default.to_dict()
     del old["launch_floor"]
     assert Config.from_dict(old).launch_floor is False
+
+
+def test_parity_is_recorded_with_the_config_and_in_the_gated_rows_conditions():
+    """--parity: as-drawn by default (not spelled out in the run file), balanced recorded in the config
+    and handed back from it (--processes' more processes); a row's conditions say "balanced" only where
+    its samples were gated and padded, and a ratio between a padded and an unpadded row is n/c."""
+    from gapbench import ops
+    from gapbench.benchmarks.blas import arms
+    from gapbench.benchmarks.blas.command import BlasBenchmark
+    from gapbench.benchmarks.blas.config import Config
+    from gapbench.core.conditions import Cache, Clock, mismatch
+    from gapbench.core.names import Parity
+
+    default = Config()
+    assert default.parity is Parity.as_drawn and not default.balanced and "parity" not in default.to_dict()
+    back = Config.from_dict(Config(parity=Parity.balanced).to_dict())
+    assert back.parity is Parity.balanced and back.balanced
+    bench = BlasBenchmark()
+    args = bench.parser("bench.blas").parse_args(["--parity", "balanced"])
+    assert BlasBenchmark.config(args).parity is Parity.balanced
+    c = arms.Case(ops.get("gemv"), DType.fp16, {"m": 8, "k": 8}, [], None, lambda *a, **k: None)
+    padded = c.conditions(Cache.ROTATED, Clock.GATED, True)
+    assert padded.parity == Parity.balanced.value
+    assert c.conditions(Cache.ROTATED, Clock.GATED).parity is None
+    assert c.conditions(Cache.HOST, Clock.HOST, True).parity is None  # nothing held: nothing padded
+    assert mismatch(padded, c.conditions(Cache.ROTATED, Clock.GATED)).startswith("parity")
+
+
+def test_parity_pads_are_refused_without_the_native_gate():
+    """A framework whose samples are not held behind the native release gate (a CPU backend; the
+    fixed-spin fallback) cannot pad them: set_parity_pads says so, and its rows are not recorded as
+    balanced."""
+    from gapbench.backends import registry
+    from gapbench.backends.hold import StreamHold
+
+    ad = registry.make_adapter(Backend.torch_cpu)
+    assert ad.set_parity_pads(True) is False and ad.parity_pads is False
+    hold = StreamHold.__new__(StreamHold)
+    hold.gate = None
+    assert hold.set_parity_pads(True) is False and hold.parity_pads is False
 
 
 def test_the_launch_floor_is_on_by_default_and_off_with_quick_unless_asked():
@@ -690,6 +731,32 @@ def test_framework_cold_rows_verify_and_pair_with_the_native_cold_rows_on_gpu(tm
         assert r.conditions["cache"] == want and r.conditions["streams"] == 8  # --streams shared: the native rows' 8
         paired = r.params["paired"]
         assert paired["vs"].endswith("/cublas") and paired.get("speed_ratio") and not paired.get("not_comparable")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not registry.info(Backend.torch_cuda).available or not registry.info(Backend.native_cuda).available,
+                    reason="needs torch with CUDA and gapbench's CUDA part on an NVIDIA GPU")
+def test_parity_balanced_pads_every_gated_row_and_keeps_the_pairs_comparable(tmp_path):
+    """bench.blas --parity balanced on a GPU: the native rows and torch's rows are all recorded as
+    balanced (both padded), verified, their ratios taken (not n/c), and a round's runs a multiple of
+    four; torch's adapter pads its held samples."""
+    out = tmp_path / "parity.json"
+    p = run_module("bench.blas", "--quick", "--no-progress", "--no-plain", "--backends", "native-cuda,torch-cuda",
+                   "--ops", "gemv", "--dtypes", "fp16", "--parity", "balanced", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    run = load_run(out)
+    assert run.run["config"]["parity"] == "balanced"
+    rows_ = [r for r in run.records if r.status == OK and r.metric == "time"]
+    assert {r.backend for r in rows_} == {"native-cuda", "torch-cuda"}
+    assert all(r.verified and r.conditions["parity"] == "balanced" for r in rows_), [r.conditions for r in rows_]
+    assert all(r.params["stop"]["runs_per_round"] % 4 == 0 for r in rows_)
+    for r in rows_:
+        paired = r.params.get("paired")
+        if paired:
+            assert paired.get("speed_ratio") and not paired.get("not_comparable"), paired
+    ad = registry.make_adapter(Backend.torch_cuda)
+    ad.setup_context()
+    assert ad.set_parity_pads(True) is True and ad.parity_pads is True
 
 
 @pytest.mark.cuda

@@ -440,3 +440,20 @@ def test_pairing_warm_up_is_per_arm_for_host_timed_arms():
     own `warmup_s`, the slow one as well."""
     warm_fast, warm_slow, _, _ = _warm_up_runs(device_timed=False)
     assert warm_slow * 1e-5 >= 0.01 and warm_fast * 1e-5 >= 0.01
+
+
+def test_k_multiple_rounds_a_rounds_runs_up_given_or_sized():
+    """bench.blas --parity balanced: an arm's runs in a round are a multiple of four (every four held
+    samples take each launch parity twice), whether k was given or sized from the warm-up; a multiple
+    under 1 is refused."""
+    def arm(name):
+        return Arm(name, lambda n: [1e-3] * n)
+
+    given = paired([arm("a"), arm("b")], k=5, k_multiple=4, min_rounds=3, max_rounds=3, seed=0, clock=FakeClock())
+    assert given.k == 8
+    sized = paired([arm("a"), arm("b")], k_multiple=4, min_rounds=3, max_rounds=3, seed=0, warmup=1, warmup_s=0.0,
+                   clock=FakeClock())
+    plain = paired([arm("a"), arm("b")], min_rounds=3, max_rounds=3, seed=0, warmup=1, warmup_s=0.0, clock=FakeClock())
+    assert sized.k % 4 == 0 and sized.k >= plain.k and sized.k - plain.k < 4
+    with pytest.raises(MeasureError, match="k_multiple"):
+        paired([arm("a"), arm("b")], k_multiple=0, clock=FakeClock())

@@ -521,6 +521,60 @@ def test_gate_releases_and_times_out():
         _native.cuda.Gate(0, 0.0)
 
 
+def _kernel_counts(run, *names) -> tuple[int, ...]:
+    """How many kernels with each of `names` in their name `run()` launched, by torch's profiler."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        run()
+        torch.cuda.synchronize()
+    kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return tuple(sum(n in k for k in kernels) for n in names)
+
+
+@pytest.mark.cuda
+@needs_gpu
+def test_parity_pads_launch_one_then_two_empty_kernels_after_each_hold(cublas):
+    """bench.blas --parity balanced (cuda/gate.h): with pads on, each hold launches one, then two, then
+    one... empty kernels after the gate kernel (four holds: six pads, whatever runs behind them); a
+    native case's timed runs take them too, its last run's poison is then one kernel in place of one
+    pad, and the last timed output is still the one checked (dispatcher and cuBLAS, hot and cold)."""
+    import torch
+
+    gate = _native.cuda.Gate(0, 1.0)
+    assert gate.parity_pads is False
+    stream = torch.cuda.Stream()
+
+    def holds(n):
+        for _ in range(n):
+            gate.hold(stream.cuda_stream)
+            gate.release()
+            assert not gate.timed_out()
+
+    holds(2)  # warm
+    assert _kernel_counts(lambda: holds(4), "pad_kernel") == (0,)
+    gate.parity_pads = True
+    assert gate.parity_pads is True and _kernel_counts(lambda: holds(4), "pad_kernel") == (6,)
+    gate.parity_pads = False
+    assert _kernel_counts(lambda: holds(4), "pad_kernel") == (0,)
+
+    case, ref = _case("gemv", "fp16", {"m": 1000, "k": 1003}, np.random.default_rng(11))
+    case.parity_pads = True
+    for name in ("dispatch", "vendor"):
+        for cache in ("hot", "cold_clean"):
+            case.time(native.impl(name), 4, 0, native.cache(cache))  # modules loaded, outside the count
+            case.parity_pads = True  # the turn starts at one pad: 8 runs, 12 pads, one of them the poison
+            got = _kernel_counts(lambda: case.time(native.impl(name), 8, 0, native.cache(cache)),
+                                 "pad_kernel", "poison_kernel")
+            assert got == (11, 1), (name, cache, got)
+            ok, detail = dtypes.check(dtypes.from_bytes(case.last_output(), "fp16"), ref, "fp16")
+            assert ok, f"{name} {cache}, parity pads: {detail}"
+    case.parity_pads = False
+    assert _kernel_counts(lambda: case.time(native.impl("dispatch"), 8, 0, native.cache("hot")),
+                          "pad_kernel", "poison_kernel") == (0, 0)
+
+
 @pytest.mark.cuda
 @needs_gpu
 def test_launch_probe_device_kernel_is_gated():

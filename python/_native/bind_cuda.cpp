@@ -83,6 +83,8 @@ void register_cuda(py::module_& m) {
       .def("use_stream", &Case::use_stream, py::arg("i"))
       .def("use_stream_handle", &Case::use_stream_handle, py::arg("stream"))
       .def_property_readonly("invalid_samples", &Case::invalid_samples)
+      .def_property("parity_pads", &Case::parity_pads, &Case::set_parity_pads,
+                    "Each timed run held with one or two empty kernels after the gate, in turn (gate.h)")
       .def("input_bytes", &Case::input_bytes, py::arg("i"))
       .def("strategy", py::overload_cast<Impl>(&Case::strategy, py::const_), py::arg("impl"))
       .def("time", py::overload_cast<Impl, int, int, Cache>(&Case::time), py::arg("impl"), py::arg("samples"),
@@ -109,6 +111,9 @@ void register_cuda(py::module_& m) {
              if (cache == Cache::hot) return;  // nothing to evict: the hot mode rotates sets instead
              g.scrub(stream, (int)cache);     // Cache::cold_clean = 1, cold_dirty = 2: l2_scrub.cuh's modes
            }, py::arg("stream"), py::arg("cache"), rel())
+      .def_property("parity_pads", &Gate::parity_pads, &Gate::set_parity_pads,
+                    "Each hold followed by one or two empty kernels, in turn: every four consecutive holds "
+                    "of one op time it twice at each launch parity of the stream (gate.h)")
       .def_property_readonly("timeout_s", &Gate::timeout_s)
       .def_property_readonly("device", &Gate::device);
   using gb::cuda::Streams;

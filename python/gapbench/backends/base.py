@@ -140,6 +140,17 @@ class Adapter(ABC):
         their stream and events once."""
         return [self.time_device(fn, 1, scrub=scrub) for _ in range(n)]
 
+    def set_parity_pads(self, on: bool) -> bool:
+        """Pad each held sample to both launch parities of its stream (bench.blas --parity balanced;
+        cuda/gate.h); returns whether this adapter's samples are now padded: no, but where they are
+        held behind the native release gate (torch on CUDA, CuPy)."""
+        return False
+
+    @property
+    def parity_pads(self) -> bool:
+        """Are this adapter's held samples padded to both launch parities (set_parity_pads)?"""
+        return False
+
     def set_cpu_threads(self, n: int) -> int | None:
         """Run CPU ops on `n` threads; returns the number now used (None: not settable here)."""
         return None

@@ -126,6 +126,13 @@ class CupyAdapter(Adapter):
         self.cp.cuda.runtime.deviceSynchronize()  # the values are there once the copy is done
         return dst
 
+    def set_parity_pads(self, on: bool) -> bool:
+        return self._stream_hold().set_parity_pads(on)
+
+    @property
+    def parity_pads(self) -> bool:
+        return getattr(self, "hold", None) is not None and self.hold.parity_pads
+
     def _stream_hold(self):
         if getattr(self, "hold", None) is None:  # held as for torch (hold.py), one event pair
             from gapbench.backends.hold import StreamHold

@@ -52,6 +52,19 @@ class StreamHold:
     def can_scrub(self) -> bool:
         return self.gate is not None and hasattr(self.gate, "scrub")
 
+    def set_parity_pads(self, on: bool) -> bool:
+        """Each held sample followed by one or two empty kernels after the gate, in turn (cuda/gate.h
+        parity pads: both launch parities of the stream in every four samples); returns whether the
+        samples are now padded (never without the native gate)."""
+        if self.gate is None or not hasattr(self.gate, "parity_pads"):
+            return False
+        self.gate.parity_pads = bool(on)
+        return bool(on)
+
+    @property
+    def parity_pads(self) -> bool:
+        return self.gate is not None and bool(getattr(self.gate, "parity_pads", False))
+
     def timing_streams(self, n: int) -> list[int]:
         """The cudaStream_t (as ints) of the process's n timing streams of the gate's device
         (core.native.timing_streams: the native rows' too); [] without the native gate (the

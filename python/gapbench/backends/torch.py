@@ -185,6 +185,13 @@ class TorchAdapter(Adapter):
             return t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
         return t.mps.event.Event(enable_timing=True), t.mps.event.Event(enable_timing=True)
 
+    def set_parity_pads(self, on: bool) -> bool:
+        return self._stream_hold().set_parity_pads(on) if self.cuda else False
+
+    @property
+    def parity_pads(self) -> bool:
+        return getattr(self, "hold", None) is not None and self.hold.parity_pads
+
     def _stream_hold(self):
         if getattr(self, "hold", None) is None:
             from gapbench.backends.hold import StreamHold

@@ -64,6 +64,9 @@ class Conditions(Params):
     optimizer: str | None = None  # training: fused, foreach, for-loop
     attention: str | None = None  # training: sdpa, eager, flash
     compile: str | None = None  # training: none, default, reduce-overhead, max-autotune
+    #: gated CUDA rows: "balanced" where each sample was padded to both launch parities of its stream
+    #: (bench.blas --parity balanced, cuda/gate.h); None: as the process's history drew it
+    parity: str | None = None
     # ---- recorded: how the state was reached, and what happened while it ran
     rotations: int | None = None  # input sets cycled (rotated)
     set_bytes: int | None = None  # bytes of one set (inputs and output)
@@ -99,7 +102,7 @@ class Conditions(Params):
 
 
 #: the fields a ratio needs equal, in the order a mismatch is reported
-COMPARED = ("cache", "data", "clock", "process", "optimizer", "attention", "compile")
+COMPARED = ("cache", "data", "clock", "process", "optimizer", "attention", "compile", "parity")
 #: samples taken below this fraction of the maximum SM clock are dropped (nvbench's default)
 LOW_CLOCK = 0.75
 

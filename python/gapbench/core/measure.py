@@ -253,7 +253,7 @@ def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, m
            budget_s: float = 5.0, seed: int = 0, k: int | None = None, pairs: Sequence[tuple[str, str]] | None = None,
            warmup: int = 2, warmup_s: float = 0.01, batch_s: float = 0.002,
            clock: Callable[[], float] = time.perf_counter, watch: ClockWatch | None = None,
-           on_round: Callable[[int], None] | None = None) -> PairedResult:
+           on_round: Callable[[int], None] | None = None, k_multiple: int = 1) -> PairedResult:
     """Interleaved rounds: in each, every arm runs `k` times in an order drawn from a seeded rng;
     an arm's value for the round is the median of its k runs. Drift shared by a round cancels in
     the per-round ratios. Stops when every arm's median (of the arms that settle: Arm.settles) and
@@ -266,8 +266,11 @@ def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, m
     host; `warmup` runs of each device-timed arm, then `warmup_s` of device time among them.
     With a `watch`, the device clock is read after each round and a round at a low clock is
     dropped (its values become nan for every arm) and counted. `on_round(i)` is called before round i
-    (from 0), e.g. to put the round's arms on its stream (bench.blas: cuda/blas.h kTimingStreams)."""
+    (from 0), e.g. to put the round's arms on its stream (bench.blas: cuda/blas.h kTimingStreams).
+    `k_multiple`: k (sized or given) rounded up to a multiple of it (bench.blas --parity balanced: 4)."""
     _check_settings(rel_hw, min_rounds, max_rounds, budget_s, warmup, warmup_s, batch_s)
+    if k_multiple < 1:
+        raise MeasureError(f"k_multiple must be >= 1, got {k_multiple}")
     names = [a.name for a in arms]
     if not arms or len(set(names)) != len(names):
         raise MeasureError(f"paired needs arms with distinct names, got {names}")
@@ -289,6 +292,7 @@ def paired(arms: Sequence[Arm], *, rel_hw: float = 0.01, min_rounds: int = 10, m
         # 0.7% false alarms between runs of one machine: docs/findings/between-runs.md)
         per_round_s = sum(c.per for c in callers)
         k = 1 if math.isnan(per_round_s) else max(1, int(batch_s / per_round_s))
+    k = -(-k // k_multiple) * k_multiple
     per_round: dict[str, list[float]] = {n: [] for n in names}
     settling = [a.name for a in arms if a.settles]
     seen: list[float] = []

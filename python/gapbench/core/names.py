@@ -249,6 +249,21 @@ class StreamPlan(_Named):
         return "--streams plan"
 
 
+class Parity(_Named):
+    """bench.blas --parity: how a CUDA row's gated samples stand to the parity of the count of kernels
+    launched on their stream before them, which moves a cuBLAS GEMV's sample by 0.4-0.6 us on an H200
+    (findings/between-runs.md, "The state is the parity..."). as-drawn (default): whatever the process's
+    history gives (the method every committed calibration run used); balanced: one or two empty kernels
+    after the gate in turn (cuda/gate.h parity pads), a round's runs a multiple of four, so each row's
+    rounds hold both parities alike."""
+    as_drawn = "as-drawn"
+    balanced = "balanced"
+
+    @classmethod
+    def _what(cls) -> str:
+        return "--parity"
+
+
 class CollOp(_Named):
     """The collective operations of bench.dist, in the order of gapbench._native.dist.CollOp
     (tests/test_dist.py checks they agree)."""

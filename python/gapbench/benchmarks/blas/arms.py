@@ -21,7 +21,7 @@ from gapbench.benchmarks.blas.params import BlasParams, CpuThreads
 from gapbench.core import dtypes, native
 from gapbench.core.conditions import Cache, Clock, Conditions, Process
 from gapbench.core.dtypes import Expected, from_bytes
-from gapbench.core.names import Backend, CacheMode, Data, DeviceClass, DType, Precision
+from gapbench.core.names import Backend, CacheMode, Data, DeviceClass, DType, Parity, Precision
 from gapbench.core.result import ERROR, FAILED, NOT_APPLICABLE, UNAVAILABLE, Record
 from gapbench.ops.spec import FrameworkImpl, OpSpec, Shape, native_dims
 
@@ -64,8 +64,12 @@ class Case:
         r, w = self.spec.elements(self.shape)
         return (r + w) * self.dtype.itemsize
 
-    def conditions(self, cache: str, clock: str, **kw) -> Conditions:
-        return Conditions(cache=cache, data=self.data.value, clock=clock, process=Process.PAIRED, seed=self.seed, **kw)
+    def conditions(self, cache: str, clock: str, padded: bool = False, **kw) -> Conditions:
+        """The conditions of this case's rows; `padded`: gated samples padded to both launch parities
+        of their stream (bench.blas --parity balanced)."""
+        parity = Parity.balanced.value if padded and clock == Clock.GATED else None
+        return Conditions(cache=cache, data=self.data.value, clock=clock, process=Process.PAIRED, seed=self.seed,
+                          parity=parity, **kw)
 
     def check(self, out, precision: Precision | DType) -> tuple[bool, str]:
         with self.part("checks against float64 (host)"):
@@ -199,14 +203,18 @@ def native_cuda(c: Case, cfg: Config, info: BackendInfo, case, cublas_path: str,
     l2 = int(info.device.get("l2_bytes") or 0) or None
 
     n_streams = min(cfg.native_streams(), case.streams)
+    if cfg.balanced:
+        case.parity_pads = True
+    padded = bool(getattr(case, "parity_pads", False))
 
     def conditions(mode: CacheMode) -> Conditions:
         if mode is CacheMode.hot:
             cache = Cache.L2_RESIDENT if case.l2_resident else Cache.ROTATED
-            return c.conditions(cache, Clock.GATED, rotations=case.rotations, set_bytes=c.set_bytes, l2_bytes=l2,
-                                streams=n_streams)
+            return c.conditions(cache, Clock.GATED, padded, rotations=case.rotations, set_bytes=c.set_bytes,
+                                l2_bytes=l2, streams=n_streams)
         cache = Cache.FLUSHED_CLEAN if mode is CacheMode.cold_clean else Cache.FLUSHED_DIRTY
-        return c.conditions(cache, Clock.GATED, rotations=1, set_bytes=c.set_bytes, l2_bytes=l2, streams=n_streams)
+        return c.conditions(cache, Clock.GATED, padded, rotations=1, set_bytes=c.set_bytes, l2_bytes=l2,
+                            streams=n_streams)
 
     more, arms = _verified_arms(c, info, "device_events", rows, case, samplers, verify_last, extra)
 
@@ -443,7 +451,7 @@ def _rotating_arm(c: Case, info: BackendInfo, ad: Adapter, variant: str, op_text
     params = params.replace(cache=f"hot ({n_sets} input set(s) rotated)" if n_sets > 1 else "hot (one input set)",
                             cpu_threads=cpu, hold=hold.method if hold is not None else None)
     clock = Clock.GATED if ad.can_hold else Clock.HOST
-    cond = c.conditions(cache, clock, rotations=n_sets, set_bytes=c.set_bytes, l2_bytes=l2_bytes,
+    cond = c.conditions(cache, clock, ad.parity_pads, rotations=n_sets, set_bytes=c.set_bytes, l2_bytes=l2_bytes,
                         streams=streams if streams > 1 else None)
     cold = {CacheMode.cold_clean: Cache.FLUSHED_CLEAN, CacheMode.cold_dirty: Cache.FLUSHED_DIRTY}
 

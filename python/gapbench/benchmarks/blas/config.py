@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gapbench import ops
-from gapbench.core.names import Backend, CacheMode, ColdScrub, Data, DType, StreamPlan, split_list
+from gapbench.core.names import Backend, CacheMode, ColdScrub, Data, DType, Parity, StreamPlan, split_list
 from gapbench.ops.spec import OpSpec, Shape
 
 PROBE = "blas"
@@ -66,6 +66,8 @@ class Config:
     #: --launch-floor (the default but for --quick): an empty kernel rides along in each short case's
     #: rounds (params.launch_floor); the rows alone decide when the rounds stop
     launch_floor: bool = True
+    #: --parity: the CUDA rows' samples as the stream's launch parity falls, or padded to both (Parity)
+    parity: Parity = Parity.as_drawn
 
     @staticmethod
     def default_launch_floor(quick: bool) -> bool:
@@ -79,6 +81,11 @@ class Config:
 
             self.seed = secrets.randbits(31)
         return self.seed
+
+    @property
+    def balanced(self) -> bool:
+        """Are the CUDA rows' samples padded to both launch parities (--parity balanced)?"""
+        return self.parity is Parity.balanced
 
     def native_streams(self) -> int:
         """Streams the native rows of a case take in turn."""
@@ -120,7 +127,8 @@ class Config:
                 "processes": self.processes,
                 **({"short_only": True} if self.short_only else {}),
                 **({"streams": self.streams.value} if self.streams is not StreamPlan.native else {}),
-                "launch_floor": self.launch_floor}
+                "launch_floor": self.launch_floor,
+                **({"parity": self.parity.value} if self.parity is not Parity.as_drawn else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Config":
@@ -136,7 +144,8 @@ class Config:
                    kernels=bool(d.get("kernels")), overlap=d.get("overlap", True), processes=d.get("processes", 1),
                    short_only=bool(d.get("short_only")),
                    streams=StreamPlan(d.get("streams") or StreamPlan.native.value),
-                   launch_floor=bool(d.get("launch_floor", False)))  # runs before 2026-11-28 had none
+                   launch_floor=bool(d.get("launch_floor", False)),  # runs before 2026-11-28 had none
+                   parity=Parity(d.get("parity") or Parity.as_drawn.value))
 
 
 #: A case is short where it reads and writes at most SHORT_ELEMENTS elements and does at most

@@ -76,6 +76,9 @@ class FloorArm:
     on_round: Callable[[int], None] | None = None
 
 
+#: bench.blas --parity balanced: every four consecutive held samples of one op take each launch parity
+#: of their stream twice (cuda/gate.h parity pads), so an arm's runs in a round are a multiple of four
+PARITY_RUNS = 4
 #: the variant name of the library's dispatcher row
 DISPATCHER = "gapbench"
 #: runs of each arm timed alone after the paired rounds (at least), to check the pairing moved none
@@ -149,12 +152,13 @@ def _pair_params(res, arm: CaseArm, ref: CaseArm | None, mode: CacheMode, alone:
 def measure_case(make_record: Callable[..., Record], arms: list[CaseArm], modes: list[Mode], *, budget_s: float,
                  rel_hw: float, max_rounds: int, min_rounds: int, warmup: int, seed: int,
                  watch: ClockWatch | None = None, event_pair_s: float | None = None,
-                 part: Callable[[str], ContextManager] | None = None) -> list[Record]:
+                 part: Callable[[str], ContextManager] | None = None, k_multiple: int = 1) -> list[Record]:
     """Records of every arm in every cache mode it supports. `make_record(backend, variant, params,
     **fields)` builds a record of this case. On CUDA, `watch` reads the SM clock after every round
     (rounds at a low clock are dropped and counted) and `event_pair_s`, the run's empty event pair,
     is recorded with the conditions. `part(name)` adds the wall time of what it holds to the run's part
-    `name` (run.Phases.part)."""
+    `name` (run.Phases.part). `k_multiple`: each arm's runs in a round a multiple of it (bench.blas
+    --parity balanced: PARITY_RUNS, so a round's median holds both launch parities alike)."""
     part = part or (lambda name: nullcontext())
     recs: list[Record] = []
     classes = list(dict.fromkeys(a.device_class for a in arms))
@@ -180,7 +184,8 @@ def measure_case(make_record: Callable[..., Record], arms: list[CaseArm], modes:
                                  + [Arm(f.key, f.sample, device_timed=True, settles=False) for f in floors],
                                  rel_hw=rel_hw, budget_s=budget_s, max_rounds=max_rounds,
                                  min_rounds=min(min_rounds, max_rounds), warmup=warmup, seed=seed, pairs=pairs, watch=w,
-                                 on_round=(lambda i: [h(i) for h in hooks]) if hooks else None)
+                                 on_round=(lambda i: [h(i) for h in hooks]) if hooks else None,
+                                 k_multiple=k_multiple)
             except (MeasureError, RuntimeError, ValueError, MemoryError) as e:
                 for a in live:
                     recs.append(make_record(a.backend, a.variant, a.params.replace(cache=mode.text), metric=mode.metric,

@@ -23,7 +23,7 @@ from gapbench.backends.base import Adapter, BackendInfo
 from gapbench.backends import memfit
 from gapbench.benchmarks.blas import arms as rows
 from gapbench.benchmarks.blas.config import PROBE, Config, is_short
-from gapbench.benchmarks.blas.measure import measure_case
+from gapbench.benchmarks.blas.measure import PARITY_RUNS, measure_case
 from gapbench.benchmarks.blas.params import BlasParams
 from gapbench.core.dtypes import Expected, round_to
 from gapbench.core.names import Backend, DeviceClass, DType
@@ -214,6 +214,10 @@ def iterate(cfg: Config, backends: list[Backend], on_case: Callable[[str], None]
     phases = Phases() if phases is None else phases
     seed = cfg.run_seed()
     s = Session(backends)
+    if cfg.balanced:  # --parity balanced: the frameworks' held samples too (the native cases' as each is made)
+        for b, ad in s.adapters.items():
+            if b.device_class is DeviceClass.cuda:
+                ad.set_parity_pads(True)
     yield from s.records
     overlap = (cfg.overlap and overlaps_host(s)) if overlap is None else overlap
     todo = cfg.cases()
@@ -287,7 +291,8 @@ def run_case(c: rows.Case, cfg: Config, s: Session, live: list[Backend], phases:
     with phases("paired timing, last runs verified"):
         recs += measure_case(c.record, arms, cfg.modes(), budget_s=cfg.budget_s, rel_hw=cfg.rel_hw,
                              max_rounds=cfg.samples, min_rounds=cfg.min_rounds, warmup=cfg.warmup, seed=cfg.seed or 0,
-                             watch=s.watch, event_pair_s=s.event_pair_s, part=phases.part)
+                             watch=s.watch, event_pair_s=s.event_pair_s, part=phases.part,
+                             k_multiple=PARITY_RUNS if cfg.balanced else 1)
     del cases  # free the device buffers before the next case
     return recs
 
