@@ -32,14 +32,13 @@ in bins of time since the free.
 """
 from __future__ import annotations
 
-import gzip
 import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hold_probe import CALLS, gated_sampler, make_calls  # noqa: E402
+from hold_probe import CALLS, bench_first, gated_sampler, make_calls, read_doc, write_doc  # noqa: E402
 from overhead_probe import _trimmed_us  # noqa: E402
 
 ROUNDS, BLOCK = 16, 10
@@ -50,11 +49,7 @@ STEPS = ("as it is", "cache emptied", f"{HOLD_GIB} GiB held", "dropped, kept in 
 
 
 def main(out: str, run_path: str | None = None) -> None:
-    rc = None
-    if run_path:
-        from gapbench.benchmarks.blas.command import main as blas_main
-
-        rc = blas_main(["--no-progress", "--no-plots", "--out", run_path])
+    rc = bench_first(run_path)
     import numpy as np
 
     torch, ad, calls, verify = make_calls()
@@ -101,13 +96,7 @@ def main(out: str, run_path: str | None = None) -> None:
     doc = {"device": torch.cuda.get_device_name(), "after_run": bool(run_path), "rc": rc,
            "invalid_samples": invalid[0], "steps": list(STEPS), "us": res, "memory": mem,
            "per_round_us": per_round}
-    if run_path:
-        from gapbench.benchmarks.blas.states import scores
-        from gapbench.core.result import load_run
-
-        doc["run_score"] = scores(load_run(run_path)).get("torch-cuda")
-    with open(out, "w") as f:
-        json.dump(doc, f, indent=1)
+    write_doc(doc, out, run_path)
 
 
 REDRAW_EVENTS = ("pause", "hold 256 MiB", "free 32 MiB", "free 256 MiB", "free 1 GiB", "native case")
@@ -308,7 +297,7 @@ def table(paths: list[str]) -> str:
              "| process | after a run (score) | call | " + " | ".join(STEPS) + " |", "|---|---|---|" + "---|" * len(STEPS)]
     decays, seen = [], set()
     for p in paths:
-        doc = json.loads(gzip.open(p, "rt").read() if p.endswith(".gz") else Path(p).read_text())
+        doc, after = read_doc(p)
         if doc.get("plan") == "decay":
             decays.append(decay_table(doc, Path(p).name.split(".")[0]))
             continue
@@ -317,8 +306,6 @@ def table(paths: list[str]) -> str:
             decays.append(redraw_table(doc, Path(p).name.split(".")[0], plan not in seen))
             seen.add(plan)
             continue
-        after = f"yes ({doc['run_score']:+.1f})" if doc.get("after_run") and doc.get("run_score") is not None else (
-            "yes" if doc.get("after_run") else "no")
         gib = {s: doc["memory"][s]["reserved"] / 2**30 for s in doc["steps"]}
         lines.append(f"| {Path(p).name.split('.')[0]} | {after} | (reserved GiB) | "
                      + " | ".join(f"{gib[s]:.1f}" for s in doc["steps"]) + " |")

@@ -43,6 +43,38 @@ def _check(torch, got, want, what: str) -> None:
 
 
 
+
+def bench_first(run_path: str | None):
+    """A default bench.blas run in this process first, written to run_path (the process then has
+    drawn its state as bench.blas's do); its exit code, or None without run_path."""
+    if not run_path:
+        return None
+    from gapbench.benchmarks.blas.command import main as blas_main
+
+    return blas_main(["--no-progress", "--no-plots", "--out", run_path])
+
+
+def write_doc(doc: dict, out: str, run_path: str | None) -> None:
+    """The probe's document to `out`, with the torch state score of the run that went first."""
+    if run_path:
+        from gapbench.benchmarks.blas.states import scores
+        from gapbench.core.result import load_run
+
+        doc["run_score"] = scores(load_run(run_path)).get("torch-cuda")
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1)
+
+
+
+def read_doc(path: str) -> tuple[dict, str]:
+    """(a probe's document, "yes (+score)" / "yes" / "no": whether a bench.blas run went first in its
+    process, and that run's torch state score)."""
+    doc = json.loads(gzip.open(path, "rt").read() if path.endswith(".gz") else Path(path).read_text())
+    if not doc.get("after_run"):
+        return doc, "no"
+    return doc, f"yes ({doc['run_score']:+.1f})" if doc.get("run_score") is not None else "yes"
+
+
 def make_calls():
     """(torch, its adapter, {call name: one call on the next of SETS input sets}, verify(when)): the CALLS on the GPU,
     each GEMV writing into an output of its own set, which verify() poisons and checks against float32."""
@@ -125,11 +157,7 @@ def gated_sampler(torch, ad):
 
 
 def main(out: str, run_path: str | None = None) -> None:
-    rc = None
-    if run_path:
-        from gapbench.benchmarks.blas.command import main as blas_main
-
-        rc = blas_main(["--no-progress", "--no-plots", "--out", run_path])
+    rc = bench_first(run_path)
     import numpy as np
 
     torch, ad, calls, verify = make_calls()
@@ -153,13 +181,7 @@ def main(out: str, run_path: str | None = None) -> None:
            "us": {f"{c} +{d}": _trimmed_us(t) for (c, d), t in got.items()},
            "queue_us": {c: {"median": 1e6 * statistics.median(q), "p90": 1e6 * sorted(q)[int(0.9 * len(q))]}
                         for c, q in queued.items() if q}}
-    if run_path:
-        from gapbench.benchmarks.blas.states import scores
-        from gapbench.core.result import load_run
-
-        doc["run_score"] = scores(load_run(run_path)).get("torch-cuda")
-    with open(out, "w") as f:
-        json.dump(doc, f, indent=1)
+    write_doc(doc, out, run_path)
 
 
 def table(paths: list[str]) -> str:
@@ -170,9 +192,7 @@ def table(paths: list[str]) -> str:
              "| process | after a run (score) | call | queued (us) | " + " | ".join(f"+{d} us" for d in DELAYS_US) + " |",
              "|---|---|---|---|" + "---|" * len(DELAYS_US)]
     for p in paths:
-        doc = json.loads(gzip.open(p, "rt").read() if p.endswith(".gz") else Path(p).read_text())
-        after = f"yes ({doc['run_score']:+.1f})" if doc.get("after_run") and doc.get("run_score") is not None else (
-            "yes" if doc.get("after_run") else "no")
+        doc, after = read_doc(p)
         for c in CALLS:
             q = doc["queue_us"].get(c) or {}
             lines.append(f"| {Path(p).name.split('.')[0]} | {after} | {c} | {q.get('median', 0):.1f}, {q.get('p90', 0):.1f} | "

@@ -16,13 +16,12 @@ bench.blas run goes first in the same process (so the process has drawn its stat
 """
 from __future__ import annotations
 
-import gzip
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from batch_state_probe import state_inputs  # noqa: E402
+from hold_probe import bench_first, read_doc, write_doc  # noqa: E402
 from overhead_probe import _trimmed_us  # noqa: E402
 
 ROUNDS, BLOCK, SETS = 20, 10, 4
@@ -32,11 +31,7 @@ OFFSETS = [k * 32768 for k in range(32)] + [k * (1 << 20) for k in range(1, 9)] 
 
 
 def main(out: str, run_path: str | None = None) -> None:
-    rc = None
-    if run_path:
-        from gapbench.benchmarks.blas.command import main as blas_main
-
-        rc = blas_main(["--no-progress", "--no-plots", "--out", run_path])
+    rc = bench_first(run_path)
     import numpy as np
 
     torch, ad, dev, (A, x, W, v) = state_inputs(SETS)
@@ -87,13 +82,7 @@ def main(out: str, run_path: str | None = None) -> None:
     res = {f"{case} {'alloc' if o is None else o}": _trimmed_us(s) for (case, o), s in got.items()}
     doc = {"device": torch.cuda.get_device_name() if dev == "cuda" else "cpu", "pool_ptr": int(pool.data_ptr()),
            "after_run": bool(run_path), "rc": rc, "us": res}
-    if run_path:
-        from gapbench.benchmarks.blas.states import scores
-        from gapbench.core.result import load_run
-
-        doc["run_score"] = scores(load_run(run_path)).get("torch-cuda")
-    with open(out, "w") as f:
-        json.dump(doc, f, indent=1)
+    write_doc(doc, out, run_path)
 
 
 def table(paths: list[str]) -> str:
@@ -104,10 +93,8 @@ def table(paths: list[str]) -> str:
              "| process | after a run (score) | case | allocating | offsets: min | median | max | offsets more than "
              "0.3 us above the min |", "|---|---|---|---|---|---|---|---|"]
     for p in paths:
-        doc = json.loads(gzip.open(p, "rt").read() if p.endswith(".gz") else Path(p).read_text())
+        doc, after = read_doc(p)
         d = doc["us"]
-        after = f"yes ({doc['run_score']:+.1f})" if doc.get("after_run") and doc.get("run_score") is not None else (
-            "yes" if doc.get("after_run") else "no")
         for case in ("gemv", "vjp_dx"):
             offs = {int(k.split()[1]): t for k, t in d.items() if k.startswith(case + " ") and not k.endswith("alloc")}
             ts = sorted(offs.values())
