@@ -339,6 +339,44 @@ def test_a_moved_event_pair_floor_leaves_short_device_rows_without_a_verdict(tmp
     assert any("event pair 2.23x slower" in n for n in cmp.notes(a, b, list(by.values())))
 
 
+def test_balanced_rows_have_classes_of_their_own_and_fall_back_to_the_as_drawn_ones(tmp_path):
+    """bench.blas --parity balanced: a padded gated row's clock is gated-balanced (floored:
+    gated-balanced-floor); a fit files its shifts under balanced classes only, never under the
+    as-drawn ones; a model without balanced classes judges it by the as-drawn ones, one with them by
+    its own; and the rules of gated rows (the event-pair floor) hold for it."""
+    from gapbench.core import noise
+    from gapbench.core.names import Parity
+
+    r = _row("x", [1e-5] * 5)
+    r.conditions["parity"] = Parity.balanced.value
+    cls = noise.row_class(r, 1e-5)
+    assert cls[3] == "gated-balanced" and noise.row_class(r, 1e-5, floored=True)[3] == "gated-balanced-floor"
+    assert noise.base_clock("gated-balanced-floor") == "gated" and noise.row_class(_row("x", [1e-5]), 1e-5)[3] == "gated"
+    fitted = noise.fit([(cls, d, i % 2) for i, d in enumerate(np.random.default_rng(3).normal(0, 0.002, 200))])
+    assert fitted and all("/gated-balanced/" in k for k in fitted)
+    as_drawn = _model(0.004)
+    scale, where = as_drawn.scale("h100-80gb-hbm3", cls)
+    assert scale == pytest.approx(0.004) and where.endswith("blas/*/*/gated/many/*")
+    own = noise.NoiseModel({"devices": {"h100-80gb-hbm3": {"across": {**as_drawn.devices["h100-80gb-hbm3"]["across"],
+                                                                      **fitted}}}})
+    assert "gated-balanced" in own.scale("h100-80gb-hbm3", cls)[1]
+    rng = np.random.default_rng(17)
+
+    def rows(ev, f):
+        out = []
+        for name, t in (("short", 0.5), ("long", 50.0)):
+            x = _row(name, _lognormal(rng, t * f, 0.002))
+            x.conditions.update(event_pair_s=ev, parity=Parity.balanced.value)
+            out.append(x)
+        return out
+
+    a = load_run(_write(tmp_path / "a.json", rows(1.3e-6, 1.0)))
+    b = load_run(_write(tmp_path / "b.json", rows(2.9e-6, 1.3)))
+    by = {c.key[4].split()[0]: c for c in cmp.compare_runs(a, b, model=_model(0.003))}
+    assert by["short"].verdict == cmp.CANT_TELL and "event pair" in by["short"].why
+    assert by["long"].verdict == cmp.SLOWER
+
+
 def _launch_run(path, host_f, torch_f, host=None, plain=True):
     rng = np.random.default_rng(abs(hash((str(path), host_f))) % 2**32)
 

@@ -62,8 +62,8 @@ import numpy as np
 from gapbench.core.conditions import Conditions, mismatch
 from gapbench.core.floors import (EVENT_ROWS, HOST_BOUND, HOST_CPU, FloorMove, cold_start_differs, floor_moves,
                                   host_differences, is_floor, plain_floors, same_start)
-from gapbench.core.noise import (FLOORED, Z90, Z95, NoiseModel, device_class, floor_group, floor_s,  # noqa: F401
-                                 is_heavy, row_class, row_key, shipped, z_of)
+from gapbench.core.noise import (FLOORED, Z90, Z95, NoiseModel, base_clock, device_class, floor_group,  # noqa: F401
+                                 floor_s, is_heavy, row_class, row_key, shipped, z_of)
 from gapbench.core.ratio_ci import (K0, beyond_processes, median_ratio_ci, median_ratio_cis,  # noqa: F401 (API)
                                     own_processes,
                                     process_ratio_ci, process_spread, run_term, within_run)
@@ -228,7 +228,7 @@ def compare_runs(a: Run, b: Run, min_effect: float = MIN_EFFECT, widen: float = 
             b_share, fa, fb, absolute = share
             note = "; ".join(x for x in (f"less {b_share:.2f} of its launch floor's move ({1e6 * fa:.2f} -> "
                                          f"{1e6 * fb:.2f} us); absolute B/A {absolute:.3f}", note) if x)
-        clock = cls[3].removesuffix(FLOORED)
+        clock = base_clock(cls[3])
         if not reason and clock in ("gated", "graph", "issued") and "event pair" in moves:
             ev = moves["event pair"]
             if quant["A"][0] < EVENT_ROWS * max(ev.a, ev.b):

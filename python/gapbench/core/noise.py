@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from gapbench.core.conditions import Clock
-from gapbench.core.names import Backend
+from gapbench.core.names import Backend, Parity
 from gapbench.core.result import Record, Run
 
 MODEL_FILE = Path(__file__).with_name("compare_noise.json")
@@ -59,15 +59,26 @@ _CLOCK = {Clock.GATED: "gated", Clock.ISSUED: "issued", Clock.GRAPH: "graph", Cl
 DEVICE_CLOCKS = ("gated", "graph", "gpu-ts")
 #: the clock of a row judged less its launch floor's move (floor_s): its own classes
 FLOORED = "-floor"
+#: the clock of a gated row whose samples were padded to both launch parities of their stream
+#: (bench.blas --parity balanced): classes of their own, looked up before the as-drawn ones
+BALANCED = "-balanced"
+
+
+def base_clock(kind: str) -> str:
+    """A class's clock without its floor and parity suffixes: gated, graph, issued, host, ..."""
+    return kind.removesuffix(FLOORED).removesuffix(BALANCED)
 
 
 def clock_kind(r: Record) -> str:
     """gated / graph / issued / host / gpu-ts from the conditions, or plain for the standalone C++
     loops' host-bound rows (their device-bound rows, gated or one graph launch, keep their clock:
     they move as the device does, not as the host)."""
-    kind = _CLOCK.get((r.conditions or {}).get("clock"), "host" if r.clock == "host_wall" else "other")
+    cond = r.conditions or {}
+    kind = _CLOCK.get(cond.get("clock"), "host" if r.clock == "host_wall" else "other")
     if r.backend.startswith("plain-") and kind not in DEVICE_CLOCKS:
         return "plain"
+    if kind == "gated" and cond.get("parity") == Parity.balanced.value:
+        return kind + BALANCED
     return kind
 
 
@@ -133,6 +144,17 @@ def levels(cls: Sequence[str]) -> list[tuple[str, ...]]:
     row = [(probe, metric, family, clock, single, "*", cls[6])] if len(cls) > 6 and cls[6] else []
     return row + [(probe, metric, family, clock, single, dec), (probe, metric, "*", clock, single, dec),
                   (probe, metric, "*", clock, single, "*"), (probe, "*", "*", clock, single, "*")]
+
+
+def lookup_levels(cls: Sequence[str]) -> list[tuple[str, ...]]:
+    """The levels a scale is looked up at: `levels(cls)`, then, for a balanced row (clock with
+    BALANCED), the as-drawn row's levels: until runs with the pads are fitted, a balanced row is judged
+    by the classes of the method it refines (wider where the parity moved the row, the same elsewhere).
+    A fit never files a shift under them (fit uses `levels`)."""
+    own = levels(cls)
+    if BALANCED not in cls[3]:
+        return own
+    return own + levels((*cls[:3], cls[3].replace(BALANCED, ""), *cls[4:]))
 
 
 def key(cls: Sequence[str]) -> str:
@@ -320,11 +342,12 @@ def _lookup(cls: Sequence[str], same_start: bool) -> list[tuple[str, tuple[str, 
     across starts bounds what it does within one), except for host-bound classes, whose rows are
     judged across starts as gaps to the host floor (another quantity): all their within-start
     levels first."""
+    lvs = lookup_levels(cls)
     if not same_start:
-        return [("across", lv) for lv in levels(cls)]
+        return [("across", lv) for lv in lvs]
     if cls[3] in HEAVY_CLOCKS:
-        return [("within", lv) for lv in levels(cls)] + [("across", lv) for lv in levels(cls)]
-    return [(scope, lv) for lv in levels(cls) for scope in ("within", "across")]
+        return [("within", lv) for lv in lvs] + [("across", lv) for lv in lvs]
+    return [(scope, lv) for lv in lvs for scope in ("within", "across")]
 
 
 class NoiseModel:
@@ -395,7 +418,7 @@ class NoiseModel:
         processes of one start say nothing of it, so a --repeat interval across starts adds it."""
         dev = self._section(device, cls) or {}
         within, across = dev.get("within", {}), dev.get("across", {})
-        for lv in levels(cls):
+        for lv in lookup_levels(cls):
             w, a = within.get(key(lv)), across.get(key(lv))
             if w is not None and a is not None:
                 return math.sqrt(max(0.0, float(a["rms"]) ** 2 - float(w["rms"]) ** 2))
