@@ -5,9 +5,10 @@ On the H100 and the H200 a bench.blas process times torch's and CuPy's 16 Mi-ele
 100 x log(GEMV / VJP dx) of one backend's rows, took about +5, -5.5 and +0.5 on the H200 and +2.7,
 +6.9 and -1.3 on the H100 over the committed default runs, CuPy's within 0.7 of torch's and the native
 cuBLAS rows' near 0 (docs/results/state_factor.py, findings/between-runs.md). Other rows of torch and
-CuPy move with it, each its own way. Module loading does not fix it; the same calls timed alone in
-the same process after the run were not split, so bench.blas's case conditions set it. Taking it off
-the rows would hide real slowdowns, so compare only says when two runs' scores lie apart.
+CuPy move with it, each its own way. On the H200 it is the parity of the count of kernels launched
+on their stream before each call (findings: "The state is the parity..."; the H100's runs show the
+same signature), which `--parity balanced` pads to both levels alike. Taking it off the rows afterwards would hide real slowdowns, so compare only says
+when two runs' scores lie apart.
 """
 from __future__ import annotations
 
@@ -60,4 +61,5 @@ def state_note(a, b) -> str:
     told = "; ".join(f"{be} A {sa[be]:+.1f}, B {sb[be]:+.1f}" for be in apart)
     return (f"torch's and CuPy's cuBLAS cases drew different process states (100 x log GEMV fp16 16384x1024 / "
             f"VJP dx fp16 1024x16384: {told}; levels lie 4-10 apart), which move other rows of theirs too: "
+            "the parity of the kernels launched on their stream; bench.blas --parity balanced pads it out, "
             "--processes 3 or gapbench run --repeat 3 pool processes (findings/between-runs.md)")
