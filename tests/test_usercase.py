@@ -152,6 +152,21 @@ def test_gapbench_bench_runs_the_torch_example_and_refuses_a_file_without_cases(
     assert p.returncode == 0 and "runs on cuda only" in p.stdout, p.stdout[-2000:] + p.stderr[-2000:]
 
 
+def test_gapbench_bench_takes_parity_as_bench_blas_does(tmp_path):
+    """--parity balanced reaches the user's case as bench.blas's config (recorded in the run file);
+    host-timed rows are not held, so nothing of theirs is padded; a bad value is one line, exit 2."""
+    out = tmp_path / "p.json"
+    p = run_module("gapbench", "bench", "examples/softmax_torch.py", "--quick", "--no-progress", "--backends",
+                   "torch-cpu", "--parity", "balanced", "--out", str(out), timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    run = load_run(out)
+    assert run.run["config"]["parity"] == "balanced"
+    recs = [r for r in run.records if r.metric == "time" and r.status == OK]
+    assert recs and all(r.conditions.get("parity") is None for r in recs)
+    p = run_module("gapbench", "bench", "examples/softmax_torch.py", "--parity", "odd", timeout=60)
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "unknown --parity" in p.stderr
+
+
 def test_compare_reads_a_cases_files_unchanged(tmp_path):
     src = tmp_path / "case.py"
     src.write_text(textwrap.dedent("""

@@ -9,7 +9,7 @@ from gapbench.backends import registry
 from gapbench.benchmarks.blas import tables
 from gapbench.core.benchmark import Benchmark, print_lines
 from gapbench.core.cli import UsageError, add_common_arguments
-from gapbench.core.names import Backend, ColdScrub, DType, parse_list
+from gapbench.core.names import Backend, ColdScrub, DType, Parity, parse_list, parse_one
 
 
 class BenchFile(Benchmark):
@@ -30,6 +30,9 @@ class BenchFile(Benchmark):
         ap.add_argument("--graph", action="store_true",
                         help="also time each CUDA implementation captured into a CUDA graph (`<name>@graph`)")
         ap.add_argument("--seed", type=int, default=None, help="random seed of the inputs (default: fresh, recorded)")
+        ap.add_argument("--parity", type=parse_one(Parity.parse), default=Parity.as_drawn,
+                        help="as bench.blas --parity: as-drawn (default) or balanced (each gated CUDA sample padded "
+                             "to both launch parities of its stream)")
         add_common_arguments(ap, probe=self.name, gpu=True, quick_help="each axis at its --quick values (default: its "
                                                                    "smallest) and few samples")
 
@@ -56,7 +59,7 @@ class BenchFile(Benchmark):
                                dtypes=[d.value for d in args.dtypes] if args.dtypes else None,
                                cold=[c.value for c in args.cold] if args.cold else None, seed=args.seed, graph=args.graph,
                                out=args.out or default_out(self.name),
-                               progress=not args.no_progress, argv=argv)
+                               progress=not args.no_progress, argv=argv, parity=args.parity.value)
         print_lines(console, res.tables)
         for r in (r for r in res.records if r.metric == "all"):
             console.print(f"[yellow]{r.backend}[/yellow]: {r.status}: {escape(r.reason)}", highlight=False)

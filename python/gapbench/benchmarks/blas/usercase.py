@@ -209,16 +209,18 @@ class Result:
 def measure(cases: Sequence[Case], *, backends: str | Sequence | None = None, quick: bool = False,
             dtypes: Sequence[str] | None = None, cold: Sequence[str] | None = None, seed: int | None = None,
             graph: bool = False, out: str | Path | None = None, progress: bool = False,
-            argv: Sequence[str] | None = None) -> Result:
+            argv: Sequence[str] | None = None, parity: str = "as-drawn") -> Result:
     """Time `cases` on `backends` (a comma list or names; default: every backend of the cases'
     families that runs here) by bench.blas's method; write the records to `out` if given.
-    `graph`: each CUDA implementation also captured into a CUDA graph and timed beside it."""
+    `graph`: each CUDA implementation also captured into a CUDA graph and timed beside it.
+    `parity`: "balanced" pads each gated CUDA sample to both launch parities of its stream, as
+    bench.blas --parity balanced does (names.Parity)."""
     from gapbench.backends import registry
     from gapbench.benchmarks.blas import tables
     from gapbench.benchmarks.blas.config import PROBE, Config
     from gapbench.benchmarks.blas.run import Phases, iterate
     from gapbench.core.cli import console_for, open_run, progress_bar
-    from gapbench.core.names import Backend, ColdScrub
+    from gapbench.core.names import Backend, ColdScrub, Parity
 
     from gapbench import ops
 
@@ -231,7 +233,7 @@ def measure(cases: Sequence[Case], *, backends: str | Sequence | None = None, qu
     else:
         names = registry.backend_list(backends) if isinstance(backends, str) else [Backend(b) for b in backends]
     cfg = Config(quick=quick, seed=seed, cold=[ColdScrub.parse(c) for c in (cold or [])], graph=graph,
-                 launch_floor=Config.default_launch_floor(quick))
+                 launch_floor=Config.default_launch_floor(quick), parity=Parity.parse(str(parity)))
     if quick:
         cfg.samples, cfg.min_rounds, cfg.budget_s = 10, 5, 0.3
     cfg.ops = specs
