@@ -521,6 +521,35 @@ def test_gate_releases_and_times_out():
         _native.cuda.Gate(0, 0.0)
 
 
+def test_the_parity_pad_schedule_gives_every_four_samples_both_parities():
+    """cuda/gate.h's schedule, followed launch by launch: whatever the op launches (k kernels), however
+    many kernels the stream ran before, and with a kernel of its own before each hold (a cold scrub),
+    one then two pads after each gate in turn leave each op at each launch parity twice in every four
+    consecutive samples; the native case's last-run poison (one kernel, one pad fewer) keeps it so.
+    Without pads an op whose sample launches an even count (a one-kernel op timed hot: the gate and
+    it) sits at one parity throughout, the one the stream's history gave.
+    (The GPU test below counts the pads cuda/gate.cu really launches.)"""
+    def parities(k, before, prefix, pads=True, n=16):
+        count, turn, out = before, 0, []
+        for i in range(n):
+            last = i == n - 1
+            count += prefix + (1 if last and pads else 0) + 1  # scrub, the poison, the gate kernel
+            if pads:
+                count += 1 + (turn & 1) - (1 if last else 0)
+                turn += 1
+            out.append(count % 2)  # the op's parity: the kernels launched on the stream before it
+            count += k
+        return out
+
+    for k in (1, 2, 3, 4):
+        for before in (0, 1):
+            for prefix in (0, 1):
+                got = parities(k, before, prefix)
+                assert all(sum(got[j:j + 4]) == 2 for j in range(len(got) - 3)), (k, before, prefix, got)
+                if (prefix + 1 + k) % 2 == 0:  # e.g. one kernel, hot: unpadded, the history's parity throughout
+                    assert set(parities(k, before, prefix, pads=False)) == {(before + prefix + 1) % 2}
+
+
 def _kernel_counts(run, *names) -> tuple[int, ...]:
     """How many kernels with each of `names` in their name `run()` launched, by torch's profiler."""
     import torch
