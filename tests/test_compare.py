@@ -320,19 +320,24 @@ def test_one_start_uses_the_within_start_scale(tmp_path):
     assert x.verdict == cmp.CANT_TELL and "another machine start (boot)" in " ".join(cmp.notes(a, c, [x]))
 
 
-def test_a_moved_event_pair_floor_leaves_short_device_rows_without_a_verdict(tmp_path):
-    rng = np.random.default_rng(13)
+def _event_pair_runs(tmp_path, seed: int, **conditions):
+    """Two runs of a 5 us and a 500 us row, B 1.3x slower, whose empty event pair went from 1.3 to 2.9 us."""
+    rng = np.random.default_rng(seed)
 
     def rows(ev, f):
         out = []
         for name, t in (("short", 0.5), ("long", 50.0)):  # 5 us and 500 us
             r = _row(name, _lognormal(rng, t * f, 0.002))
-            r.conditions["event_pair_s"] = ev
+            r.conditions.update(event_pair_s=ev, **conditions)
             out.append(r)
         return out
 
-    a = load_run(_write(tmp_path / "a.json", rows(1.3e-6, 1.0)))
-    b = load_run(_write(tmp_path / "b.json", rows(2.9e-6, 1.3)))
+    return (load_run(_write(tmp_path / "a.json", rows(1.3e-6, 1.0))),
+            load_run(_write(tmp_path / "b.json", rows(2.9e-6, 1.3))))
+
+
+def test_a_moved_event_pair_floor_leaves_short_device_rows_without_a_verdict(tmp_path):
+    a, b = _event_pair_runs(tmp_path, 13)
     by = {c.key[4].split()[0]: c for c in cmp.compare_runs(a, b, model=_model(0.003))}
     assert by["short"].verdict == cmp.CANT_TELL and "event pair" in by["short"].why
     assert by["long"].verdict == cmp.SLOWER
@@ -360,18 +365,7 @@ def test_balanced_rows_have_classes_of_their_own_and_fall_back_to_the_as_drawn_o
     own = noise.NoiseModel({"devices": {"h100-80gb-hbm3": {"across": {**as_drawn.devices["h100-80gb-hbm3"]["across"],
                                                                       **fitted}}}})
     assert "gated-balanced" in own.scale("h100-80gb-hbm3", cls)[1]
-    rng = np.random.default_rng(17)
-
-    def rows(ev, f):
-        out = []
-        for name, t in (("short", 0.5), ("long", 50.0)):
-            x = _row(name, _lognormal(rng, t * f, 0.002))
-            x.conditions.update(event_pair_s=ev, parity=Parity.balanced.value)
-            out.append(x)
-        return out
-
-    a = load_run(_write(tmp_path / "a.json", rows(1.3e-6, 1.0)))
-    b = load_run(_write(tmp_path / "b.json", rows(2.9e-6, 1.3)))
+    a, b = _event_pair_runs(tmp_path, 17, parity=Parity.balanced.value)
     by = {c.key[4].split()[0]: c for c in cmp.compare_runs(a, b, model=_model(0.003))}
     assert by["short"].verdict == cmp.CANT_TELL and "event pair" in by["short"].why
     assert by["long"].verdict == cmp.SLOWER

@@ -209,6 +209,17 @@ def labelled_runs(arg: str) -> tuple[str, list]:
     return label, [load_run(source(rel)) for rel in rels.split(",")]
 
 
+def default_blas(rels: list[str]):
+    """The runs of `rels` (a start's STARTS entries) that are default bench.blas runs: no --quick, no
+    injected delay, loaded in order."""
+    for rel in rels:
+        if "blas" not in rel or "inj" in rel:
+            continue
+        run = load_run(source(rel))
+        if run.run.get("probe") == "blas" and not noise.is_quick(run):
+            yield run
+
+
 def load() -> list[File]:
     return [File(rel, start, gpu) for gpu, starts in STARTS.items() for start, rels in starts.items() for rel in rels]
 

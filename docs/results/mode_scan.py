@@ -15,7 +15,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import calibrate_compare as cc  # noqa: E402
-from gapbench.core.result import load_run  # noqa: E402
 
 CASES = (("gemv", "16384x1024"), ("vjp_dx", "1024x16384"))
 #: a framework row this much slower than the native cuBLAS row of its run is in the slow mode (the
@@ -48,12 +47,7 @@ def main() -> None:
         seen, lines = [], []
         for start, rels in starts.items():
             marks = ""
-            for rel in rels:
-                if "blas" not in rel or "inj" in rel:
-                    continue
-                run = load_run(cc.source(rel))
-                if run.run.get("probe") != "blas" or cc.noise.is_quick(run):
-                    continue
+            for run in cc.default_blas(rels):
                 q = ratios(run)
                 if q is None:
                     continue

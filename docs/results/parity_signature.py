@@ -20,7 +20,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import calibrate_compare as cc  # noqa: E402
-from gapbench.core.result import load_run  # noqa: E402
 
 CASE = ("gemv", "fp16", "16384x1024")
 #: two levels where the native row's rounds split by more than this (us)
@@ -68,12 +67,7 @@ def main() -> None:
     for gpu, starts in cc.STARTS.items():
         sigs = []
         for rels in starts.values():
-            for rel in rels:
-                if "blas" not in rel or "inj" in rel:
-                    continue
-                run = load_run(cc.source(rel))
-                if run.run.get("probe") != "blas" or cc.noise.is_quick(run):
-                    continue
+            for run in cc.default_blas(rels):
                 s = signature(run)
                 if s is not None:
                     sigs.append(s)
