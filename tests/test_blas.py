@@ -236,7 +236,7 @@ def test_failed_verification_is_not_timed(monkeypatch):
         pytest.skip("torch-cpu not available")
     import dataclasses
 
-    from gapbench.benchmarks.blas import arms as rows
+    from gapbench.benchmarks.blas import arms as rows, framework_arms
     from gapbench.benchmarks.blas.run import record
     from gapbench.core.names import Family
     from gapbench.ops.spec import FrameworkImpl
@@ -250,7 +250,7 @@ def test_failed_verification_is_not_timed(monkeypatch):
                      lambda b, v, p=None, **kw: record(wrong, DType.fp32, shape, b, v, p, **kw))
     ad = registry.make_adapter(Backend.torch_cpu)
     ad.setup_context()
-    recs, arms = rows.framework(case, registry.info(Backend.torch_cpu), ad)
+    recs, arms = framework_arms.framework(case, registry.info(Backend.torch_cpu), ad)
     assert not arms  # nothing to time
     assert recs[0].status == FAILED and not recs[0].samples_s and "not timed" in recs[0].reason
 
@@ -265,7 +265,7 @@ def test_a_framework_on_a_gpu_rotates_the_sets_its_conditions_name(monkeypatch):
     import dataclasses
 
     from gapbench.backends.base import BackendInfo
-    from gapbench.benchmarks.blas import arms as rows
+    from gapbench.benchmarks.blas import arms as rows, framework_arms
     from gapbench.benchmarks.blas.run import record
     from gapbench.core.conditions import Cache
     from gapbench.core.names import Family
@@ -290,7 +290,7 @@ def test_a_framework_on_a_gpu_rotates_the_sets_its_conditions_name(monkeypatch):
     ad = registry.make_adapter(Backend.torch_cpu)
     ad.setup_context()
     gpu = BackendInfo(Backend.torch_cuda, True, "", registry.info(Backend.torch_cpu).device)
-    recs, arms = rows.framework(case, gpu, ad, l2_bytes=l2, free_bytes=2**30)
+    recs, arms = framework_arms.framework(case, gpu, ad, l2_bytes=l2, free_bytes=2**30)
     assert not recs and len(arms) == 1
     ran.clear()
     cond = arms[0].conditions(CacheMode.hot)
@@ -600,7 +600,7 @@ def _small_gemv_case_on_a_stand_in_gpu():
     if not registry.info(Backend.torch_cpu).available:
         pytest.skip("torch-cpu not available")
     from gapbench.backends.base import BackendInfo
-    from gapbench.benchmarks.blas import arms as rows
+    from gapbench.benchmarks.blas import arms as rows, framework_arms
     from gapbench.benchmarks.blas.run import record
 
     spec, shape, dt = ops.get("gemv"), {"m": 32, "k": 32}, DType.fp32
@@ -615,7 +615,7 @@ def test_a_framework_that_can_scrub_gets_the_cold_modes_under_flushed_conditions
     stand-in GPU) gets a sampler per cold mode that asks for that scrub before each sample, and its
     cold rows record the flushed cache state the native cold rows record; one that cannot scrub
     gets the hot mode alone."""
-    from gapbench.benchmarks.blas import arms as rows
+    from gapbench.benchmarks.blas import arms as rows, framework_arms
     from gapbench.core.conditions import Cache
 
     case, gpu = _small_gemv_case_on_a_stand_in_gpu()
@@ -631,7 +631,7 @@ def test_a_framework_that_can_scrub_gets_the_cold_modes_under_flushed_conditions
 
     ad = Scrubbing(Backend.torch_cpu)
     ad.setup_context()
-    _, (arm,) = rows.framework(case, gpu, ad, l2_bytes=2**20, free_bytes=2**30)
+    _, (arm,) = framework_arms.framework(case, gpu, ad, l2_bytes=2**20, free_bytes=2**30)
     assert set(arm.samplers) == {CacheMode.hot, CacheMode.cold_clean, CacheMode.cold_dirty}
     arm.samplers[CacheMode.cold_dirty](3)
     arm.samplers[CacheMode.hot](2)
@@ -640,7 +640,7 @@ def test_a_framework_that_can_scrub_gets_the_cold_modes_under_flushed_conditions
     assert arm.conditions(CacheMode.cold_dirty).cache == Cache.FLUSHED_DIRTY
     plain = registry.make_adapter(Backend.torch_cpu)
     plain.setup_context()
-    _, (hot_only,) = rows.framework(case, gpu, plain, l2_bytes=2**20, free_bytes=2**30)
+    _, (hot_only,) = framework_arms.framework(case, gpu, plain, l2_bytes=2**20, free_bytes=2**30)
     assert set(hot_only.samplers) == {CacheMode.hot}
 
 
@@ -653,7 +653,7 @@ def test_framework_rows_take_the_adapters_streams_in_turn_and_warm_each_first():
     record none."""
     import dataclasses
 
-    from gapbench.benchmarks.blas import arms as rows
+    from gapbench.benchmarks.blas import arms as rows, framework_arms
     from gapbench.benchmarks.blas.config import HOT
     from gapbench.benchmarks.blas.measure import measure_case
     from gapbench.core.names import Family
@@ -690,7 +690,7 @@ def test_framework_rows_take_the_adapters_streams_in_turn_and_warm_each_first():
 
     ad = Streamed(Backend.torch_cpu, 4)
     ad.setup_context()
-    recs, arms = rows.framework(case, gpu, ad, l2_bytes=2**20, free_bytes=2**30, streams=8)
+    recs, arms = framework_arms.framework(case, gpu, ad, l2_bytes=2**20, free_bytes=2**30, streams=8)
     assert not recs and len(arms) == 2
     assert arms[0].on_round is arms[1].on_round is not None and {a.streams for a in arms} == {4}
     for s in range(1, 4):  # each arm twice on every stream, before anything was timed
@@ -706,7 +706,7 @@ def test_framework_rows_take_the_adapters_streams_in_turn_and_warm_each_first():
 
     plain = type(ad)(Backend.torch_cpu, 1)
     plain.setup_context()
-    _, arms1 = rows.framework(case, gpu, plain, l2_bytes=2**20, free_bytes=2**30, streams=8)
+    _, arms1 = framework_arms.framework(case, gpu, plain, l2_bytes=2**20, free_bytes=2**30, streams=8)
     assert all(a.on_round is None and a.streams == 1 for a in arms1)
     assert arms1[0].conditions(CacheMode.hot).streams is None and set(plain.ran) == {0}
 
@@ -818,7 +818,7 @@ def test_an_injected_device_delay_follows_every_timed_op_and_the_row_says_so():
     """bench.blas --inject-delay-us (test only): the adapter's device-side delay is queued after
     every timed op of the framework, and the row's op names it; an adapter without a delay kernel
     gives an error row that says so, and nothing is timed."""
-    from gapbench.benchmarks.blas import arms as rows
+    from gapbench.benchmarks.blas import arms as rows, framework_arms
 
     case, gpu = _small_gemv_case_on_a_stand_in_gpu()
     queued = []
@@ -834,13 +834,13 @@ def test_an_injected_device_delay_follows_every_timed_op_and_the_row_says_so():
 
     ad = Delaying(Backend.torch_cpu)
     ad.setup_context()
-    recs, (arm,) = rows.framework(case, gpu, ad, l2_bytes=2**20, free_bytes=2**30, inject_us=7.0)
+    recs, (arm,) = framework_arms.framework(case, gpu, ad, l2_bytes=2**20, free_bytes=2**30, inject_us=7.0)
     assert not recs and "spin(7 us) injected delay (test only)" in arm.op
     arm.samplers[CacheMode.hot](5)
     assert queued == [7.0] * 5
     plain = registry.make_adapter(Backend.torch_cpu)
     plain.setup_context()
-    recs, arms = rows.framework(case, gpu, plain, l2_bytes=2**20, free_bytes=2**30, inject_us=7.0)
+    recs, arms = framework_arms.framework(case, gpu, plain, l2_bytes=2**20, free_bytes=2**30, inject_us=7.0)
     assert not arms and recs[0].status == ERROR and "no device-side delay kernel" in recs[0].reason
 
 
@@ -870,21 +870,21 @@ def test_framework_rows_are_labeled_l2_resident_when_their_sets_fit_twice_in_the
     the same rule; a CPU row is 'host'."""
     from types import SimpleNamespace
 
-    from gapbench.benchmarks.blas import arms
+    from gapbench.benchmarks.blas import framework_arms
     from gapbench.core.conditions import Cache
     from gapbench.core.names import DeviceClass
 
     gpu, cpu = SimpleNamespace(device_class=DeviceClass.cuda), SimpleNamespace(device_class=DeviceClass.cpu)
     l2 = 50 << 20
     small = SimpleNamespace(set_bytes=1 << 20, rotations=None)
-    assert arms._framework_sets(small, gpu, l2, None) == (100, Cache.ROTATED)  # 100 x 1 MiB = 2 x 50 MiB
-    assert arms._framework_sets(small, gpu, l2, 40 << 20) == (10, Cache.L2_RESIDENT)  # memory allows 10 sets
+    assert framework_arms._framework_sets(small, gpu, l2, None) == (100, Cache.ROTATED)  # 100 x 1 MiB = 2 x 50 MiB
+    assert framework_arms._framework_sets(small, gpu, l2, 40 << 20) == (10, Cache.L2_RESIDENT)  # memory allows 10 sets
     native_count = SimpleNamespace(set_bytes=1 << 20, rotations=8)
-    assert arms._framework_sets(native_count, gpu, l2, None) == (8, Cache.L2_RESIDENT)
+    assert framework_arms._framework_sets(native_count, gpu, l2, None) == (8, Cache.L2_RESIDENT)
     big = SimpleNamespace(set_bytes=64 << 20, rotations=2)
-    assert arms._framework_sets(big, gpu, l2, None) == (2, Cache.ROTATED)
-    assert arms._framework_sets(small, gpu, None, None) == (1, Cache.L2_RESIDENT)
-    assert arms._framework_sets(small, cpu, l2, None) == (1, Cache.HOST)
+    assert framework_arms._framework_sets(big, gpu, l2, None) == (2, Cache.ROTATED)
+    assert framework_arms._framework_sets(small, gpu, None, None) == (1, Cache.L2_RESIDENT)
+    assert framework_arms._framework_sets(small, cpu, l2, None) == (1, Cache.HOST)
 
 
 def test_phases_keep_their_parts_apart_from_the_total(monkeypatch):
@@ -1197,7 +1197,7 @@ def test_launch_floor_arms_run_in_the_rounds_and_each_row_records_its_own():
 def test_framework_floors_group_rows_by_the_stream_their_framework_times_on():
     """torch and CuPy on one stream handle share one floor (made by the first with an empty kernel);
     a framework on another stream gets its own; native rows and rows that rotate streams get none here."""
-    from gapbench.benchmarks.blas.arms import framework_floors
+    from gapbench.benchmarks.blas.framework_arms import framework_floors
     from gapbench.benchmarks.blas.measure import CaseArm
 
     class Ad:

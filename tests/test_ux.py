@@ -330,7 +330,7 @@ def test_cpu_frameworks_run_on_the_free_cores(monkeypatch):
     import psutil
 
     from gapbench.backends import base, registry
-    from gapbench.benchmarks.blas import arms
+    from gapbench.benchmarks.blas import framework_arms
 
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
@@ -340,14 +340,14 @@ def test_cpu_frameworks_run_on_the_free_cores(monkeypatch):
     before = torch.get_num_threads()
     ad = registry.make_adapter(Backend.torch_cpu)
     try:
-        arms.fit_cpu_threads({Backend.torch_cpu: ad})
+        framework_arms.fit_cpu_threads({Backend.torch_cpu: ad})
         assert torch.get_num_threads() == 1
         assert ad.cpu_threads.to_dict() == {"threads": 1, "cores": 2, "busy_cores_other": 1.0, "reduced": True}
     finally:
         torch.set_num_threads(before)
     monkeypatch.setattr(psutil, "cpu_percent", lambda interval=None: 0.0)
     ad2 = registry.make_adapter(Backend.torch_cpu)
-    arms.fit_cpu_threads({Backend.torch_cpu: ad2})
+    framework_arms.fit_cpu_threads({Backend.torch_cpu: ad2})
     assert ad2.cpu_threads.reduced is False and torch.get_num_threads() == before
 
 

@@ -22,6 +22,7 @@ from gapbench.backends import registry
 from gapbench.backends.base import Adapter, BackendInfo
 from gapbench.backends import memfit
 from gapbench.benchmarks.blas import arms as rows
+from gapbench.benchmarks.blas import framework_arms
 from gapbench.benchmarks.blas.config import PROBE, Config, is_short
 from gapbench.benchmarks.blas.measure import PARITY_RUNS, measure_case
 from gapbench.benchmarks.blas.params import BlasParams
@@ -144,7 +145,7 @@ class Session:
             except Exception as e:
                 self.records.append(Record(probe=PROBE, backend=b.value, metric="all", status=ERROR,
                                            reason=f"setup failed: {e}", device=self.infos[b].device))
-        rows.fit_cpu_threads(self.adapters)
+        framework_arms.fit_cpu_threads(self.adapters)
         cuda = registry.info(Backend.native_cuda)  # the L2 every CUDA arm's input sets rotate past
         self.l2_bytes = int(cuda.device.get("l2_bytes") or 0) or None if cuda.available else None
         # The SM clock, read after every paired round on CUDA, and the cost of an empty event pair
@@ -285,7 +286,7 @@ def run_case(c: rows.Case, cfg: Config, s: Session, live: list[Backend], phases:
             recs += r
             arms += a
     if cfg.launch_floor and is_short(c.spec, c.shape):
-        rows.framework_floors(arms, s.adapters)  # the native rows' floor is made with their arms
+        framework_arms.framework_floors(arms, s.adapters)  # the native rows' floor is made with their arms
     if before_timing is not None:
         before_timing()
     with phases("paired timing, last runs verified"):
@@ -318,7 +319,7 @@ def _backend_rows(b: Backend, c: rows.Case, cfg: Config, s: Session, cases: list
             return rows.native_metal(c, cfg, s.infos[b], case)
         if b in s.adapters:
             on_cuda = b.device_class is DeviceClass.cuda
-            return rows.framework(c, s.infos[b], s.adapters[b], s.l2_bytes if on_cuda else None,
+            return framework_arms.framework(c, s.infos[b], s.adapters[b], s.l2_bytes if on_cuda else None,
                                   memfit.device_available(b)[0] if on_cuda else None, cfg.inject_delay_us.get(b),
                                   graph=cfg.graph, streams=cfg.framework_streams() if on_cuda else 1)
     except (RuntimeError, ValueError, MemoryError) as e:
