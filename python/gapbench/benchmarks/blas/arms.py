@@ -203,17 +203,15 @@ def native_cuda(c: Case, cfg: Config, info: BackendInfo, case, cublas_path: str,
     l2 = int(info.device.get("l2_bytes") or 0) or None
 
     n_streams = min(cfg.native_streams(), case.streams)
-    if cfg.balanced:
-        case.parity_pads = True
-    padded = bool(getattr(case, "parity_pads", False))
+    case.parity_pads = cfg.balanced
 
     def conditions(mode: CacheMode) -> Conditions:
         if mode is CacheMode.hot:
             cache = Cache.L2_RESIDENT if case.l2_resident else Cache.ROTATED
-            return c.conditions(cache, Clock.GATED, padded, rotations=case.rotations, set_bytes=c.set_bytes,
+            return c.conditions(cache, Clock.GATED, cfg.balanced, rotations=case.rotations, set_bytes=c.set_bytes,
                                 l2_bytes=l2, streams=n_streams)
         cache = Cache.FLUSHED_CLEAN if mode is CacheMode.cold_clean else Cache.FLUSHED_DIRTY
-        return c.conditions(cache, Clock.GATED, padded, rotations=1, set_bytes=c.set_bytes, l2_bytes=l2,
+        return c.conditions(cache, Clock.GATED, cfg.balanced, rotations=1, set_bytes=c.set_bytes, l2_bytes=l2,
                             streams=n_streams)
 
     more, arms = _verified_arms(c, info, "device_events", rows, case, samplers, verify_last, extra)

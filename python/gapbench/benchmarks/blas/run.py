@@ -114,7 +114,9 @@ def memory_check(spec: OpSpec, shape: Shape, dtype: DType, backends: list[Backen
 class Session:
     """What a run sets up once: each backend's availability, the frameworks' adapters, cuBLAS."""
 
-    def __init__(self, backends: list[Backend]):
+    def __init__(self, backends: list[Backend], parity_pads: bool = False):
+        """`parity_pads` (--parity balanced): the CUDA frameworks' held samples padded to both launch
+        parities of their stream (the native cases' are, as native_cuda makes their arms)."""
         self.infos: dict[Backend, BackendInfo] = {b: registry.info(b) for b in backends}
         self.live = [b for b in backends if self.infos[b].available and b is not Backend.native_cpu]
         self.adapters: dict[Backend, Adapter] = {}
@@ -141,6 +143,8 @@ class Session:
             try:
                 ad = registry.make_adapter(b)
                 ad.setup_context()
+                if parity_pads and b.device_class is DeviceClass.cuda:
+                    ad.set_parity_pads(True)
                 self.adapters[b] = ad
             except Exception as e:
                 self.records.append(Record(probe=PROBE, backend=b.value, metric="all", status=ERROR,
@@ -214,11 +218,7 @@ def iterate(cfg: Config, backends: list[Backend], on_case: Callable[[str], None]
 
     phases = Phases() if phases is None else phases
     seed = cfg.run_seed()
-    s = Session(backends)
-    if cfg.balanced:  # --parity balanced: the frameworks' held samples too (the native cases' as each is made)
-        for b, ad in s.adapters.items():
-            if b.device_class is DeviceClass.cuda:
-                ad.set_parity_pads(True)
+    s = Session(backends, parity_pads=cfg.balanced)
     yield from s.records
     overlap = (cfg.overlap and overlaps_host(s)) if overlap is None else overlap
     todo = cfg.cases()
@@ -320,8 +320,9 @@ def _backend_rows(b: Backend, c: rows.Case, cfg: Config, s: Session, cases: list
         if b in s.adapters:
             on_cuda = b.device_class is DeviceClass.cuda
             return framework_arms.framework(c, s.infos[b], s.adapters[b], s.l2_bytes if on_cuda else None,
-                                  memfit.device_available(b)[0] if on_cuda else None, cfg.inject_delay_us.get(b),
-                                  graph=cfg.graph, streams=cfg.framework_streams() if on_cuda else 1)
+                                            memfit.device_available(b)[0] if on_cuda else None,
+                                            cfg.inject_delay_us.get(b), graph=cfg.graph,
+                                            streams=cfg.framework_streams() if on_cuda else 1)
     except (RuntimeError, ValueError, MemoryError) as e:
         return [c.record(b, "-", status=ERROR, reason=str(e), device=s.infos[b].device)], []
     return [], []
