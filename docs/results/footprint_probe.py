@@ -53,7 +53,7 @@ def main(out: str, run_path: str | None = None) -> None:
     import numpy as np
 
     torch, ad, calls, verify = make_calls()
-    sample, invalid, _ = gated_sampler(torch, ad)
+    sample, hold, _ = gated_sampler(torch, ad)
     verify("before timing")
     for c in CALLS:  # each call once before timing (module loads outside any hold)
         sample(calls[c], 0.0, c)
@@ -94,7 +94,7 @@ def main(out: str, run_path: str | None = None) -> None:
     torch.cuda.synchronize()
     verify("after timing")
     doc = {"device": torch.cuda.get_device_name(), "after_run": bool(run_path), "rc": rc,
-           "invalid_samples": invalid[0], "steps": list(STEPS), "us": res, "memory": mem,
+           "invalid_samples": hold.invalid_samples, "steps": list(STEPS), "us": res, "memory": mem,
            "per_round_us": per_round}
     write_doc(doc, out, run_path)
 
@@ -120,7 +120,7 @@ def redraw(out: str, events: tuple[str, ...] = REDRAW_EVENTS) -> None:
     from gapbench.core import native
 
     torch, ad, calls, verify = make_calls()
-    sample, invalid, _ = gated_sampler(torch, ad)
+    sample, hold, _ = gated_sampler(torch, ad)
     verify("before timing")
     for c in CALLS:
         sample(calls[c], 0.0, c)
@@ -196,7 +196,7 @@ def redraw(out: str, events: tuple[str, ...] = REDRAW_EVENTS) -> None:
     held.clear()
     verify("after timing")
     doc = {"device": torch.cuda.get_device_name(), "plan": "redraw", "events": list(events),
-           "invalid_samples": invalid[0], "steps": steps}
+           "invalid_samples": hold.invalid_samples, "steps": steps}
     with open(out, "w") as f:
         json.dump(doc, f, indent=1)
 
@@ -242,7 +242,7 @@ DECAY_BINS_MS = (0, 10, 30, 100, 300, 1000, 1e9)
 
 def decay(out: str) -> None:
     torch, ad, calls, verify = make_calls()
-    sample, invalid, _ = gated_sampler(torch, ad)
+    sample, hold, _ = gated_sampler(torch, ad)
     verify("before timing")
     gemv = calls[CALLS[0]]
     for c in CALLS:
@@ -269,7 +269,7 @@ def decay(out: str) -> None:
         runs[str(gib)] = {"empty_cache_ms": round(1e3 * freed_s, 3), "samples": got}
         time.sleep(DECAY_REST_S)
     verify("after timing")
-    doc = {"device": torch.cuda.get_device_name(), "plan": "decay", "invalid_samples": invalid[0],
+    doc = {"device": torch.cuda.get_device_name(), "plan": "decay", "invalid_samples": hold.invalid_samples,
            "base_us": _trimmed_us(base), "runs": runs}
     with open(out, "w") as f:
         json.dump(doc, f)
