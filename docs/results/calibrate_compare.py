@@ -39,6 +39,7 @@ from gapbench.core import noise  # noqa: E402
 from gapbench.core.shifts import judged_shifts  # noqa: E402
 from gapbench.core import ratio_ci  # noqa: E402
 import numpy as np  # noqa: E402
+from gapbench.core.names import Parity  # noqa: E402
 from gapbench.core.result import OK, load_run  # noqa: E402
 
 OUT = ROOT / "python/gapbench/core/compare_noise.json"
@@ -145,6 +146,13 @@ STARTS = {
         **{f"2026-11-28 {t} (A/A launch, fdf2c2e)": [
             f"git:8640fc8:docs/results/calib/h200-2026-11-28{s}/aa-launch-a{i}-h200-2026-11-28.json.gz" for i in range(1, n + 1)]
            for t, s, n in (("12:50", "j", 6), ("12:55", "k", 8), ("13:04", "l", 8))},
+        # bench.blas --parity balanced A/A (their own mode: the gated rows' classes "gated-balanced")
+        "2026-11-28 15:43 (balanced, 8e067a4)": [
+            f"git:c38ebc1:docs/results/state-2026-11-28/parity/blas-balanced-h200-2026-11-28-{i}.json.gz" for i in (1, 2)],
+        **{f"2026-11-28 {t[:2]}:{t[2:]} (balanced A/A{', injected' if t == '1718' else ''}, 37c4967)": [
+            f"calib/balanced-2026-11-28/h200-{t}/aa-blas-{k}-h200-2026-11-28.json.gz"
+            for k in ("a1", "a2", "a3") + (("inj1", "inj3") if t == "1718" else ())]
+           for t in ("1714", "1718", "1725", "1730")},
     },
 }
 #: detection is counted by the injected slowdown a row must show at least (delay / its A median)
@@ -193,13 +201,26 @@ class File:
         self.run = load_run(source(rel))
         self.key = noise.device_class(self.run)  # the model's unit: GPU model, /quick for quick runs
         self.gpu = gpu or self.key.split("/")[0]
-        cmd = str(self.run.run.get("command") or "")
         self.probe = self.run.run.get("probe")
-        self.mode = "quick" if "--quick" in cmd.split() else "default"
+        self.mode = mode_of(self.run)
         self.injected = float(((self.run.run.get("config") or {}).get("inject_delay_us") or {}).get(INJECTED) or 0)
         self.medians = {cmp.row_key(r): (r.median(), r)
                         for r in self.run.records if r.status == OK and r.samples_s}
         assert self.key.split("/")[0] == self.gpu, (rel, self.key)
+
+
+#: a run's mode: what its pairs and classes are kept apart by (a pair is two runs of one mode)
+MODES = ("default", "balanced", "quick")
+
+
+def mode_of(run) -> str:
+    """quick (--quick: fewer samples), balanced (bench.blas --parity balanced: its gated rows padded to
+    both launch parities, classes of their own) or default."""
+    if noise.is_quick(run):
+        return "quick"
+    if (run.run.get("config") or {}).get("parity") == Parity.balanced.value:
+        return "balanced"
+    return "default"
 
 
 def labelled_runs(arg: str) -> tuple[str, list]:
@@ -211,12 +232,12 @@ def labelled_runs(arg: str) -> tuple[str, list]:
 
 def default_blas(rels: list[str]):
     """The runs of `rels` (a start's STARTS entries) that are default bench.blas runs: no --quick, no
-    injected delay, loaded in order."""
+    --parity balanced, no injected delay, loaded in order."""
     for rel in rels:
         if "blas" not in rel or "inj" in rel:
             continue
         run = load_run(source(rel))
-        if run.run.get("probe") == "blas" and not noise.is_quick(run):
+        if run.run.get("probe") == "blas" and mode_of(run) == "default":
             yield run
 
 
@@ -438,11 +459,11 @@ def tost_cell(cover: dict) -> str:
 REPEAT = 3
 
 
-def triples(files: list[File], n: int = REPEAT) -> list[list[File]]:
-    """A start's A/A runs of one benchmark (default mode, none injected) in the order they ran, cut
-    into consecutive groups of n (the rest left out): each group stands for one side of a
-    `gapbench run --repeat n`."""
-    runs = sorted((f for f in files if f.mode == "default" and not f.injected),
+def triples(files: list[File], n: int = REPEAT, mode: str = "default") -> list[list[File]]:
+    """A start's A/A runs of one benchmark and mode (default or balanced; none injected) in the order
+    they ran, cut into consecutive groups of n (the rest left out): each group stands for one side of
+    a `gapbench run --repeat n`."""
+    runs = sorted((f for f in files if f.mode == mode and not f.injected),
                   key=lambda f: str(f.run.run.get("started") or ""))
     return [runs[i:i + n] for i in range(0, len(runs) - n + 1, n)]
 
@@ -520,7 +541,7 @@ def main() -> None:
              "(delay / the row's A median; the spin's own launch gap comes on top).", ""]
     for gpu in STARTS:
         for probe in ("blas", "launch"):
-            for mode in ("default", "quick"):
+            for mode in MODES:
                 mine = [(a, b) for a, b in allp if a.gpu == gpu and a.probe == probe and a.mode == mode]
                 if not mine:
                     continue
@@ -634,35 +655,35 @@ def repeat_sections(files: list[File], allp: list[tuple[File, File]]) -> list[st
              "95% interval holds 1 |",
              "|---|---|---|---|---|---|---|"]
     alarms = []
-    for gpu in STARTS:
-        for probe in ("blas", "launch"):
-            groups = {st: triples([f for f in files if f.gpu == gpu and f.probe == probe and f.start == st])
-                      for st in STARTS[gpu]}
-            tot = {sc: {v: 0 for v in (cmp.SAME, cmp.FASTER, cmp.SLOWER, cmp.CANT_TELL)} for sc in ("within", "across")}
-            cov = {sc: new_cover() for sc in tot}
-            for start, mine in groups.items():
-                if not mine:
+    for gpu, probe, mode in itertools.product(STARTS, ("blas", "launch"), ("default", "balanced")):
+        what_runs = f"{gpu}, {probe}" + ("" if mode == "default" else f" ({mode} runs)")
+        groups = {st: triples([f for f in files if f.gpu == gpu and f.probe == probe and f.start == st], mode=mode)
+                  for st in STARTS[gpu]}
+        tot = {sc: {v: 0 for v in (cmp.SAME, cmp.FASTER, cmp.SLOWER, cmp.CANT_TELL)} for sc in ("within", "across")}
+        cov = {sc: new_cover() for sc in tot}
+        for start, mine in groups.items():
+            if not mine:
+                continue
+            model = held_out_model(allp, start)
+            others = [g for st, gs in groups.items() if st != start for g in gs]
+            for scope, test in (("within", list(itertools.combinations(mine, 2))),
+                                ("across", [(g, h) for g in mine for h in others])):
+                if not test:
                     continue
-                model = held_out_model(allp, start)
-                others = [g for st, gs in groups.items() if st != start for g in gs]
-                for scope, test in (("within", list(itertools.combinations(mine, 2))),
-                                    ("across", [(g, h) for g in mine for h in others])):
-                    if not test:
-                        continue
-                    res = judge_groups(model, test)
-                    n = res["n"]
-                    for v in n:
-                        tot[scope][v] += n[v]
-                    add_cover(cov[scope], res["cover"])
-                    alarms += res["alarms"]
-                    cells = " | ".join(shares(n))
-                    lines.append(f"| {gpu}, {probe} | {start}: {'within it' if scope == 'within' else 'with others'} | "
-                                 f"{len(test)} | {cells} | {cover_total(res['cover'])} |")
-            for scope, what in (("within", "groups of one start"), ("across", "groups of two starts")):
-                if sum(tot[scope].values()):
-                    same, alarm, cant = shares(tot[scope])
-                    lines.append(f"| **{gpu}, {probe}: all {what}** | | | **{same}** | **{alarm}** | {cant} | "
-                                 f"{cover_cell(cov[scope])}; {tost_cell(cov[scope])} |")
+                res = judge_groups(model, test)
+                n = res["n"]
+                for v in n:
+                    tot[scope][v] += n[v]
+                add_cover(cov[scope], res["cover"])
+                alarms += res["alarms"]
+                cells = " | ".join(shares(n))
+                lines.append(f"| {what_runs} | {start}: {'within it' if scope == 'within' else 'with others'} | "
+                             f"{len(test)} | {cells} | {cover_total(res['cover'])} |")
+        for scope, what in (("within", "groups of one start"), ("across", "groups of two starts")):
+            if sum(tot[scope].values()):
+                same, alarm, cant = shares(tot[scope])
+                lines.append(f"| **{what_runs}: all {what}** | | | **{same}** | **{alarm}** | {cant} | "
+                             f"{cover_cell(cov[scope])}; {tost_cell(cov[scope])} |")
     return lines + [""] + alarm_lines("False alarms (row, B/A [interval], groups; a row alarmed in several pairs once):", alarms)
 
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import calibrate_compare as cc  # noqa: E402
-from gapbench.core import compare as cmp  # noqa: E402
 from gapbench.core import noise  # noqa: E402
 
 
@@ -30,7 +29,7 @@ def main(rels: list[str]) -> None:
         if not mine:
             continue
         single = cc.judge(model, list(itertools.combinations(mine, 2)))
-        group_pairs = list(itertools.combinations(cc.triples(mine), 2))
+        group_pairs = [p for mode in cc.MODES for p in itertools.combinations(cc.triples(mine, mode=mode), 2)]
         groups = cc.judge_groups(model, group_pairs)
         alarms += single["alarms"] + groups["alarms"]
         pairs = len(mine) * (len(mine) - 1) // 2
