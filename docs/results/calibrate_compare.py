@@ -150,7 +150,7 @@ STARTS = {
         "2026-11-28 15:43 (balanced, 8e067a4)": [
             f"git:c38ebc1:docs/results/state-2026-11-28/parity/blas-balanced-h200-2026-11-28-{i}.json.gz" for i in (1, 2)],
         **{f"2026-11-28 {t[:2]}:{t[2:]} (balanced A/A{', injected' if t == '1718' else ''}, 37c4967)": [
-            f"calib/balanced-2026-11-28/h200-{t}/aa-blas-{k}-h200-2026-11-28.json.gz"
+            f"git:3f74e50:docs/results/calib/balanced-2026-11-28/h200-{t}/aa-blas-{k}-h200-2026-11-28.json.gz"
             for k in ("a1", "a2", "a3") + (("inj1", "inj3") if t == "1718" else ())]
            for t in ("1714", "1718", "1725", "1730")},
     },
