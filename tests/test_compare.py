@@ -365,6 +365,17 @@ def test_balanced_rows_have_classes_of_their_own_and_fall_back_to_the_as_drawn_o
     own = noise.NoiseModel({"devices": {"h100-80gb-hbm3": {"across": {**as_drawn.devices["h100-80gb-hbm3"]["across"],
                                                                       **fitted}}}})
     assert "gated-balanced" in own.scale("h100-80gb-hbm3", cls)[1]
+    # within one start: the row's own within-start level, then its as-drawn row's within one start,
+    # before either across starts; a fitted own level wins over the as-drawn one at each level
+    row = lambda clock: "/".join((*cls[:3], clock, cls[4], "*", cls[6]))  # noqa: E731
+    fit = {"n": 40, "groups": 20, "rms": 0.002, "q99": 0.005}
+    levels = {"within": {row("gated"): {**fit, "scale": 0.002}},
+              "across": {row("gated-balanced"): {**fit, "scale": 0.009}}}
+    model = noise.NoiseModel({"devices": {"h100-80gb-hbm3": levels}})
+    assert model.scale("h100-80gb-hbm3", cls, same_start=True) == (0.002, f"one start: {row('gated')}")
+    assert model.scale("h100-80gb-hbm3", cls)[0] == 0.009  # across starts: its own
+    levels["within"][row("gated-balanced")] = {**fit, "scale": 0.001}
+    assert model.scale("h100-80gb-hbm3", cls, same_start=True)[0] == 0.001
     a, b = _event_pair_runs(tmp_path, 17, parity=Parity.balanced.value)
     by = {c.key[4].split()[0]: c for c in cmp.compare_runs(a, b, model=_model(0.003))}
     assert by["short"].verdict == cmp.CANT_TELL and "event pair" in by["short"].why
@@ -810,6 +821,32 @@ def test_the_calibration_counts_how_often_an_interval_holds_the_true_ratio_by_ro
     # of the 3 judged; moved by exactly 3%, only row 2 moved x0.97 lands inside the band (of 3 x 2)
     assert cover["same95"] == [2, 5] and cover["held90"] == [2, 3] and cover["at_bound"] == [1, 6]
     assert "called same in 1/6 (16.7%)" in cal.tost_cell(cover)
+
+
+def test_the_calibration_keeps_balanced_runs_a_mode_of_their_own():
+    """calibrate_compare.py: a bench.blas --parity balanced run is its own mode (its gated rows have
+    classes of their own), so it is never paired with a default or --quick run, and --repeat groups
+    are cut from the runs of one mode."""
+    import importlib.util
+    from pathlib import Path
+    from types import SimpleNamespace as NS
+
+    from gapbench.core.names import Parity
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("calibrate_compare", root / "docs/results/calibrate_compare.py")
+    cal = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cal)
+    run = lambda cmd, **cfg: NS(run={"command": cmd, "config": cfg})  # noqa: E731
+    assert cal.mode_of(run("python -m bench.blas")) == "default"
+    assert cal.mode_of(run("python -m bench.blas --quick", quick=True)) == "quick"
+    assert cal.mode_of(run("python -m bench.blas --parity balanced", parity=Parity.balanced.value)) == "balanced"
+    assert cal.mode_of(run("python -m bench.blas", parity=Parity.as_drawn.value)) == "default"
+    files = [NS(gpu="h200", probe="blas", mode=m, injected=0.0, run=NS(run={"started": f"2026-11-28T17:0{i}"}), rel=str(i))
+             for i, m in enumerate(("default", "balanced", "default", "balanced", "balanced", "quick", "balanced"))]
+    assert all(a.mode == b.mode for a, b in cal.pairs(files)) and len(cal.pairs(files)) == 1 + 6
+    assert [[f.rel for f in g] for g in cal.triples(files, mode="balanced")] == [["1", "3", "4"]]
+    assert cal.triples(files) == []  # two default runs: no group of three
 
 
 def test_a_compute_bound_row_is_held_against_its_machines_flop_ceiling_not_the_copy(tmp_path):

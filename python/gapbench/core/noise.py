@@ -341,12 +341,19 @@ def _lookup(cls: Sequence[str], same_start: bool) -> list[tuple[str, tuple[str, 
     first; within one start, at each level the start's own scope, then across starts (a row's scale
     across starts bounds what it does within one), except for host-bound classes, whose rows are
     judged across starts as gaps to the host floor (another quantity): all their within-start
-    levels first."""
+    levels first; and for a balanced row (clock with BALANCED), at each level its own and its as-drawn
+    row's within one start before either across starts."""
     lvs = lookup_levels(cls)
     if not same_start:
         return [("across", lv) for lv in lvs]
     if cls[3] in HEAVY_CLOCKS:
         return [("within", lv) for lv in lvs] + [("across", lv) for lv in lvs]
+    if BALANCED in cls[3]:
+        # a balanced row within one start: at each level its own fit, then the as-drawn row's within one
+        # start (the pads take the parity's spread off a row and add at most 0.05 us: its as-drawn spread
+        # bounds its own), before either across starts, which add what a start adds
+        own, drawn = levels(cls), lookup_levels(cls)[len(levels(cls)):]
+        return [(scope, lv) for pair in zip(own, drawn) for scope in ("within", "across") for lv in pair]
     return [(scope, lv) for lv in lvs for scope in ("within", "across")]
 
 
