@@ -153,6 +153,10 @@ STARTS = {
             f"git:3f74e50:docs/results/calib/balanced-2026-11-28/h200-{t}/aa-blas-{k}-h200-2026-11-28.json.gz"
             for k in ("a1", "a2", "a3") + (("inj1", "inj3") if t == "1718" else ())]
            for t in ("1714", "1718", "1725", "1730")},
+        **{f"2026-11-28 {t[:2]}:{t[2:]} (balanced A/A, a1d7b89)": [
+            f"git:a44b2fc:docs/results/calib/balanced-2026-11-28/h200-{t}/aa-blas-{k}-h200-2026-11-28.json.gz"
+            for k in ("a1", "a2", "a3")]
+           for t in ("2023", "2028", "2032")},
     },
 }
 #: detection is counted by the injected slowdown a row must show at least (delay / its A median)
