@@ -155,30 +155,6 @@ class Adapter(ABC):
         """Run CPU ops on `n` threads; returns the number now used (None: not settable here)."""
         return None
 
-    #: the framework compiles a kernel the first time a process meets an op in a dtype, and keeps it
-    #: on disk for later processes (CuPy's NVRTC kernels): bench.blas compiles them ahead, on threads
-    #: (benchmarks/blas/compile_ahead.py). An adapter that says so makes `thread_array`, `copy_array`,
-    #: `poison` and its ops safe to call from several threads at once, after `on_thread`.
-    compiles_on_first_use = False
-
-    def on_thread(self) -> None:
-        """Makes the calling thread (a new one) use this adapter's device, where the framework keeps
-        the current device per thread, and a stream no row times on."""
-
-    def threads_done(self) -> None:
-        """Called once the threads that used on_thread have ended and their work is done: lets go
-        of what they left (their streams' cached memory)."""
-
-    def thread_array(self, a: np.ndarray, dtype: DType) -> Any:
-        """`array` as any thread may call it: without a buffer the adapter shares between calls
-        (compile_ahead's threads). Adapters that compile on first use provide it."""
-        raise NotImplementedError(f"{type(self).__name__} makes arrays on one thread only")
-
-    def own_kernels(self) -> list[tuple[str, Callable[[], Any]]]:
-        """(what, call) for each kernel the adapter launches itself that compiles on first use (CuPy:
-        its empty kernel): each call compiles and runs it once."""
-        return []
-
     def empty_kernel(self) -> Callable[[], None] | None:
         """A call that queues an empty kernel (no work) on the framework's current stream, for
         bench.blas --launch-floor; None where the framework has none."""

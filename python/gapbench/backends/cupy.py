@@ -68,41 +68,14 @@ class CupyAdapter(Adapter):
     can_hold = True
 
     def __init__(self, backend: Backend = Backend.cupy):
-        import threading
-
         import cupy
 
         self.cp = cupy
-        self._threads = threading.local()  # on_thread's stream, one a thread
-
-    #: CuPy compiles its elementwise and reduction kernels, and RawKernels, by NVRTC on first use
-    #: (about 0.4 s each), into its kernel cache (~/.cupy/kernel_cache)
-    compiles_on_first_use = True
 
     def setup_context(self) -> None:
         self.cp.cuda.Device(0).use()
         self.cp.empty(1, dtype=self.cp.float32)
         self.sync()
-
-    def on_thread(self) -> None:
-        """Device 0 (CuPy's current device is per thread), and a stream of the thread's own: what it
-        launches never reaches the legacy stream the rows time on, whose launch history moves them
-        (findings/between-runs.md)."""
-        self.cp.cuda.Device(0).use()
-        if getattr(self._threads, "stream", None) is None:
-            self._threads.stream = self.cp.cuda.Stream(non_blocking=True)
-        self._threads.stream.use()
-
-    def threads_done(self) -> None:
-        # blocks freed on the threads' streams stay in CuPy's pool, in arenas of streams now gone:
-        # back to the device (nothing of this thread's is cached before the first case)
-        self.cp.get_default_memory_pool().free_all_blocks()
-
-    def thread_array(self, a: np.ndarray, dtype: DType):
-        return self.cp.asarray(to_bytes(a, dtype))  # a new host array: no shared staging buffer
-
-    def own_kernels(self):
-        return [("empty kernel", self.empty_kernel())]
 
     def sync(self) -> None:
         self.cp.cuda.get_current_stream().synchronize()

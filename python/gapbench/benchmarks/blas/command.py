@@ -83,9 +83,6 @@ class BlasBenchmark(Benchmark):
                         help="make each case's inputs and float64 reference after the previous case, not on a host "
                              "thread beside its device work (the default where every row is timed on the device "
                              "behind the release gate)")
-        ap.add_argument("--no-compile-ahead", action="store_true",
-                        help="let CuPy compile its kernels inside the cases' first runs, one at a time, instead of "
-                             "before the first case on threads (what a machine's first run spends seconds on)")
         ap.add_argument("--processes", type=int, default=1, metavar="K",
                         help="time the short cases (rows of a few microseconds, whose medians move 1-2%% between "
                              "fresh processes) in K fresh processes in all, this one and K-1 more after it, so "
@@ -121,8 +118,7 @@ class BlasBenchmark(Benchmark):
     def config(args) -> Config:
         cfg = Config(quick=args.quick, cold=args.cold or [], seed=args.seed, data=args.data,
                      inject_delay_us=dict(args.inject_delay_us), graph=args.graph, kernels=args.variants == "all",
-                     overlap=not args.no_overlap,
-                     compile_ahead=not args.no_compile_ahead, processes=args.processes, streams=args.streams, parity=args.parity,
+                     overlap=not args.no_overlap, processes=args.processes, streams=args.streams, parity=args.parity,
                      launch_floor=Config.default_launch_floor(args.quick) if args.launch_floor is None
                      else args.launch_floor)
         if args.quick:

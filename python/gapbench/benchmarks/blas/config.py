@@ -55,10 +55,6 @@ class Config:
     #: case, never on a host thread beside its device work (run.iterate; by default they are where
     #: every row is gated on the device)
     overlap: bool = True
-    #: False (--no-compile-ahead): the kernels a framework compiles on first use (CuPy's) are compiled
-    #: inside the cases' first runs, one at a time, not before the first case on threads
-    #: (benchmarks/blas/compile_ahead.py)
-    compile_ahead: bool = True
     #: --processes K: the short cases (`is_short`) are timed in K fresh processes in all, this run's
     #: first and K-1 more after it (benchmarks/blas/processes.py), so their rows carry the medians of
     #: K processes and compare's interval covers the spread between processes. 1: this process only
@@ -128,7 +124,6 @@ class Config:
                    if self.inject_delay_us else {}),
                 **({"kernels": True} if self.kernels else {}),
                 **({"overlap": False} if not self.overlap else {}),
-                **({"compile_ahead": False} if not self.compile_ahead else {}),
                 "processes": self.processes,
                 **({"short_only": True} if self.short_only else {}),
                 **({"streams": self.streams.value} if self.streams is not StreamPlan.native else {}),
@@ -146,8 +141,7 @@ class Config:
                    warmup=d["warmup"], budget_s=d["budget_s"], rel_hw=d["rel_hw"], min_rounds=d["min_rounds"],
                    cold=[ColdScrub(c) for c in d["cold"]], quick=d["quick"], seed=d["seed"], data=Data(d["data"]),
                    inject_delay_us={Backend(b): us for b, us in (d.get("inject_delay_us") or {}).items()},
-                   kernels=bool(d.get("kernels")), overlap=d.get("overlap", True),
-                   compile_ahead=d.get("compile_ahead", True), processes=d.get("processes", 1),
+                   kernels=bool(d.get("kernels")), overlap=d.get("overlap", True), processes=d.get("processes", 1),
                    short_only=bool(d.get("short_only")),
                    streams=StreamPlan(d.get("streams") or StreamPlan.native.value),
                    launch_floor=bool(d.get("launch_floor", False)),  # runs before 2026-11-28 had none

@@ -22,7 +22,7 @@ from gapbench.backends import registry
 from gapbench.backends.base import Adapter, BackendInfo
 from gapbench.backends import memfit
 from gapbench.benchmarks.blas import arms as rows
-from gapbench.benchmarks.blas import compile_ahead, framework_arms
+from gapbench.benchmarks.blas import framework_arms
 from gapbench.benchmarks.blas.config import PROBE, Config, is_short
 from gapbench.benchmarks.blas.measure import PARITY_RUNS, measure_case
 from gapbench.benchmarks.blas.params import BlasParams
@@ -186,9 +186,6 @@ class _Prepare:
         return rounded, expected
 
 
-#: the phase of the kernels frameworks compile on first use, compiled before the first case
-COMPILE_AHEAD = "framework kernels compiled ahead (threads)"
-
 #: the parts of the next case's preparation done beside this case's device work say so
 BESIDE = " (next case, beside device work)"
 
@@ -225,9 +222,6 @@ def iterate(cfg: Config, backends: list[Backend], on_case: Callable[[str], None]
     yield from s.records
     overlap = (cfg.overlap and overlaps_host(s)) if overlap is None else overlap
     todo = cfg.cases()
-    if cfg.compile_ahead:
-        with phases(COMPILE_AHEAD):
-            compile_ahead.run(compile_ahead.plan(todo, s.adapters, seed))
     prepare = _Prepare(cfg, seed)
 
     def beside(spec, shape, dtype):
