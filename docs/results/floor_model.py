@@ -18,6 +18,7 @@ classes calibrate_compare.py fits without the held-out start.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import sys
 from pathlib import Path
@@ -128,7 +129,17 @@ def _cells(n: dict) -> str:
     return ", ".join(cc.pct(k, total) for k in (n[cmp.SAME], n[cmp.FASTER] + n[cmp.SLOWER], n[cmp.CANT_TELL]))
 
 
-_calibration: list = []
+@functools.cache
+def _calibration_pairs() -> list:
+    """calibrate_compare.py's A/A row pairs, loaded once."""
+    return cc.pairs(cc.load())
+
+
+@functools.cache
+def _held_out_classes(start: str) -> dict:
+    """calibrate_compare.py's classes fitted without `start`, fitted once (the held-out judging and the
+    injected runs of that start both use them)."""
+    return cc.held_out_model(_calibration_pairs(), start).doc
 
 
 def rest_without(gpu: str, start: str, rest: dict) -> dict:
@@ -138,9 +149,7 @@ def rest_without(gpu: str, start: str, rest: dict) -> dict:
     saw it."""
     if start not in cc.STARTS.get(gpu, {}):
         return rest
-    if not _calibration:
-        _calibration.append(cc.pairs(cc.load()))
-    return {**rest, **cc.held_out_model(_calibration[0], start).doc}
+    return {**rest, **_held_out_classes(start)}
 
 
 def main() -> None:

@@ -352,8 +352,7 @@ def _lookup(cls: Sequence[str], same_start: bool) -> list[tuple[str, tuple[str, 
         # a balanced row within one start: at each level its own fit, then the as-drawn row's within one
         # start (the pads take the parity's spread off a row and add at most 0.05 us: its as-drawn spread
         # bounds its own), before either across starts, which add what a start adds
-        own = levels(cls)
-        drawn = lvs[len(own):]
+        own, drawn = lvs[:len(lvs) // 2], lvs[len(lvs) // 2:]  # lookup_levels: the row's, then as-drawn's
         return [(scope, lv) for pair in zip(own, drawn) for scope in ("within", "across") for lv in pair]
     return [(scope, lv) for lv in lvs for scope in ("within", "across")]
 
