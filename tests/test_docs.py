@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README_LIMIT = 15 * 1024
-DOCS_LIMIT = int(5.5 * 1024 * 1024)
+DOCS_LIMIT = 5_000_000
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
 
 

@@ -174,7 +174,9 @@ _tmp = None
 #: for the docs budget: path -> the commit that last holds it (INDEX.md lists each with its blob). The
 #: name stays what the model and its report cite; the bytes come from git history.
 MOVED = {**{f"calib/repeat-2026-11-26-h100/{b}-{k}.json.gz": "bc4ec52" for b in ("blas", "launch") for k in (1, 2, 3)},
-         **{f"calib/aa-2026-11-26/aa-blas-inj{us}-h200-2026-11-26.json.gz": "63ab7f1" for us in (1, 3)}}
+         **{f"calib/aa-2026-11-26/aa-blas-inj{us}-h200-2026-11-26.json.gz": "63ab7f1" for us in (1, 3)},
+         **{f"calib/repeat-2026-11-26-{s}/{b}-{k}.json.gz": "daab750"
+            for s in ("h100b", "h100e") for b in ("blas", "launch") for k in (1, 2, 3)}}
 
 
 def source(rel: str) -> Path:
