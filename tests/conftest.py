@@ -13,12 +13,14 @@ def root() -> Path:
     return ROOT
 
 
-def run_module(module: str, *args: str, timeout: float = 300):
-    """Run `python -m module args` from the repository root, as a user would."""
+def run_module(module: str, *args: str, timeout: float = 300, env: dict[str, str] | None = None):
+    """Run `python -m module args` from the repository root, as a user would (env: variables set on top
+    of this process's)."""
+    import os
     import subprocess
 
     return subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env={**os.environ, **env} if env else None)
 
 
 #: the integration tier (issue 38): tests that run gapbench's commands end to end in fresh processes

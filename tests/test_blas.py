@@ -135,10 +135,15 @@ def test_cli_runs_one_vjp_cotangent(tmp_path):
         pytest.skip("torch-cpu not available")
     out = tmp_path / "dw.json"
     p = run_module("bench.blas", "--quick", "--no-progress", "--no-plots", "--ops", "vjp_dw", "--dtypes", "fp32",
-                   "--backends", "torch-cpu", "--out", str(out))
+                   "--backends", "torch-cpu", "--out", str(out), env={"COLUMNS": "40"})
     assert p.returncode == 0, p.stderr + p.stdout
-    ops = {r.params.get("op") for r in load_run(out).records if r.status == OK}
+    run = load_run(out)
+    ops = {r.params.get("op") for r in run.records if r.status == OK}
     assert ops == {"vjp_dw"}
+    # the wall-time line is one line however narrow the console (.ci/gpu and logs grep it), every phase on it
+    line, = [ln for ln in p.stdout.splitlines() if ln.startswith("wall time")]
+    phases = [k for k in run.run["wall_s"] if k not in ("total", "parts")]
+    assert len(phases) >= 2 and all(f"{k} " in line for k in phases), (line, phases)
 
 
 @pytest.mark.parametrize("args,msg", [(["--ops", "conv"], "unknown op"), (["--dtypes", "fp8"], "unknown dtype"),

@@ -194,7 +194,8 @@ class BlasBenchmark(Benchmark):
                           "L2-resident (reasons in the JSON, params.suspect / params.implausible)", highlight=False)
         wall = writer.run.get("wall_s") or {}
         console.print(f"wall time {wall['total']:.1f} s: " + ", ".join(f"{k} {v:.1f} s" for k, v in wall.items()
-                                                                  if k not in ("total", "parts")), highlight=False)
+                                                                  if k not in ("total", "parts")),
+                      highlight=False, soft_wrap=True)  # one line at any width: logs grep it
         for line in ([spread_text(writer.records)] if more else []) + [
                 f"[yellow]process {m['process']}[/yellow] failed: {escape(m['error'])}" for m in more.get("more", [])
                 if "error" in m]:
