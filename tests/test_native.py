@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from gapbench.core.names import Backend, DType
+import gapbench
 from gapbench import _native
 from gapbench.core import dtypes
 from gapbench.core import native, opdecl
@@ -193,7 +194,9 @@ def test_not_applicable_is_a_value_error():
 
 def _stub_names() -> dict[str, set[str]]:
     """Public names the .pyi declares: top level, and inside each submodule / class namespace."""
-    tree = ast.parse((Path(_native.__file__).parent / "_native.pyi").read_text())
+    # beside the package's Python files: with the extension in an installed wheel that is where the
+    # .so is too; an editable install keeps the .so in site-packages and the stub in python/gapbench
+    tree = ast.parse((Path(gapbench.__file__).parent / "_native.pyi").read_text())
     out: dict[str, set[str]] = {"": set()}
 
     def walk(body, prefix):
