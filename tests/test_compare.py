@@ -85,6 +85,23 @@ def test_rows_under_different_conditions_are_not_compared(tmp_path):
     assert c.verdict == cmp.NOT_COMPARABLE and c.why.startswith("cache: rotated vs l2-resident") and c.ratio is None
 
 
+def test_rows_under_different_parities_say_so_and_what_to_do(tmp_path):
+    """A run of bench.blas --parity balanced against an as-drawn one: every gated row not comparable,
+    and one note names the field, both values as the options spell them, and the fix."""
+    rng = np.random.default_rng(2)
+    rows = [_row(f"op{i}", _lognormal(rng, 1)) for i in range(3)]
+    a = load_run(_write(tmp_path / "a.json", rows))
+    padded = [_row(f"op{i}", _lognormal(rng, 1)) for i in range(3)]
+    for r in padded[:2]:
+        r.conditions["parity"] = "balanced"
+    b = load_run(_write(tmp_path / "b.json", padded))
+    changes = cmp.compare_runs(a, b)
+    assert [c.verdict == cmp.NOT_COMPARABLE for c in changes] == [True, True, False]
+    line, = [n for n in cmp.notes(a, b, changes) if "not comparable" in n]
+    assert line.startswith("2 row(s) not comparable, their conditions differ: parity: as-drawn vs balanced")
+    assert line.endswith("run both sides with the same --parity")
+
+
 def test_the_gate_exits_1_with_a_line_per_regressed_row(tmp_path, capsys):
     rng = np.random.default_rng(3)
     a = _write(tmp_path / "a.json", [_row("x", _lognormal(rng, 1)), _row("y", _lognormal(rng, 1))])

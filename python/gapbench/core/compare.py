@@ -380,6 +380,13 @@ def notes(a: Run, b: Run, changes: list[RowChange]) -> list[str]:
     more = processes_note(a, b, changes)
     if more:
         out.append(more)
+    unequal: dict[str, int] = {}
+    for c in changes:
+        if c.verdict == NOT_COMPARABLE and c.why:
+            unequal[c.why] = unequal.get(c.why, 0) + 1
+    for text, k in sorted(unequal.items(), key=lambda x: -x[1]):
+        out.append(f"{k} row(s) not comparable, their conditions differ: {text}" + UNEQUAL_HINTS.get(
+            text.split(":")[0], "; time both sides under the same settings"))
     why: dict[str, int] = {}
     for c in changes:
         if c.verdict == CANT_TELL and c.why:
@@ -387,6 +394,14 @@ def notes(a: Run, b: Run, changes: list[RowChange]) -> list[str]:
     for text, k in sorted(why.items(), key=lambda x: -x[1]):
         out.append(f"* {k} row(s) can't tell: {text}")
     return out
+
+
+#: what to do where a compared condition differs between A and B (conditions.COMPARED), by field
+UNEQUAL_HINTS = {
+    "parity": " (bench.blas --parity: the CUDA rows' samples padded to both launch parities or not); run both sides "
+              "with the same --parity",
+    "data": " (bench.blas --data); run both sides with the same --data",
+}
 
 
 #: rows under this per-op time are the ones one process a side leaves `can't tell` most (their

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from gapbench.core.names import Parity
 from gapbench.core.params import Params
 
 
@@ -115,8 +116,14 @@ def mismatch(a: Conditions | None, b: Conditions | None) -> str | None:
     for f in COMPARED:
         x, y = getattr(a, f), getattr(b, f)
         if x != y:
-            return f"{f}: {x or 'not recorded'} vs {y or 'not recorded'}"
+            unset = UNSET.get(f, "not recorded")
+            return f"{f}: {x or unset} vs {y or unset}"
     return None
+
+
+#: what a compared field left unset means, where that is not "not recorded": a gated row without a
+#: parity ran as its process's history drew it (the default, and every run before the pads)
+UNSET = {"parity": Parity.as_drawn.value}
 
 
 def not_comparable(why: str) -> str:
