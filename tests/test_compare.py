@@ -1326,3 +1326,13 @@ def test_a_benchmark_this_install_cannot_load_adds_no_notes(monkeypatch):
     assert command._benchmark_notes("no-such-probe", None, None) == []
     monkeypatch.setattr(benchmarks, "get", missing)
     assert command._benchmark_notes("blas", None, None) == []
+
+
+def test_the_model_describes_its_sources_in_words():
+    from gapbench.core.noise import NoiseModel
+
+    doc = {"generator": "g", "devices": {"a": {"starts": ["s"], "pairs": 1}, "b": {"starts": ["s", "t"], "pairs": 30}},
+           "floor": {"a": {"starts": ["s"]}}}
+    assert NoiseModel(doc).describe() == ("per-row noise model of a (1 machine start, 1 A/A row pair), b (2 machine "
+                                          "starts, 30 A/A row pairs) (g); launch floors of a (1 start)")
+    assert NoiseModel({}).describe() == "no noise model"

@@ -434,9 +434,12 @@ class NoiseModel:
     def describe(self) -> str:
         if not self.devices:
             return "no noise model"
-        parts = [f"{d} ({len(v.get('starts', []))} machine starts, {v.get('pairs', 0)} A/A row pairs)"
+        def n(k: int, what: str) -> str:
+            return f"{k} {what}{'' if k == 1 else 's'}"
+
+        parts = [f"{d} ({n(len(v.get('starts', [])), 'machine start')}, {n(v.get('pairs', 0), 'A/A row pair')})"
                  for d, v in sorted(self.devices.items())]
-        floors = [f"{d} ({len(v.get('starts', []))} starts)" for d, v in sorted(self.floors.items())]
+        floors = [f"{d} ({n(len(v.get('starts', [])), 'start')})" for d, v in sorted(self.floors.items())]
         return (f"per-row noise model of {', '.join(parts)} ({self.doc.get('generator', '?')})"
                 + (f"; launch floors of {', '.join(floors)}" if floors else ""))
 
