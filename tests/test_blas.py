@@ -553,6 +553,63 @@ def test_a_row_faster_than_the_measured_ceiling_is_implausible_unless_l2_residen
     assert "implausible" in line and "faster" not in line
 
 
+def test_a_row_level_with_the_measured_ceiling_ties_it_and_one_beyond_its_interval_is_implausible():
+    """A framework calling the vendor's GEMM that set the run's fp16 ceiling lands a hair above it
+    half the time: above the ceiling within the interval of the row that set it is a tie, labeled
+    `>roof`; beyond that interval's fast end it is implausible. A ceiling set by an op under 50 us
+    (--quick's 2x128^3 GEMM: the H200 quick run of 2026-11-29 called three framework rows 1% above
+    cuBLAS's 9.6 us implausible) is bound by overhead: rows above it are labeled, not implausible.
+    A file whose ceilings carry neither keeps the old rule."""
+    from gapbench.benchmarks.blas import tables
+    from gapbench.benchmarks.blas.params import BlasParams, Stop
+    from gapbench.benchmarks.blas.run import record
+    from gapbench.core.conditions import Cache, Conditions
+
+    spec = ops.get("gemm")
+
+    def row(backend, variant, rate, half_width, shape):
+        t = spec.work(shape, DType.fp16)["flops"] / rate
+        return record(spec, DType.fp16, shape, backend, variant,
+                      BlasParams(stop=Stop(converged=True, median_ci_s=[t * (1 - half_width), t * (1 + half_width)])),
+                      status=OK, samples_s=[t] * 11, conditions=Conditions(cache=Cache.ROTATED).to_dict())
+
+    big = {"batch": 8, "m": 2000, "n": 2000, "k": 2000}  # 1.28e11 FLOP: 128 ms at 1e12 FLOP/s
+    native = row(Backend.native_cuda, "cublas", 1.0e12, 0.02, big)  # its interval reaches 1/0.98 = 1.0204e12
+    tie = row(Backend.torch_cuda, "torch", 1.01e12, 0.002, big)  # slow end 1.008e12: above 1e12, within 1.0204e12
+    beyond = row(Backend.cupy, "cupy", 1.05e12, 0.002, big)  # slow end 1.048e12: past the native row's interval
+    recs = [native, tie, beyond]
+    roof = tables.roofline(recs)
+    assert roof["cuda"]["fp16"]["value"] == pytest.approx(1.0e12)
+    assert roof["cuda"]["fp16"]["high"] == pytest.approx(1.0e12 / 0.98)
+    assert roof["cuda"]["fp16"]["time_s"] == pytest.approx(0.128)
+    assert tables.implausible(tie, roof) == "" and "a tie with it" in tables.above_roof(tie, roof)
+    assert "and the fast end" in tables.implausible(beyond, roof) and tables.above_roof(beyond, roof) == ""
+    assert tables.above_roof(native, roof) == "" and tables.implausible(native, roof) == ""  # the ceiling's own row
+    assert tables.mark_suspects(recs, roof) == 1
+    assert BlasParams.of(tie).above_roof and not BlasParams.of(tie).implausible
+    assert BlasParams.of(beyond).implausible and not BlasParams.of(beyond).above_roof
+    import io
+
+    from rich.console import Console
+
+    c = Console(width=250, record=True, file=io.StringIO(), color_system=None)
+    for t in tables.build_tables(recs, roof):
+        c.print(t)
+    text = c.export_text()
+    assert ">roof" in next(ln for ln in text.splitlines() if " torch " in ln)
+    assert "implausible" in next(ln for ln in text.splitlines() if " cupy " in ln)
+    old = {"cuda": {"fp16": {k: v for k, v in roof["cuda"]["fp16"].items() if k in ("value", "from")}}}
+    assert "beats the ceiling" in tables.implausible(tie, old) and tables.above_roof(tie, old) == ""
+
+    small = {"batch": 2, "m": 128, "n": 128, "k": 128}  # 8.4 us at 1e12 FLOP/s
+    quick = [row(Backend.native_cuda, "cublas", 1.0e12, 0.01, small), row(Backend.torch_cuda, "torch", 1.05e12, 0.0, small)]
+    roof = tables.roofline(quick)
+    assert tables.implausible(quick[1], roof) == "" and "bound by overhead" in tables.above_roof(quick[1], roof)
+    assert tables.mark_suspects(quick, roof) == 0 and BlasParams.of(quick[1]).above_roof
+    doubled = row(Backend.torch_cuda, "torch", 2e15, 0.0, small)  # past the datasheet still, whatever the ceiling
+    assert "beats the datasheet" in tables.implausible(doubled, roof, tables.DATASHEET["H200"])
+
+
 def test_every_row_is_held_against_a_bound_it_does_not_set():
     """The audit's circular check: the measured streaming ceiling is the fastest native row, so no
     native row could beat it. The datasheet judges every row, the ceiling's own included (fault

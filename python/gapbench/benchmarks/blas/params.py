@@ -103,6 +103,10 @@ class BlasParams(Params):
     #: a row off the L2 above the copy bandwidth measured in the run (read-mostly streams: a few
     #: percent), under the datasheet: labeled, not implausible
     above_copy: str | None = None
+    #: a row above the ceiling measured in the run, even at the slow end of its interval, that is not
+    #: implausible: within the interval of the row that set it (a tie), or that row ran under 50 us
+    #: (overhead-bound, not a throughput ceiling): labeled
+    above_roof: str | None = None
     #: "kernel" for a kernel timed by name (--variants all: the library's and the lab's); "lab" in
     #: older files for the lab binaries' own rows
     source: str | None = None

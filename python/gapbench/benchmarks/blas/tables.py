@@ -74,6 +74,21 @@ class Row:
         return self.rate * med / hi if hi and med and hi > 0 else self.rate
 
     @property
+    def rate_at_fast_end(self) -> float:
+        """The rate at the fast end of the median's interval (the most its interval lets it be)."""
+        stop = self.p.stop
+        lo = stop.median_ci_s[0] if stop is not None and stop.median_ci_s and stop.median_ci_s[0] else None
+        med = self.rec.summary().median
+        return self.rate * med / lo if lo and med and lo > 0 else self.rate
+
+    def ceiling_entry(self) -> dict:
+        """A roofline entry set by this row: its rate, the fast end of its interval (a row held
+        against it ties it up to there), its median time (under CEILING_MIN_S it is bound by
+        overhead, not by a throughput ceiling) and where it came from."""
+        return {"value": self.rate, "high": self.rate_at_fast_end, "time_s": self.rec.summary().median,
+                "from": f"{self.rec.backend}/{self.rec.variant} {self.p.dtype} {self.p.shape_text}"}
+
+    @property
     def unit(self) -> tuple[str, float]:
         return ("TFLOP/s", 1e12) if self.rate_key == "flops_per_s" else ("GB/s", 1e9)
 
@@ -130,7 +145,8 @@ def roofline(records: list[Record]) -> dict:
     library's own: a framework row is what is held against the ceiling, not what sets it; a class
     with no native row, e.g. the CPU, takes its frameworks'). The best rates come from the largest
     sizes; the record each came from is named. A copy that read from L2 (labeled l2-resident) does
-    not set the memory ceiling: it measured the cache."""
+    not set the memory ceiling: it measured the cache. Each entry keeps the fast end of its row's
+    interval ("high"): what a row must beat to beat the ceiling, not merely tie it."""
     cands = []
     for row in rows(records):
         if row.spec is None or row.spec.ceiling is None or row.backend is None or row.backend.is_plain:
@@ -146,16 +162,16 @@ def roofline(records: list[Record]) -> dict:
             continue
         cur = out.setdefault(row.device_class.value, {}).get(STREAM)
         if cur is None or row.rate > cur["value"]:
-            out[row.device_class.value][STREAM] = {"value": row.rate, "from": f"{row.rec.backend}/{row.rec.variant} "
-                                                                            f"{row.p.op} {row.p.dtype} {row.p.shape_text}"}
+            entry = row.ceiling_entry()
+            entry["from"] = f"{row.rec.backend}/{row.rec.variant} {row.p.op} {row.p.dtype} {row.p.shape_text}"
+            out[row.device_class.value][STREAM] = entry
     for row in cands:
         if row.device_class in native_classes and row.backend.family is not Family.native:
             continue
         cls = row.device_class.value
         cur = out.setdefault(cls, {}).get(row.roof_key)
         if cur is None or row.rate > cur["value"]:
-            out[cls][row.roof_key] = {"value": row.rate, "from": f"{row.rec.backend}/{row.rec.variant} "
-                                                                   f"{row.p.dtype} {row.p.shape_text}"}
+            out[cls][row.roof_key] = row.ceiling_entry()
     return out
 
 
@@ -210,7 +226,11 @@ def implausible(r: Record, roof: dict, sheet: dict | None = None) -> str:
       the native ones that set the measured ceilings included, is held against it), or
     - the ceiling of its device class measured in this run (for memory-bound ops the best streaming
       rate of a native row off the L2, STREAM; for compute-bound ones the best native GEMM), which
-      judges every row but the one that set it.
+      judges every row but the one that set it, beyond the fast end of that row's own interval: a
+      row between the ceiling and there ties it (a framework calling the vendor's kernel that set
+      it does, half the time), and a ceiling set by an op under CEILING_MIN_S (--quick's small
+      shapes) is bound by overhead, not a throughput ceiling: rows above it are labeled
+      (`above_roof`), not implausible.
     It timed less work than it claims, or read from a cache it says it rotated past."""
     row = _held_to_ceilings(r)
     if row is None:
@@ -219,16 +239,55 @@ def implausible(r: Record, roof: dict, sheet: dict | None = None) -> str:
     if bound and row.rate_at_slow_end > bound:
         return (f"rate {row.rate_at_slow_end:.3g} {row.rate_key.replace('_per_s', '')}/s at the slow end of its interval "
                 f"beats the datasheet's {bound:.3g}, and the row is not labeled l2-resident")
-    key = STREAM if row.roof_key == BANDWIDTH and STREAM in roof.get(row.device_class.value, {}) else row.roof_key
-    ceiling = roof.get(row.device_class.value, {}).get(key) or {}
+    ceiling = _ceiling(roof, row)
     peak = ceiling.get("value")
-    if not peak or row.rate_at_slow_end <= peak:
-        return ""
-    src = ceiling["from"]
-    if row.rate == peak:
-        return ""  # the ceiling's own row
+    high = max(ceiling.get("high") or 0.0, peak or 0.0)  # files before the ties: the ceiling's median
+    if not peak or row.rate_at_slow_end <= high or row.rate == peak or _overhead_bound(ceiling):
+        return ""  # under it, tied, the ceiling's own row, or no throughput ceiling
     return (f"rate {row.rate_at_slow_end:.3g} {row.rate_key.replace('_per_s', '')}/s at the slow end of its interval "
-            f"beats the ceiling {peak:.3g} measured in this run ({src}), and the row is not labeled l2-resident")
+            f"beats the ceiling {peak:.3g} measured in this run ({ceiling['from']})"
+            + (f" and the fast end {high:.3g} of that row's interval" if high > peak else "")
+            + ", and the row is not labeled l2-resident")
+
+
+def _ceiling(roof: dict, row: Row) -> dict:
+    """The measured ceiling a row is held against: the streaming rate for memory-bound ops where the
+    run has one, else its roof key's entry ({} where the run measured none)."""
+    key = STREAM if row.roof_key == BANDWIDTH and STREAM in roof.get(row.device_class.value, {}) else row.roof_key
+    return roof.get(row.device_class.value, {}).get(key) or {}
+
+
+#: a measured ceiling set by an op shorter than this is bound by launch and call overhead (a few us
+#: a call), not by the device's throughput, and judges no row: the --quick shapes' ceilings took
+#: 5-14 us on an H200, a default run's 129-441 us (a GPU twice as fast still sets them over 50 us)
+CEILING_MIN_S = 50e-6
+
+
+def _overhead_bound(ceiling: dict) -> bool:
+    t = ceiling.get("time_s")
+    return t is not None and t < CEILING_MIN_S
+
+
+def above_roof(r: Record, roof: dict) -> str:
+    """The label of a row above the ceiling measured in this run, even at the slow end of its own
+    interval, that is not implausible: it ties the row that set the ceiling (not beyond the fast end
+    of that row's interval), or that row ran under CEILING_MIN_S. '' for every other row, the
+    ceiling's own included."""
+    row = _held_to_ceilings(r)
+    if row is None:
+        return ""
+    ceiling = _ceiling(roof, row)
+    peak, high = ceiling.get("value"), ceiling.get("high")
+    if not peak or not high or row.rate == peak or row.rate_at_slow_end <= peak:
+        return ""
+    where = (f"rate {row.rate_at_slow_end:.3g} {row.rate_key.replace('_per_s', '')}/s at the slow end of its interval "
+             f"is above the ceiling {peak:.3g} measured in this run ({ceiling['from']})")
+    if _overhead_bound(ceiling):
+        return (f"{where}, which an op of {1e6 * ceiling['time_s']:.3g} us set: bound by overhead, not a throughput "
+                "ceiling")
+    if row.rate_at_slow_end <= high:
+        return f"{where}, within that row's own interval (to {high:.3g}): a tie with it"
+    return ""
 
 
 def above_copy(r: Record, roof: dict) -> str:
@@ -249,15 +308,18 @@ def above_copy(r: Record, roof: dict) -> str:
 def mark_suspects(records: list[Record], roof: dict) -> int:
     """Write each implausible row's reason into its params: "suspect" (far under the roofline) or
     "implausible" (over the datasheet or the ceiling measured in the run, not L2-resident), and
-    label rows above the measured copy bandwidth ("above_copy"); returns how many rows were marked
-    suspect or implausible."""
+    label rows above the measured copy bandwidth ("above_copy") and rows above the measured ceiling
+    that are not implausible ("above_roof"); returns how many rows were marked suspect or
+    implausible."""
     n = 0
     sheet = _datasheet(records)
     for r in records:
         slow, fast, over = suspect(r, roof), implausible(r, roof, sheet), above_copy(r, roof)
-        if slow or fast or over:
+        tie = above_roof(r, roof) if not fast else ""
+        if slow or fast or over or tie:
             r.params = BlasParams.of(r).replace(suspect=slow or None, implausible=fast or None,
-                                                above_copy=(over or None) if not fast else None).to_dict()
+                                                above_copy=(over or None) if not fast else None,
+                                                above_roof=tie or None).to_dict()
             n += bool(slow or fast)
     return n
 
@@ -296,7 +358,9 @@ def build_tables(records: list[Record], roof: dict | None = None):
                              "budget before its interval reached the target; n/c (field): the two rows ran under "
                              "different conditions (that field), so no ratio. ~ noisy (IQR > 10% of median). "
                              "suspect: under 1% of the roofline measured in this run; implausible: above the datasheet, or above "
-                             "the ceiling measured in this run, and not labeled l2-resident; >copy: above the copy "
+                             "the ceiling measured in this run beyond its own interval, and not labeled l2-resident; "
+                             ">roof: above that ceiling within its interval (a tie), or it was set by an op under "
+                             "50 us (overhead-bound, --quick); >copy: above the copy "
                              "bandwidth measured in this run, under both (a read-mostly stream; reasons in the JSON).")
         for row in op_rows:
             r, p = row.rec, row.p
@@ -319,6 +383,8 @@ def build_tables(records: list[Record], roof: dict | None = None):
             if over and ratio:  # a ratio of a row that beats physics is no verdict
                 ratio = ratio.rsplit(" ", 1)[0] + " implausible"
             check = "implausible" if over else "suspect" if bad else ("ok" if r.verified else "")
+            if not bad and (p.above_roof or above_roof(r, roof)):
+                check += " >roof"
             if not bad and (p.above_copy or above_copy(r, roof)):
                 check += " >copy"
             t.add_row(*base, f"{s.median * 1e6:.4g}{noisy}{converged_mark(r)}", ci, ratio,
