@@ -601,11 +601,18 @@ def test_a_row_level_with_the_measured_ceiling_ties_it_and_one_beyond_its_interv
     old = {"cuda": {"fp16": {k: v for k, v in roof["cuda"]["fp16"].items() if k in ("value", "from")}}}
     assert "beats the ceiling" in tables.implausible(tie, old) and tables.above_roof(tie, old) == ""
 
+    assert "%" in next(ln for ln in text.splitlines() if " torch " in ln)  # % roof: of a ceiling
+
     small = {"batch": 2, "m": 128, "n": 128, "k": 128}  # 8.4 us at 1e12 FLOP/s
     quick = [row(Backend.native_cuda, "cublas", 1.0e12, 0.01, small), row(Backend.torch_cuda, "torch", 1.05e12, 0.0, small)]
     roof = tables.roofline(quick)
     assert tables.implausible(quick[1], roof) == "" and "bound by overhead" in tables.above_roof(quick[1], roof)
     assert tables.mark_suspects(quick, roof) == 0 and BlasParams.of(quick[1]).above_roof
+    c = Console(width=250, record=True, file=io.StringIO(), color_system=None)
+    for t in tables.build_tables(quick, roof):
+        c.print(t)
+    line = next(ln for ln in c.export_text().splitlines() if " torch " in ln)
+    assert ">roof" in line and "%" not in line  # no % of an overhead-bound rate
     doubled = row(Backend.torch_cuda, "torch", 2e15, 0.0, small)  # past the datasheet still, whatever the ceiling
     assert "beats the datasheet" in tables.implausible(doubled, roof, tables.DATASHEET["H200"])
 

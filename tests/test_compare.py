@@ -132,6 +132,14 @@ def test_different_devices_are_said_and_rows_shown_against_their_own_ceiling(tmp
     assert c.of_ceiling["B"] == pytest.approx(4e6 / (0.7e-5 * 4.3e12), rel=0.02)
     assert command.main([str(a), str(b)]) == 0
     assert "different devices: NVIDIA H100 80GB HBM3 -> NVIDIA H200" in capsys.readouterr().out
+    # a --quick run's "ceiling" set by a 6 us copy is bound by overhead: no fraction of it is shown
+    roof_q = {"cuda": {"bytes_per_s": {"value": 1.4e12, "from": "copy", "time_s": 6e-6}}}
+    q = _write(tmp_path / "q.json", [_row("gemv", _lognormal(rng, 0.7))], "NVIDIA H200", roof=roof_q)
+    (c,) = cmp.compare_runs(load_run(a), load_run(q))
+    assert c.of_ceiling == {}
+    from gapbench.core.reportkit import peaks_by_machine
+
+    assert [v for m in peaks_by_machine([load_run(a), load_run(q)]).values() for v in m.values()] == [3.0e12]
 
 
 @pytest.mark.parametrize("content", [b"{not json", gzip.compress(b'{"schema": "something else"}'), b""])

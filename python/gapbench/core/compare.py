@@ -67,6 +67,7 @@ from gapbench.core.noise import (FLOORED, Z90, Z95, NoiseModel, base_clock, devi
 from gapbench.core.ratio_ci import (K0, beyond_processes, median_ratio_ci, median_ratio_cis,  # noqa: F401 (API)
                                     own_processes,
                                     process_ratio_ci, process_spread, run_term, within_run)
+from gapbench.core.reportkit import is_ceiling
 from gapbench.core.result import OK, Record, Run
 from gapbench.core.run_setup import (SEQUENCE_EFFECT, case_sequence, sequence_note, streams_note,  # noqa: F401 (API)
                                      timing_streams)
@@ -104,6 +105,7 @@ def _ceiling_fraction(run: Run, r: Record) -> float | None:
     rates = r.rates()
     p = r.params or {}
     for entries in roof.values():
+        entries = {k: v for k, v in entries.items() if is_ceiling(v)}  # --quick's overhead-bound rates are none
         peak = entries.get(p.get("precision")) or entries.get(p.get("dtype"))
         bw = entries.get("bytes_per_s")
         flops, nbytes = rates.get("flops_per_s"), rates.get("bytes_per_s")

@@ -52,12 +52,29 @@ def ok(r: Record) -> bool:
     return r.status == OK and bool(r.samples_s)
 
 
+#: a roofline entry (bench.blas's measured ceilings) set by an op shorter than this is bound by launch
+#: and call overhead (a few us a call), not by the device's throughput, and is no ceiling: the
+#: --quick shapes' took 5-14 us on an H200, a default run's 129-441 us (a GPU twice as fast still
+#: sets them over 50 us)
+CEILING_MIN_S = 50e-6
+
+
+def is_ceiling(entry: dict) -> bool:
+    """Whether a roofline entry is a throughput ceiling: set by an op of at least CEILING_MIN_S
+    (entries of files before 7dafb57 carry no time and count as ceilings)."""
+    t = entry.get("time_s")
+    return t is None or t >= CEILING_MIN_S
+
+
 def peaks_by_machine(runs: list[Run]) -> dict[str, dict[str, float]]:
-    """The best measured roofline value per machine and key (bytes_per_s, fp32, tf32, ...)."""
+    """The best measured roofline value per machine and key (bytes_per_s, fp32, tf32, ...), of the
+    entries that are ceilings (is_ceiling)."""
     out: dict[str, dict[str, float]] = {}
     for run in runs:
         for entries in (run.run.get("roofline") or {}).values():
             for k, v in entries.items():
+                if not is_ceiling(v):
+                    continue
                 cur = out.setdefault(machine_of(run), {})
                 cur[k] = max(cur.get(k, 0.0), v["value"])
     return out

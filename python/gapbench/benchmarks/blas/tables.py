@@ -83,7 +83,7 @@ class Row:
 
     def ceiling_entry(self) -> dict:
         """A roofline entry set by this row: its rate, the fast end of its interval (a row held
-        against it ties it up to there), its median time (under CEILING_MIN_S it is bound by
+        against it ties it up to there), its median time (under reportkit.CEILING_MIN_S it is bound by
         overhead, not by a throughput ceiling) and where it came from."""
         return {"value": self.rate, "high": self.rate_at_fast_end, "time_s": self.rec.summary().median,
                 "from": f"{self.rec.backend}/{self.rec.variant} {self.p.dtype} {self.p.shape_text}"}
@@ -176,8 +176,12 @@ def roofline(records: list[Record]) -> dict:
 
 
 def _peak(roof: dict, row: Row) -> float | None:
+    return _roof_entry(roof, row).get("value")
+
+
+def _roof_entry(roof: dict, row: Row) -> dict:
     cls = row.device_class
-    return (roof.get(cls.value, {}).get(row.roof_key) or {}).get("value") if cls is not None else None
+    return (roof.get(cls.value, {}).get(row.roof_key) or {}) if cls is not None else {}
 
 
 def _datasheet(records: list[Record]) -> dict:
@@ -228,7 +232,7 @@ def implausible(r: Record, roof: dict, sheet: dict | None = None) -> str:
       rate of a native row off the L2, STREAM; for compute-bound ones the best native GEMM), which
       judges every row but the one that set it, beyond the fast end of that row's own interval: a
       row between the ceiling and there ties it (a framework calling the vendor's kernel that set
-      it does, half the time), and a ceiling set by an op under CEILING_MIN_S (--quick's small
+      it does, half the time), and a ceiling set by an op under rk.CEILING_MIN_S (--quick's small
       shapes) is bound by overhead, not a throughput ceiling: rows above it are labeled
       (`above_roof`), not implausible.
     It timed less work than it claims, or read from a cache it says it rotated past."""
@@ -242,7 +246,7 @@ def implausible(r: Record, roof: dict, sheet: dict | None = None) -> str:
     ceiling = _ceiling(roof, row)
     peak = ceiling.get("value")
     high = max(ceiling.get("high") or 0.0, peak or 0.0)  # files before the ties: the ceiling's median
-    if not peak or row.rate_at_slow_end <= high or row.rate == peak or _overhead_bound(ceiling):
+    if not peak or row.rate_at_slow_end <= high or row.rate == peak or not rk.is_ceiling(ceiling):
         return ""  # under it, tied, the ceiling's own row, or no throughput ceiling
     return (f"rate {row.rate_at_slow_end:.3g} {row.rate_key.replace('_per_s', '')}/s at the slow end of its interval "
             f"beats the ceiling {peak:.3g} measured in this run ({ceiling['from']})"
@@ -257,21 +261,10 @@ def _ceiling(roof: dict, row: Row) -> dict:
     return roof.get(row.device_class.value, {}).get(key) or {}
 
 
-#: a measured ceiling set by an op shorter than this is bound by launch and call overhead (a few us
-#: a call), not by the device's throughput, and judges no row: the --quick shapes' ceilings took
-#: 5-14 us on an H200, a default run's 129-441 us (a GPU twice as fast still sets them over 50 us)
-CEILING_MIN_S = 50e-6
-
-
-def _overhead_bound(ceiling: dict) -> bool:
-    t = ceiling.get("time_s")
-    return t is not None and t < CEILING_MIN_S
-
-
 def above_roof(r: Record, roof: dict) -> str:
     """The label of a row above the ceiling measured in this run, even at the slow end of its own
     interval, that is not implausible: it ties the row that set the ceiling (not beyond the fast end
-    of that row's interval), or that row ran under CEILING_MIN_S. '' for every other row, the
+    of that row's interval), or that row ran under rk.CEILING_MIN_S. '' for every other row, the
     ceiling's own included."""
     row = _held_to_ceilings(r)
     if row is None:
@@ -282,7 +275,7 @@ def above_roof(r: Record, roof: dict) -> str:
         return ""
     where = (f"rate {row.rate_at_slow_end:.3g} {row.rate_key.replace('_per_s', '')}/s at the slow end of its interval "
              f"is above the ceiling {peak:.3g} measured in this run ({ceiling['from']})")
-    if _overhead_bound(ceiling):
+    if not rk.is_ceiling(ceiling):
         return (f"{where}, which an op of {1e6 * ceiling['time_s']:.3g} us set: bound by overhead, not a throughput "
                 "ceiling")
     if row.rate_at_slow_end <= high:
@@ -370,7 +363,8 @@ def build_tables(records: list[Record], roof: dict | None = None):
                 continue
             s = r.summary()
             val, peak = row.rate, _peak(roof, row)
-            pr = f"{100 * val / peak:.0f}%" if peak else ""
+            # of a ceiling only: --quick's overhead-bound rates are none (reportkit.is_ceiling)
+            pr = f"{100 * val / peak:.0f}%" if peak and rk.is_ceiling(_roof_entry(roof, row)) else ""
             ps = (f"{100 * val / sheet[row.roof_key]:.0f}%" if sheet.get(row.roof_key)
                   and row.device_class is DeviceClass.cuda else "")
             noisy = "~" if s.noisy else ""
