@@ -373,6 +373,11 @@ def test_roofline_from_a_blas_result_file(tmp_path):
     assert roof["bf16"]["flops_per_s"] == 7e14 and "bytes_per_s" not in roof
     st = _by_metric(tr.run_case(tr.Case("tiny-gpt2", "torch-cpu", roofline=roof, precision="amp-bf16", **TINY)))["step"]
     assert st.params["roofline"]["flops_per_s"] == 7e14
+    q = tmp_path / "quick.json"  # a --quick run's GEMM "peak", set by a 5 us op, is no peak: refused, and why
+    w = RunWriter(q, env={}, run={"probe": "blas"})
+    w.finish(roofline={"cuda": {"bf16": {"value": 1.7e12, "from": "cublas bf16 2x128^3", "time_s": 5e-6}}})
+    with pytest.raises(ValueError, match="bound by overhead: a --quick run"):
+        tr.load_roofline(str(q))
 
 
 def test_memory_plot_breaks_lines_where_the_sampler_paused():
