@@ -1296,3 +1296,37 @@ def test_framework_floors_group_rows_by_the_stream_their_framework_times_on():
     assert m.floor is not None and m.floor is not t.floor and m.floor.key == "launch-floor/mlx-gpu"
     assert nat.floor is None and rot.floor is None
     assert t.floor.sample(3) == [2e-6] * 3 and ads[Backend.cupy].calls == 3
+
+
+def test_the_report_floors_rows_by_a_ceiling_never_by_an_overhead_bound_rate(tmp_path):
+    """bench.report's BLAS table: a --quick run's copy "ceiling" (a 6 us op) is no roofline; its GEMV
+    is floored by the copy bandwidth of the machine's default run, which it borrows."""
+    from gapbench.benchmarks.blas import tables
+    from gapbench.benchmarks.blas.params import BlasParams, Stop
+    from gapbench.benchmarks.blas.run import record
+    from gapbench.core.conditions import Cache, Conditions
+    from gapbench.core.reportkit import is_ceiling
+    from gapbench.core.result import RunWriter, load_run
+
+    def run(name, started, op, shape, rate):
+        spec = ops.get(op)
+        t = spec.work(shape, DType.fp16)["bytes"] / rate
+        rec = record(spec, DType.fp16, shape, Backend.native_cuda, "memcpy" if op == "copy" else "gapbench",
+                     BlasParams(stop=Stop(converged=True, median_ci_s=[t * 0.99, t * 1.01])), status=OK,
+                     samples_s=[t] * 11, conditions=Conditions(cache=Cache.ROTATED).to_dict())
+        w = RunWriter(tmp_path / name, env={"nvidia_smi": [{"name": "NVIDIA H200", "driver_version": "580"}]},
+                      run={"probe": "blas", "started": started}, overhead=None)
+        w.extend([rec])
+        w.finish(roofline=tables.roofline([rec]))
+        return load_run(tmp_path / name)
+
+    default = run("d.json", "2026-11-29T00:00:00", "copy", {"n": 2**26}, 4.0e12)  # 268 MB: 67 us
+    quick = run("q.json", "2026-11-29T01:00:00", "copy", {"n": 2**20}, 1.0e12)  # 4 MB: 4 us, overhead-bound
+    gemv = run("g.json", "2026-11-29T01:00:01", "gemv", {"m": 1024, "k": 1024}, 1.0e12)
+    assert not is_ceiling(quick.run["roofline"]["cuda"]["bytes_per_s"])
+    assert is_ceiling(default.run["roofline"]["cuda"]["bytes_per_s"])
+    (table,) = tables.report_tables([default, quick, gemv])
+    floors = {(r[1], r[3]): r[7] for r in table.rows}
+    work = ops.get("gemv").work({"m": 1024, "k": 1024}, DType.fp16)["bytes"]
+    assert floors[("gemv", "1024x1024")] == f"{work / 4.0e12 * 1e6:.4g}"  # the default run's copy, not quick's
+    assert floors[("copy", "n=1048576")] != f"{4 * 2**20 / 1.0e12 * 1e6:.4g}"

@@ -434,6 +434,8 @@ def report_tables(runs: list) -> list[rk.Table]:
     for run in runs:
         for cls, entries in (run.run.get("roofline") or {}).items():
             for k, v in entries.items():
+                if not rk.is_ceiling(v):  # --quick's overhead-bound rates: no floor to borrow
+                    continue
                 cur = by_machine.setdefault(rk.machine_of(run), {}).setdefault(cls, {}).get(k)
                 if cur is None or v["value"] > cur["value"]:
                     by_machine[rk.machine_of(run)][cls][k] = v
@@ -451,7 +453,7 @@ def report_tables(runs: list) -> list[rk.Table]:
         if not recs:
             continue
         mach = rk.machine_of(run)
-        own = run.run.get("roofline") or {}
+        own = {c: {k: v for k, v in es.items() if rk.is_ceiling(v)} for c, es in (run.run.get("roofline") or {}).items()}
         roof = {c: dict(by_machine.get(mach, {}).get(c, {}), **own.get(c, {}))
                 for c in set(own) | set(by_machine.get(mach, {}))}
         groups: dict[tuple, list[Row]] = {}
