@@ -67,19 +67,20 @@ class Row:
 
     @property
     def rate_at_slow_end(self) -> float:
-        """The rate at the slow end of the median's interval (the most its interval lets it be)."""
-        stop = self.p.stop
-        hi = stop.median_ci_s[1] if stop is not None and stop.median_ci_s and stop.median_ci_s[1] else None
-        med = self.rec.summary().median
-        return self.rate * med / hi if hi and med and hi > 0 else self.rate
+        """The rate at the slow end of the median's interval (the least its interval lets it be)."""
+        return self._rate_at(1)
 
     @property
     def rate_at_fast_end(self) -> float:
         """The rate at the fast end of the median's interval (the most its interval lets it be)."""
+        return self._rate_at(0)
+
+    def _rate_at(self, end: int) -> float:
+        """The rate at the time of one end of the median's interval (the rate itself without one)."""
         stop = self.p.stop
-        lo = stop.median_ci_s[0] if stop is not None and stop.median_ci_s and stop.median_ci_s[0] else None
+        t = stop.median_ci_s[end] if stop is not None and stop.median_ci_s and stop.median_ci_s[end] else None
         med = self.rec.summary().median
-        return self.rate * med / lo if lo and med and lo > 0 else self.rate
+        return self.rate * med / t if t and med and t > 0 else self.rate
 
     def ceiling_entry(self) -> dict:
         """A roofline entry set by this row: its rate, the fast end of its interval (a row held
