@@ -67,7 +67,7 @@ from gapbench.core.noise import (FLOORED, Z90, Z95, NoiseModel, base_clock, devi
 from gapbench.core.ratio_ci import (K0, beyond_processes, median_ratio_ci, median_ratio_cis,  # noqa: F401 (API)
                                     own_processes,
                                     process_ratio_ci, process_spread, run_term, within_run)
-from gapbench.core.reportkit import is_ceiling
+from gapbench.core.reportkit import ceilings
 from gapbench.core.result import OK, Record, Run
 from gapbench.core.run_setup import (SEQUENCE_EFFECT, case_sequence, sequence_note, streams_note,  # noqa: F401 (API)
                                      timing_streams)
@@ -101,11 +101,9 @@ def _ceiling_fraction(run: Run, r: Record) -> float | None:
     attainable rate min(FLOP ceiling of its precision, arithmetic intensity x copy bandwidth) where
     both are known, else the one that is (BLAS: the copy bandwidth for bytes, the GEMM of its
     precision for FLOPs)."""
-    roof = run.run.get("roofline") or {}
     rates = r.rates()
     p = r.params or {}
-    for entries in roof.values():
-        entries = {k: v for k, v in entries.items() if is_ceiling(v)}  # --quick's overhead-bound rates are none
+    for entries in ceilings(run).values():  # --quick's overhead-bound rates are none
         peak = entries.get(p.get("precision")) or entries.get(p.get("dtype"))
         bw = entries.get("bytes_per_s")
         flops, nbytes = rates.get("flops_per_s"), rates.get("bytes_per_s")

@@ -66,15 +66,19 @@ def is_ceiling(entry: dict) -> bool:
     return t is None or t >= CEILING_MIN_S
 
 
+def ceilings(run: Run) -> dict[str, dict[str, dict]]:
+    """A run's measured roofline (per device class, per key), its entries that are ceilings only."""
+    return {cls: {k: v for k, v in entries.items() if is_ceiling(v)}
+            for cls, entries in (run.run.get("roofline") or {}).items()}
+
+
 def peaks_by_machine(runs: list[Run]) -> dict[str, dict[str, float]]:
     """The best measured roofline value per machine and key (bytes_per_s, fp32, tf32, ...), of the
     entries that are ceilings (is_ceiling)."""
     out: dict[str, dict[str, float]] = {}
     for run in runs:
-        for entries in (run.run.get("roofline") or {}).values():
+        for entries in ceilings(run).values():
             for k, v in entries.items():
-                if not is_ceiling(v):
-                    continue
                 cur = out.setdefault(machine_of(run), {})
                 cur[k] = max(cur.get(k, 0.0), v["value"])
     return out

@@ -82,12 +82,13 @@ class Row:
         med = self.rec.summary().median
         return self.rate * med / t if t and med and t > 0 else self.rate
 
-    def ceiling_entry(self) -> dict:
+    def ceiling_entry(self, with_op: bool = False) -> dict:
         """A roofline entry set by this row: its rate, the fast end of its interval (a row held
         against it ties it up to there), its median time (under reportkit.CEILING_MIN_S it is bound by
-        overhead, not by a throughput ceiling) and where it came from."""
+        overhead, not by a throughput ceiling) and where it came from (`with_op`: naming the op too)."""
+        op = f" {self.p.op}" if with_op else ""
         return {"value": self.rate, "high": self.rate_at_fast_end, "time_s": self.rec.summary().median,
-                "from": f"{self.rec.backend}/{self.rec.variant} {self.p.dtype} {self.p.shape_text}"}
+                "from": f"{self.rec.backend}/{self.rec.variant}{op} {self.p.dtype} {self.p.shape_text}"}
 
     @property
     def unit(self) -> tuple[str, float]:
@@ -163,9 +164,7 @@ def roofline(records: list[Record]) -> dict:
             continue
         cur = out.setdefault(row.device_class.value, {}).get(STREAM)
         if cur is None or row.rate > cur["value"]:
-            entry = row.ceiling_entry()
-            entry["from"] = f"{row.rec.backend}/{row.rec.variant} {row.p.op} {row.p.dtype} {row.p.shape_text}"
-            out[row.device_class.value][STREAM] = entry
+            out[row.device_class.value][STREAM] = row.ceiling_entry(with_op=True)
     for row in cands:
         if row.device_class in native_classes and row.backend.family is not Family.native:
             continue
@@ -244,15 +243,34 @@ def implausible(r: Record, roof: dict, sheet: dict | None = None) -> str:
     if bound and row.rate_at_slow_end > bound:
         return (f"rate {row.rate_at_slow_end:.3g} {row.rate_key.replace('_per_s', '')}/s at the slow end of its interval "
                 f"beats the datasheet's {bound:.3g}, and the row is not labeled l2-resident")
+    kind, text = _against_ceiling(row, roof)
+    return text if kind == BEYOND else ""
+
+
+#: how a row above the ceiling measured in its run stands to it (_against_ceiling)
+BEYOND, TIE, OVERHEAD = "beyond", "tie", "overhead"
+
+
+def _against_ceiling(row: Row, roof: dict) -> tuple[str, str]:
+    """(kind, reason) of a row above the measured ceiling it is held against, even at the slow end of
+    its own interval: BEYOND the fast end of the interval of the row that set it (implausible; files
+    before those ends: beyond the ceiling itself), a TIE within it, or OVERHEAD where that row ran
+    under rk.CEILING_MIN_S (no throughput ceiling). ("", "") for a row under it, or the row that set it."""
     ceiling = _ceiling(roof, row)
-    peak = ceiling.get("value")
-    high = max(ceiling.get("high") or 0.0, peak or 0.0)  # files before the ties: the ceiling's median
-    if not peak or row.rate_at_slow_end <= high or row.rate == peak or not rk.is_ceiling(ceiling):
-        return ""  # under it, tied, the ceiling's own row, or no throughput ceiling
-    return (f"rate {row.rate_at_slow_end:.3g} {row.rate_key.replace('_per_s', '')}/s at the slow end of its interval "
-            f"beats the ceiling {peak:.3g} measured in this run ({ceiling['from']})"
-            + (f" and the fast end {high:.3g} of that row's interval" if high > peak else "")
-            + ", and the row is not labeled l2-resident")
+    peak, high = ceiling.get("value"), ceiling.get("high")
+    slow = row.rate_at_slow_end
+    if not peak or row.rate == peak or slow <= peak:
+        return "", ""
+    rate = f"rate {slow:.3g} {row.rate_key.replace('_per_s', '')}/s at the slow end of its interval"
+    if not rk.is_ceiling(ceiling):
+        return OVERHEAD, (f"{rate} is above the ceiling {peak:.3g} measured in this run ({ceiling['from']}), which an "
+                          f"op of {1e6 * ceiling['time_s']:.3g} us set: bound by overhead, not a throughput ceiling")
+    if high and slow <= high:
+        return TIE, (f"{rate} is above the ceiling {peak:.3g} measured in this run ({ceiling['from']}), within that "
+                     f"row's own interval (to {high:.3g}): a tie with it")
+    return BEYOND, (f"{rate} beats the ceiling {peak:.3g} measured in this run ({ceiling['from']})"
+                    + (f" and the fast end {high:.3g} of that row's interval" if high and high > peak else "")
+                    + ", and the row is not labeled l2-resident")
 
 
 def _ceiling(roof: dict, row: Row) -> dict:
@@ -270,18 +288,8 @@ def above_roof(r: Record, roof: dict) -> str:
     row = _held_to_ceilings(r)
     if row is None:
         return ""
-    ceiling = _ceiling(roof, row)
-    peak, high = ceiling.get("value"), ceiling.get("high")
-    if not peak or not high or row.rate == peak or row.rate_at_slow_end <= peak:
-        return ""
-    where = (f"rate {row.rate_at_slow_end:.3g} {row.rate_key.replace('_per_s', '')}/s at the slow end of its interval "
-             f"is above the ceiling {peak:.3g} measured in this run ({ceiling['from']})")
-    if not rk.is_ceiling(ceiling):
-        return (f"{where}, which an op of {1e6 * ceiling['time_s']:.3g} us set: bound by overhead, not a throughput "
-                "ceiling")
-    if row.rate_at_slow_end <= high:
-        return f"{where}, within that row's own interval (to {high:.3g}): a tie with it"
-    return ""
+    kind, text = _against_ceiling(row, roof)
+    return text if kind in (TIE, OVERHEAD) else ""
 
 
 def above_copy(r: Record, roof: dict) -> str:
@@ -433,10 +441,8 @@ def report_tables(runs: list) -> list[rk.Table]:
     table_rows = []
     by_machine: dict[str, dict] = {}  # a run without a copy or GEMM borrows its machine's roofline
     for run in runs:
-        for cls, entries in (run.run.get("roofline") or {}).items():
+        for cls, entries in rk.ceilings(run).items():  # --quick's overhead-bound rates: no floor to borrow
             for k, v in entries.items():
-                if not rk.is_ceiling(v):  # --quick's overhead-bound rates: no floor to borrow
-                    continue
                 cur = by_machine.setdefault(rk.machine_of(run), {}).setdefault(cls, {}).get(k)
                 if cur is None or v["value"] > cur["value"]:
                     by_machine[rk.machine_of(run)][cls][k] = v
@@ -454,7 +460,7 @@ def report_tables(runs: list) -> list[rk.Table]:
         if not recs:
             continue
         mach = rk.machine_of(run)
-        own = {c: {k: v for k, v in es.items() if rk.is_ceiling(v)} for c, es in (run.run.get("roofline") or {}).items()}
+        own = rk.ceilings(run)
         roof = {c: dict(by_machine.get(mach, {}).get(c, {}), **own.get(c, {}))
                 for c in set(own) | set(by_machine.get(mach, {}))}
         groups: dict[tuple, list[Row]] = {}

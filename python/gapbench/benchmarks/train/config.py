@@ -89,20 +89,16 @@ def load_roofline(path: str) -> dict:
     """Peak compute per dtype from a `bench.blas` result file (its measured roofline)."""
     from gapbench.core.result import load_run
 
-    from gapbench.core.reportkit import is_ceiling
+    from gapbench.core.reportkit import ceilings
 
     run = load_run(path)
-    roof = run.run.get("roofline") or {}
-    out, short = {}, 0
-    for cls, entries in roof.items():
+    out = {}
+    for cls, entries in ceilings(run).items():  # --quick's small GEMMs: bound by overhead, no peak
         for k, v in entries.items():
-            if k.endswith("bytes_per_s"):  # the GEMM peaks, not the copy or stream rates
-                continue
-            if not is_ceiling(v):  # --quick's small GEMMs: bound by overhead, no peak
-                short += 1
-                continue
-            out[k] = {"flops_per_s": v["value"], "from": f"{Path(path).name}: {v['from']}", "device_class": cls}
+            if not k.endswith("bytes_per_s"):  # the GEMM peaks, not the copy or stream rates
+                out[k] = {"flops_per_s": v["value"], "from": f"{Path(path).name}: {v['from']}", "device_class": cls}
     if not out:
+        short = any(not k.endswith("bytes_per_s") for es in (run.run.get("roofline") or {}).values() for k in es)
         why = (" (its GEMMs ran under 50 us, bound by overhead: a --quick run?)" if short else "")
         raise ValueError(f"{path}: no GEMM roofline in this result file{why} (run python -m bench.blas --ops copy,gemm "
                          "first, without --quick)")
